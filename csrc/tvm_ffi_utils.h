@@ -1,0 +1,124 @@
+// TVM-FFI glue shared by every launcher in csrc/: type aliases, argument checks,
+// dtype dispatch and the caller's CUDA stream. Kernel templates in include/oasr/
+// never include this file: they stay framework-agnostic.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <dlpack/dlpack.h>
+#include <tvm/ffi/container/tensor.h>
+#include <tvm/ffi/dtype.h>
+#include <tvm/ffi/error.h>
+#include <tvm/ffi/extra/c_env_api.h>
+#include <tvm/ffi/function.h>
+#include <tvm/ffi/optional.h>
+
+#include <cstdint>
+#include <string>
+
+using TensorView = tvm::ffi::TensorView;
+using Optional = tvm::ffi::Optional<tvm::ffi::TensorView>;
+
+// User mistakes raise ValueError/TypeError naming the argument; the Python APIs check
+// first, so these are the last line for callers that go straight to the module.
+#define CHECK_CUDA(x)                                                                \
+  if ((x).device().device_type != kDLCUDA) {                                         \
+    TVM_FFI_THROW(ValueError) << "`" #x "` must be a CUDA tensor";                   \
+  }
+
+#define CHECK_CONTIGUOUS(x)                                                          \
+  if (!(x).IsContiguous()) {                                                         \
+    TVM_FFI_THROW(ValueError) << "`" #x "` must be contiguous";                      \
+  }
+
+#define CHECK_LAST_DIM_CONTIGUOUS(x)                                                 \
+  if ((x).ndim() > 0 && (x).size((x).ndim() - 1) > 1 && (x).stride((x).ndim() - 1) != 1) { \
+    TVM_FFI_THROW(ValueError) << "`" #x "` must be contiguous in its last dimension"; \
+  }
+
+#define CHECK_INPUT(x) \
+  CHECK_CUDA(x);       \
+  CHECK_CONTIGUOUS(x)
+
+#define CHECK_LAST_DIM_CONTIGUOUS_INPUT(x) \
+  CHECK_CUDA(x);                           \
+  CHECK_LAST_DIM_CONTIGUOUS(x)
+
+#define CHECK_DIM(d, x)                                                               \
+  if ((x).ndim() != (d)) {                                                            \
+    TVM_FFI_THROW(ValueError) << "`" #x "` must have " << (d) << " dimensions, got " \
+                              << (x).ndim();                                          \
+  }
+
+#define CHECK_DEVICE(x, y)                                                              \
+  if ((x).device().device_type != (y).device().device_type ||                          \
+      (x).device().device_id != (y).device().device_id) {                              \
+    TVM_FFI_THROW(ValueError) << "`" #x "` and `" #y "` must be on the same device";    \
+  }
+
+#define CHECK_SAME_DTYPE(x, y)                                                          \
+  if ((x).dtype() != (y).dtype()) {                                                     \
+    TVM_FFI_THROW(TypeError) << "`" #x "` and `" #y "` must have the same dtype";       \
+  }
+
+constexpr DLDataType dl_float32{kDLFloat, 32, 1};
+constexpr DLDataType dl_float16{kDLFloat, 16, 1};
+constexpr DLDataType dl_bfloat16{kDLBfloat, 16, 1};
+
+inline std::string dtype_name(DLDataType dtype) {
+  if (dtype == dl_float32) return "float32";
+  if (dtype == dl_float16) return "float16";
+  if (dtype == dl_bfloat16) return "bfloat16";
+  return "dtype(code=" + std::to_string(dtype.code) + ", bits=" + std::to_string(dtype.bits) + ")";
+}
+
+// Calls the lambda __VA_ARGS__ with c_type bound to float, half or nv_bfloat16.
+#define DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(dlpack_dtype, c_type, ...)                \
+  [&]() -> bool {                                                                     \
+    if ((dlpack_dtype) == dl_float32) {                                               \
+      using c_type = float;                                                           \
+      return __VA_ARGS__();                                                           \
+    } else if ((dlpack_dtype) == dl_float16) {                                        \
+      using c_type = half;                                                            \
+      return __VA_ARGS__();                                                           \
+    } else if ((dlpack_dtype) == dl_bfloat16) {                                       \
+      using c_type = nv_bfloat16;                                                     \
+      return __VA_ARGS__();                                                           \
+    }                                                                                 \
+    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype)      \
+                             << "; expected float32, float16 or bfloat16";            \
+    return false;                                                                     \
+  }()
+
+#define DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP32_FP16(dlpack_dtype, c_type, ...) \
+  DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(dlpack_dtype, c_type, __VA_ARGS__)
+
+// Half-precision only (GEMM and conv kernels).
+#define DISPATCH_DLPACK_HALF_DTYPE(dlpack_dtype, c_type, ...)                         \
+  [&]() -> bool {                                                                     \
+    if ((dlpack_dtype) == dl_float16) {                                               \
+      using c_type = half;                                                            \
+      return __VA_ARGS__();                                                           \
+    } else if ((dlpack_dtype) == dl_bfloat16) {                                       \
+      using c_type = nv_bfloat16;                                                     \
+      return __VA_ARGS__();                                                           \
+    }                                                                                 \
+    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype)      \
+                             << "; expected float16 or bfloat16";                     \
+    return false;                                                                     \
+  }()
+
+// The stream tvm-ffi set for this call: torch's current stream of the first CUDA tensor.
+inline cudaStream_t get_stream(DLDevice device) {
+  return static_cast<cudaStream_t>(TVMFFIEnvGetStream(device.device_type, device.device_id));
+}
+
+// The first element, with DLPack's byte_offset applied.
+template <typename T>
+inline T* data_ptr(TensorView x) {
+  return reinterpret_cast<T*>(static_cast<char*>(x.data_ptr()) + x.byte_offset());
+}
+
+#define CHECK_CUDA_SUCCESS(status, what)                                                \
+  TVM_FFI_ICHECK((status) == cudaSuccess) << what << " failed: " << cudaGetErrorString(status)

@@ -1,0 +1,47 @@
+// 128-bit vectors: the unit every memory-bound kernel loads and stores.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace oasr {
+
+constexpr int kVecBytes = 16;
+
+// kSize elements of T packed into one 16-byte transaction.
+template <typename T>
+struct alignas(kVecBytes) Vec {
+  static constexpr int kSize = kVecBytes / sizeof(T);
+  T data[kSize];
+
+  __device__ __forceinline__ static Vec load(const T* ptr) {
+    Vec v;
+    *reinterpret_cast<uint4*>(&v) = *reinterpret_cast<const uint4*>(ptr);
+    return v;
+  }
+  __device__ __forceinline__ void store(T* ptr) const {
+    *reinterpret_cast<uint4*>(ptr) = *reinterpret_cast<const uint4*>(this);
+  }
+  __device__ __forceinline__ T& operator[](int i) { return data[i]; }
+  __device__ __forceinline__ const T& operator[](int i) const { return data[i]; }
+};
+
+// Elements before the first 16-byte boundary of ptr (0 when already aligned).
+template <typename T>
+__host__ __device__ __forceinline__ int64_t elements_to_alignment(const void* ptr) {
+  const auto misalignment = reinterpret_cast<uintptr_t>(ptr) % kVecBytes;
+  return misalignment == 0 ? 0 : static_cast<int64_t>((kVecBytes - misalignment) / sizeof(T));
+}
+
+// Two pointers can share one vector path when they sit at the same offset from a
+// 16-byte boundary and on whole elements.
+template <typename T>
+__host__ __device__ __forceinline__ bool same_vector_phase(const void* a, const void* b) {
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+  return pa % kVecBytes == pb % kVecBytes && pa % sizeof(T) == 0;
+}
+
+}  // namespace oasr

@@ -1,0 +1,11 @@
+"""Oasr: CUDA kernels for speech-recognition encoders (Conformer-style).
+
+Kernels are JIT-compiled on first use (nvcc + ninja, loaded through tvm-ffi) and
+cached under ``~/.cache/oasr/jit``. Every op takes channels-last tensors and an
+optional destination ``out=``.
+"""
+
+from .scale import scale
+
+__version__ = "0.1.0"
+__all__ = ["scale"]

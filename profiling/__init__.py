@@ -1,0 +1,1 @@
+"""The workbench engine: op registry, timing, Nsight Compute runs, reports, roofline."""
