@@ -7,7 +7,9 @@ two environment variables, read when this module is imported (call
 ``OASR_LOGLEVEL`` (int, default ``0``)
     * ``0``: off. :func:`oasr_api` returns the function unchanged, so there
       is no overhead at all.
-    * ``>= 1``: the qualified name of each call, e.g. ``[oasr] oasr.scale``.
+    * ``>= 1``: the name of each call, e.g. ``[oasr] oasr.scale`` (functions
+      of the ``oasr`` package are named as exported at its top level; others
+      ``<module>.<qualname>``).
     * ``>= 3``: also every argument (tensors: shape, dtype, stride, device,
       storage offset, contiguity; other values: ``repr``) and the result.
     * ``>= 5``: also, for floating-point tensors, min/max/mean over the finite
@@ -164,14 +166,24 @@ def _named_args(sig: inspect.Signature | None, args: tuple, kwargs: dict) -> lis
     return [(f"arg{i}", a) for i, a in enumerate(args)] + list(kwargs.items())
 
 
+def _api_name(fn: Callable[..., Any]) -> str:
+    """Name used in the log: ``oasr.<qualname>`` for functions of the ``oasr``
+    package (the public name, e.g. ``oasr.scale`` for ``oasr/scale.py``'s
+    ``scale``), ``<module>.<qualname>`` otherwise."""
+    module = getattr(fn, "__module__", None) or "?"
+    if module.split(".")[0] == "oasr":
+        module = "oasr"
+    return f"{module}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
 def oasr_api(fn: F) -> F:
     """Decorator adding debug logging to a public API function.
 
     With ``OASR_LOGLEVEL=0`` (the default) this returns ``fn`` itself, so
     undecorated and decorated functions cost the same. Otherwise each call
-    logs the qualified name (level >= 1), the arguments with defaults applied
-    and the result (level >= 3), and tensor statistics (level >= 5; this
-    synchronizes the GPU). Arguments are logged before the call, so they are
+    logs the name (level >= 1; ``oasr.<qualname>`` for Oasr's own functions),
+    the arguments with defaults applied and the result (level >= 3), and
+    tensor statistics (level >= 5; this synchronizes the GPU). Arguments are logged before the call, so they are
     visible even if the call fails.
 
     Parameters
@@ -188,7 +200,7 @@ def oasr_api(fn: F) -> F:
     if level <= 0:
         return fn
 
-    name = f"{fn.__module__}.{fn.__qualname__}"
+    name = _api_name(fn)
     try:
         sig: inspect.Signature | None = inspect.signature(fn)
     except (TypeError, ValueError):

@@ -338,8 +338,7 @@ def backend_requirement(
             elif backend not in backend_checks:
                 valid = list(backend_checks) + (["auto"] if auto else [])
                 raise ValueError(
-                    f"{name}: unknown backend={backend!r}; valid backends: "
-                    + ", ".join(repr(v) for v in valid)
+                    f"{name}: unknown backend={backend!r}; valid backends: " + ", ".join(repr(v) for v in valid)
                 )
             else:
                 _check_cc(cc, backend)

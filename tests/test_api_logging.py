@@ -41,14 +41,8 @@ SCRIPT = textwrap.dedent(
 )
 
 NAME = "[oasr] __main__.toy"
-X = (
-    "Tensor(shape=(2, 2), dtype=torch.float32, stride=(3, 1), device=cpu, "
-    "storage_offset=1, contiguous=False{})"
-)
-X_OUT = (
-    "Tensor(shape=(2, 2), dtype=torch.float32, stride=(2, 1), device=cpu, "
-    "storage_offset=0, contiguous=True{})"
-)
+X = "Tensor(shape=(2, 2), dtype=torch.float32, stride=(3, 1), device=cpu, storage_offset=1, contiguous=False{})"
+X_OUT = "Tensor(shape=(2, 2), dtype=torch.float32, stride=(2, 1), device=cpu, storage_offset=0, contiguous=True{})"
 Y = "Tensor(shape=(5,), dtype=torch.float32, stride=(1,), device=cpu, storage_offset=0, contiguous=True{})"
 EXPECTED = {
     1: [NAME, NAME],
@@ -188,6 +182,18 @@ def test_wrapper_preserves_metadata_and_result(log_config, capsys):
     )
 
 
+def test_oasr_functions_logged_by_public_name(log_config, capsys):
+    log_config(1)
+
+    def glu(x):
+        return x
+
+    glu.__module__ = "oasr.activation"
+    glu.__qualname__ = "glu"
+    api_logging.oasr_api(glu)(1)
+    assert capsys.readouterr().out == "[oasr] oasr.glu\n"
+
+
 def test_arguments_logged_before_a_failing_call(log_config, capsys):
     log_config(3)
 
@@ -214,10 +220,7 @@ def test_bad_call_falls_back_to_raw_arguments(log_config, capsys):
 
 def test_describe_tensor_levels():
     t = torch.tensor([[1.0, float("-inf")], [3.0, float("nan")]], dtype=torch.float16)
-    base = (
-        "Tensor(shape=(2, 2), dtype=torch.float16, stride=(2, 1), device=cpu, "
-        "storage_offset=0, contiguous=True"
-    )
+    base = "Tensor(shape=(2, 2), dtype=torch.float16, stride=(2, 1), device=cpu, storage_offset=0, contiguous=True"
     assert describe_tensor(t, 3) == base + ")"
     assert describe_tensor(t, 5) == base + ", min=1.0, max=3.0, mean=2.0, nan=1, inf=1)"
 

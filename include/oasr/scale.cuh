@@ -20,12 +20,11 @@ namespace oasr {
 namespace scale_detail {
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;  // vectors each thread keeps in flight
-constexpr int kBlocksPerSm = 8;
 }  // namespace scale_detail
 
 // Elements [0, head) and [tail_start, n) go one by one; [head, tail_start) in vectors.
 template <typename T>
-__global__ void ScaleKernel(const T* input, T* output, float factor, int64_t n, int64_t head,
+__global__ void __launch_bounds__(scale_detail::kThreads) ScaleKernel(const T* input, T* output, float factor, int64_t n, int64_t head,
                             int64_t num_vectors) {
   using VecT = Vec<T>;
   constexpr int kUnroll = scale_detail::kUnroll;
@@ -72,8 +71,10 @@ cudaError_t Scale(const T* input, T* output, float factor, int64_t n, cudaStream
     num_vectors = (n - head) / kVecSize;
   }
   const int64_t num_scalars = n - num_vectors * kVecSize;
-  const int64_t work = std::max(num_vectors, num_scalars);
-  const unsigned blocks = grid_size(work, int64_t{kThreads} * kUnroll, kBlocksPerSm);
+  // One vector per thread while the GPU has room (small tensors are latency-bound, so
+  // spread them over every SM); large ones loop, kUnroll vectors in flight per thread.
+  static const int blocks_per_sm = resident_blocks_per_sm(ScaleKernel<T>, kThreads);
+  const unsigned blocks = grid_size(std::max(num_vectors, num_scalars), kThreads, blocks_per_sm);
   ScaleKernel<T><<<blocks, kThreads, 0, stream>>>(input, output, factor, n, head, num_vectors);
   return cudaGetLastError();
 }

@@ -22,3 +22,34 @@ __device__ __forceinline__ nv_bfloat16 from_float<nv_bfloat16>(float x) {
 }
 
 }  // namespace oasr
+
+#include <cstdint>
+
+namespace oasr {
+
+// Division by a divisor fixed at launch, for dividends below 2^31: one multiply-high,
+// one add and one shift instead of a ~20-instruction integer division
+// (Granlund & Montgomery; multiplier = floor(2^32 * (2^shift - d) / d) + 1, shift = ceil(log2 d)).
+struct FastDivmod {
+  uint32_t divisor = 1;
+  uint32_t multiplier = 1;
+  uint32_t shift = 0;
+
+  FastDivmod() = default;
+  __host__ __device__ explicit FastDivmod(uint32_t d) : divisor(d) {
+    shift = 0;
+    while ((uint64_t{1} << shift) < d) ++shift;
+    multiplier = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  // n / divisor, for n < 2^31.
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return (__umulhi(n, multiplier) + n) >> shift;
+  }
+  // quotient and remainder, for n < 2^31.
+  __device__ __forceinline__ void divmod(uint32_t n, uint32_t& q, uint32_t& r) const {
+    q = div(n);
+    r = n - q * divisor;
+  }
+};
+
+}  // namespace oasr

@@ -45,3 +45,46 @@ __host__ __device__ __forceinline__ bool same_vector_phase(const void* a, const 
 }
 
 }  // namespace oasr
+
+namespace oasr {
+
+namespace vec_detail {
+template <int kBytes>
+struct Word;
+template <>
+struct Word<16> { using type = uint4; };
+template <>
+struct Word<8> { using type = uint2; };
+template <>
+struct Word<4> { using type = uint32_t; };
+template <>
+struct Word<2> { using type = uint16_t; };
+}  // namespace vec_detail
+
+// N elements of T moved as one naturally aligned transaction (N * sizeof(T) bytes:
+// 2, 4, 8 or 16). Packed<T, Vec<T>::kSize> is the 128-bit vector, Packed<T, 1> one
+// element: kernels templated on N get their vector and scalar paths from one body.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Packed {
+  static constexpr int kSize = N;
+  using WordT = typename vec_detail::Word<sizeof(T) * N>::type;
+  T data[N];
+
+  __device__ __forceinline__ static Packed load(const T* ptr) {
+    Packed p;
+    *reinterpret_cast<WordT*>(&p) = *reinterpret_cast<const WordT*>(ptr);
+    return p;
+  }
+  __device__ __forceinline__ void store(T* ptr) const {
+    *reinterpret_cast<WordT*>(ptr) = *reinterpret_cast<const WordT*>(this);
+  }
+  __device__ __forceinline__ T& operator[](int i) { return data[i]; }
+  __device__ __forceinline__ const T& operator[](int i) const { return data[i]; }
+};
+
+// True when ptr sits on a 16-byte boundary.
+__host__ __device__ __forceinline__ bool is_vector_aligned(const void* ptr) {
+  return reinterpret_cast<uintptr_t>(ptr) % kVecBytes == 0;
+}
+
+}  // namespace oasr

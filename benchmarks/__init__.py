@@ -1,0 +1,1 @@
+"""Benchmarks: routine modules (``benchmarks.routines``), the unified CLI and per-kernel wrappers."""
