@@ -87,11 +87,10 @@ def check_close(
         ``(passed, max_abs_diff)``; NaN matches NaN, and the difference ignores non-finite entries.
     """
     default_rtol, default_atol = _TOLERANCES.get(actual.dtype, (1e-5, 1e-8))
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
     a, e = actual.double(), expected.double().to(actual.device)
-    passed = bool(
-        torch.isclose(a, e, rtol=default_rtol if rtol is None else rtol, atol=default_atol if atol is None else atol,
-                      equal_nan=True).all()
-    )
+    passed = bool(torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True).all())
     diff = (a - e).abs()
     diff = diff[diff.isfinite()]
     return passed, float(diff.max()) if diff.numel() else 0.0
@@ -111,9 +110,7 @@ def bench_fn(
     """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoisyTimingWarning)
-        return time_fn(
-            fns, warmup=dry_run_iters, iters=num_iters, method="events" if use_cuda_events else "graph"
-        )
+        return time_fn(fns, warmup=dry_run_iters, iters=num_iters, method="events" if use_cuda_events else "graph")
 
 
 @dataclass(frozen=True)
@@ -225,6 +222,9 @@ PROVENANCE_COLUMNS: tuple[str, ...] = (
     "driver",
 )
 CSV_COLUMNS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(BenchResult)) + PROVENANCE_COLUMNS
+TEXT_COLUMNS: tuple[str, ...] = (
+    tuple(f.name for f in dataclasses.fields(BenchResult) if f.type == "str") + PROVENANCE_COLUMNS
+)
 
 
 class OutputWriter:
@@ -255,7 +255,9 @@ class OutputWriter:
         """Write the CSV (if a path was given), warn about noisy results, and return the results."""
         noisy = sum(bool(r.noisy) for r in self.results)
         if noisy:
-            print(f"[WARNING] {noisy} result(s) have an IQR above 10% of the median; use more --num_iters or an idle GPU")
+            print(
+                f"[WARNING] {noisy} result(s) have an IQR above 10% of the median; use more --num_iters or an idle GPU"
+            )
         if self.output_path is not None:
             write_csv(self.results, self.output_path)
             print(f"[INFO] wrote {len(self.results)} rows to {self.output_path}")
@@ -279,11 +281,13 @@ def results_frame(results: Sequence[BenchResult]) -> pd.DataFrame:
     """The result columns of ``results`` as a DataFrame (no provenance)."""
     import pandas as pd
 
-    return pd.DataFrame([dataclasses.asdict(r) for r in results], columns=[f.name for f in dataclasses.fields(BenchResult)])
+    return pd.DataFrame(
+        [dataclasses.asdict(r) for r in results], columns=[f.name for f in dataclasses.fields(BenchResult)]
+    )
 
 
 def read_results(path: str | Path) -> pd.DataFrame:
-    """Read a benchmark CSV back: one row per result, empty cells as NaN, ``noisy`` as bool.
+    """Read a benchmark CSV back: one row per result; empty cells are NaN (numbers) or "" (text).
 
     Raises
     ------
@@ -292,10 +296,11 @@ def read_results(path: str | Path) -> pd.DataFrame:
     """
     import pandas as pd
 
-    frame = pd.read_csv(path, dtype={"shape": str, "config": str, "git_commit": str, "compute_capability": str})
+    frame = pd.read_csv(path, dtype=dict.fromkeys(TEXT_COLUMNS, str))
     missing = [c for c in CSV_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path} is not a benchmark CSV: missing columns {', '.join(missing)}")
+    frame[list(TEXT_COLUMNS)] = frame[list(TEXT_COLUMNS)].fillna("")
     frame["noisy"] = frame["noisy"].map({True: True, False: False, "True": True, "False": False})
     return frame
 
@@ -312,15 +317,20 @@ def plot_results(frame: pd.DataFrame, path: str | Path) -> None:
     if not groups:
         raise ValueError("no results to plot")
     figure = Figure(figsize=(7, 4.5 * len(groups)), layout="constrained")
-    for axes, ((routine, subroutine, dtype), group) in zip(figure.subplots(len(groups), 1, squeeze=False)[:, 0], groups):
+    panels = figure.subplots(len(groups), 1, squeeze=False)[:, 0]
+    for axes, ((routine, subroutine, dtype), group) in zip(panels, groups, strict=True):
         rate, unit = ("bandwidth_tb_s", "TB/s") if group["bandwidth_tb_s"].notna().any() else ("tflops", "TFLOP/s")
         for backend, rows in group.groupby("backend", sort=False):
             rows = rows.sort_values("bytes_moved")
             axes.plot(rows["bytes_moved"], rows[rate], marker="o", label=backend)
         ceilings = group.dropna(subset=["ceiling_value"])
         if not ceilings.empty:
-            axes.axhline(ceilings["ceiling_value"].iloc[0], linestyle="--", color="gray",
-                         label=f"{ceilings['ceiling'].iloc[0]} (measured)")
+            axes.axhline(
+                ceilings["ceiling_value"].iloc[0],
+                linestyle="--",
+                color="gray",
+                label=f"{ceilings['ceiling'].iloc[0]} (measured)",
+            )
         axes.set(xscale="log", xlabel="bytes moved", ylabel=unit, title=f"{routine}/{subroutine} {dtype}")
         axes.grid(True, which="both", alpha=0.3)
         axes.legend()

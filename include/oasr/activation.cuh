@@ -4,7 +4,8 @@
 //   Swish: out[i]    = in[i] * sigmoid(in[i])             (SiLU, element-wise)
 //
 // Both are memory-bound streams, built like the scale kernel: 128-bit loads and stores,
-// kUnroll vectors in flight per thread, a grid-stride loop over a grid sized to the GPU.
+// kUnroll vectors in flight per thread, a grid-stride loop over a grid of as many blocks
+// as are resident on the GPU at once (occupancy query, cached per kernel and device).
 //
 // GLU works on a 2-D view with row strides (the last dimension contiguous). Its vector
 // path needs C, both row strides and both base pointers to be multiples of one 16-byte
@@ -31,7 +32,6 @@ namespace activation {
 namespace detail {
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;  // vectors (of each operand) each thread keeps in flight
-constexpr int kBlocksPerSm = 8;
 
 // x / (1 + e^-x): IEEE division, so x -> -inf gives -0 rather than NaN from inf/inf in
 // the sigmoid form; __expf is ex2.approx (relative error ~2^-21 for |x| < 100).
@@ -107,10 +107,15 @@ cudaError_t GLU(const T* input, T* output, int64_t rows, int64_t cols, int64_t i
   const int64_t num_units = rows * units_per_row;
   const bool fast_div = num_units < (int64_t{1} << 31);
   const FastDivmod row_div(fast_div ? static_cast<uint32_t>(units_per_row) : 1u);
-  const unsigned blocks = grid_size(num_units, int64_t{kThreads} * kUnroll, kBlocksPerSm);
-#define OASR_GLU_LAUNCH(N_, FAST_)                                                                         \
-  GluKernel<T, N_, FAST_><<<blocks, kThreads, 0, stream>>>(input, output, num_units, units_per_row, row_div, \
-                                                           cols, in_stride, out_stride)
+#define OASR_GLU_LAUNCH(N_, FAST_)                                                                           \
+  do {                                                                                                       \
+    static int cache[kMaxDevices] = {};                                                                      \
+    auto kernel = GluKernel<T, N_, FAST_>;                                                                   \
+    const unsigned blocks =                                                                                  \
+        grid_size(num_units, int64_t{kThreads} * kUnroll, resident_blocks_per_sm(kernel, kThreads, cache)); \
+    kernel<<<blocks, kThreads, 0, stream>>>(input, output, num_units, units_per_row, row_div, cols, in_stride, \
+                                            out_stride);                                                     \
+  } while (0)
   if (vector) {
     if (fast_div) OASR_GLU_LAUNCH(kVec, true); else OASR_GLU_LAUNCH(kVec, false);
   } else {
@@ -170,8 +175,10 @@ cudaError_t Swish(const T* input, T* output, int64_t n, cudaStream_t stream) {
   }
   const int64_t num_scalars = n - num_vectors * kVecSize;
   const int64_t work = std::max(num_vectors, num_scalars);
-  const unsigned blocks = grid_size(work, int64_t{kThreads} * kUnroll, kBlocksPerSm);
-  SwishKernel<T><<<blocks, kThreads, 0, stream>>>(input, output, n, head, num_vectors);
+  static int cache[kMaxDevices] = {};
+  auto kernel = SwishKernel<T>;
+  const unsigned blocks = grid_size(work, int64_t{kThreads} * kUnroll, resident_blocks_per_sm(kernel, kThreads, cache));
+  kernel<<<blocks, kThreads, 0, stream>>>(input, output, n, head, num_vectors);
   return cudaGetLastError();
 }
 

@@ -87,8 +87,11 @@ def _tvm_ffi_version() -> str:
     return tvm_ffi.__version__
 
 
-def _hash_tree(digest: Any, root: Path) -> None:
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inc")
+
+
+def _hash_headers(digest: Any, root: Path) -> None:
+    for path in sorted(p for p in root.rglob("*") if p.suffix in HEADER_SUFFIXES and p.is_file()):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
 
@@ -141,8 +144,8 @@ class JitSpec:
         for source in self.sources:
             digest.update(Path(source).name.encode())
             digest.update(Path(source).read_bytes())
-        _hash_tree(digest, env.OASR_INCLUDE_DIR)
-        _hash_tree(digest, env.OASR_CSRC_DIR)
+        _hash_headers(digest, env.OASR_INCLUDE_DIR)
+        _hash_headers(digest, env.OASR_CSRC_DIR)
         return digest.hexdigest()[:20]
 
     @property

@@ -1,0 +1,225 @@
+"""The JIT machinery on a CPU machine: nvcc builds for sm_90a, caching, locking, errors."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from oasr.aot import gen_all_modules
+from oasr.jit import CompilationContext, JitCompileError, core, env, gen_jit_spec
+from oasr.jit.compilation_context import parse_arch_list
+from oasr.jit.scale import gen_scale_module
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def jit_dir(tmp_path, monkeypatch) -> Path:
+    directory = tmp_path / "jit"
+    monkeypatch.setenv("OASR_JIT_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def source_copy(tmp_path, monkeypatch) -> Path:
+    """A private copy of csrc/ and include/ that a test may edit."""
+    root = tmp_path / "src"
+    for folder in ("csrc", "include"):
+        shutil.copytree(REPO / folder, root / folder)
+    monkeypatch.setattr(env, "OASR_CSRC_DIR", root / "csrc")
+    monkeypatch.setattr(env, "OASR_INCLUDE_DIR", root / "include")
+    return root
+
+
+def _subprocess_env(**extra: str) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), **extra}
+
+
+def test_every_module_compiles_for_sm90a_and_loads(jit_dir):
+    for spec in gen_all_modules():
+        assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags
+        info = spec.build()
+        assert info.library.is_file() and info.library.is_relative_to(jit_dir)
+        assert spec.load() is not None
+
+
+def test_scale_module_exports_run(jit_dir):
+    module = gen_scale_module().build_and_load()
+    assert callable(module.run)
+
+
+def test_second_build_is_a_cache_hit_without_nvcc(jit_dir, monkeypatch):
+    first = gen_scale_module().build()
+    assert not first.cache_hit
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError(f"a cache hit ran a command: {args}")
+
+    monkeypatch.setattr(core.subprocess, "run", no_compiler)
+    second = gen_scale_module().build()
+    assert second.cache_hit and second.library == first.library
+    assert second.library.stat().st_mtime_ns == first.library.stat().st_mtime_ns
+
+
+def test_editing_a_header_invalidates(jit_dir, source_copy):
+    before = gen_scale_module()
+    assert not before.build().cache_hit
+    header = source_copy / "include" / "oasr" / "common" / "math.cuh"
+    header.write_text(header.read_text() + "\n// an edit\n")
+    after = gen_scale_module()
+    assert after.key != before.key
+    assert not after.build().cache_hit
+
+
+def test_flags_and_sources_change_the_key(jit_dir):
+    base = gen_scale_module()
+    flagged = gen_jit_spec("scale", base.sources, extra_cuda_cflags=["-DOASR_TEST_FLAG=1"])
+    assert flagged.key != base.key
+    assert gen_scale_module().key == base.key
+
+
+def test_two_processes_build_once_and_both_load(jit_dir):
+    script = textwrap.dedent(
+        """
+        from oasr.jit.scale import gen_scale_module
+        spec = gen_scale_module()
+        info = spec.build()
+        spec.load()
+        print("HIT" if info.cache_hit else "BUILT")
+        """
+    )
+    env_vars = _subprocess_env(OASR_JIT_DIR=str(jit_dir))
+    processes = [
+        subprocess.Popen([sys.executable, "-c", script], env=env_vars, stdout=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0].strip() for p in processes]
+    assert all(p.returncode == 0 for p in processes)
+    assert sorted(outputs) == ["BUILT", "HIT"]
+    assert len(list(jit_dir.glob("scale/*/scale.so"))) == 1
+
+
+def test_compile_error_shows_file_and_line(jit_dir, tmp_path):
+    broken = tmp_path / "broken_kernel.cu"
+    broken.write_text("#include <cuda_runtime.h>\n\n__global__ void k(float* x) { x[0] = undefined_name; }\n")
+    with pytest.raises(JitCompileError) as info:
+        gen_jit_spec("broken", [broken]).build()
+    message = str(info.value)
+    assert "building module 'broken' failed" in message
+    assert "broken_kernel.cu(3): error" in message and "undefined_name" in message
+    assert "ninja" not in message.splitlines()[1]
+
+
+def test_verbose_build_prints_the_commands(jit_dir):
+    script = "from oasr.jit.scale import gen_scale_module; gen_scale_module().build()"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env=_subprocess_env(OASR_JIT_DIR=str(jit_dir), OASR_JIT_VERBOSE="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "nvcc" in result.stderr and "-gencode=arch=compute_90a" in result.stderr
+
+
+def test_static_template_stub_flag_on_recent_cuda(jit_dir):
+    (major, minor), _ = core.nvcc_version()
+    flags = gen_scale_module().nvcc_flags
+    assert ("-static-global-template-stub=false" in flags) == ((major, minor) >= (12, 8))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("8.0 9.0a", {(8, "0"), (9, "0a")}), ("  9.0a   10.0a  ", {(9, "0a"), (10, "0a")}), ("9.0a;8.6", {(9, "0a"), (8, "6")})],
+)
+def test_arch_list_parsing(text, expected):
+    assert parse_arch_list(text) == expected
+
+
+@pytest.mark.parametrize("text", ["9.x", "sm_90", "ninety", "9", " "])
+def test_bad_arch_list_is_explained(text, monkeypatch):
+    monkeypatch.setenv("OASR_CUDA_ARCH_LIST", text)
+    with pytest.raises(ValueError, match="OASR_CUDA_ARCH_LIST"):
+        CompilationContext()
+
+
+def test_arch_override_and_supported_majors(monkeypatch):
+    monkeypatch.setenv("OASR_CUDA_ARCH_LIST", "8.0 9.0a")
+    context = CompilationContext()
+    assert context.get_nvcc_flags_list() == [
+        "-gencode=arch=compute_80,code=sm_80",
+        "-gencode=arch=compute_90a,code=sm_90a",
+    ]
+    assert context.get_nvcc_flags_list(supported_major_versions=[9, 10]) == ["-gencode=arch=compute_90a,code=sm_90a"]
+    with pytest.raises(RuntimeError, match=r"No supported CUDA architectures found for major versions \[10, 12\]"):
+        context.get_nvcc_flags_list(supported_major_versions=[10, 12])
+
+
+def test_no_gpu_defaults_to_sm90a_and_says_so_once():
+    script = "from oasr.jit import CompilationContext as C; C(); C(); print(sorted(C().TARGET_CUDA_ARCHS))"
+    environment = _subprocess_env()
+    environment.pop("OASR_CUDA_ARCH_LIST", None)
+    result = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True)
+    if "cuda" in result.stdout.lower():
+        pytest.skip("a GPU is present: detection is used instead of the default")
+    assert result.stdout.strip() == "[(9, '0a')]"
+    assert result.stderr.count("building for sm_90a") == 1
+
+
+def test_cache_command_lists_builds_and_clears(jit_dir):
+    gen_scale_module().build()
+    run = lambda *args: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "oasr.jit", *args],
+        env=_subprocess_env(OASR_JIT_DIR=str(jit_dir)),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "scale" in run("list") and "(1 builds)" in run("list")
+    assert "cached" in run("build")
+    run("clear")
+    assert not jit_dir.exists()
+
+
+@pytest.mark.slow
+def test_installed_wheel_carries_kernel_sources(tmp_path):
+    """A plain `pip install .` must find csrc/ and include/ inside the package."""
+    wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheel_dir), str(REPO)],
+        check=True,
+        timeout=600,
+    )
+    (wheel,) = wheel_dir.glob("oasr-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "oasr/_data/csrc/scale.cu" in names and "oasr/_data/include/oasr/scale.cuh" in names
+    assert "oasr/_data/csrc/tvm_ffi_utils.h" in names and "profiling/ops/scale.py" in names
+    zipfile.ZipFile(wheel).extractall(target)
+    script = textwrap.dedent(
+        """
+        from oasr.jit import env
+        from oasr.jit.scale import gen_scale_module
+        print(env.OASR_CSRC_DIR)
+        print(gen_scale_module().build().library)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(target), "OASR_JIT_DIR": str(tmp_path / "jit")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    csrc, library = result.stdout.split()
+    assert Path(csrc) == target / "oasr" / "_data" / "csrc"
+    assert Path(library).is_file()
