@@ -5,7 +5,9 @@ cached under ``~/.cache/oasr/jit``. Every op takes channels-last tensors and an
 optional destination ``out=``.
 """
 
+from .activation import glu, swish
+from .norm import add_layer_norm, add_rms_norm, layer_norm, rms_norm
 from .scale import scale
 
 __version__ = "0.1.0"
-__all__ = ["scale"]
+__all__ = ["add_layer_norm", "add_rms_norm", "glu", "layer_norm", "rms_norm", "scale", "swish"]

@@ -46,9 +46,15 @@ BYTE_COUNTERS: dict[str, tuple[str, ...]] = {
 """Byte counters per memory level (DRAM = read + write)."""
 
 _INST = "sm__sass_thread_inst_executed_op_{}_pred_on"
+
+
+def _inst_sums(*ops: tuple[str, float]) -> tuple[tuple[str, float], ...]:
+    return tuple((_INST.format(op) + ".sum", per_inst) for op, per_inst in ops)
+
+
 FLOP_COUNTERS: dict[str, tuple[tuple[str, float], ...]] = {
-    "fp32": ((_INST.format("fadd") + ".sum", 1.0), (_INST.format("fmul") + ".sum", 1.0), (_INST.format("ffma") + ".sum", 2.0)),
-    "fp16": ((_INST.format("hadd") + ".sum", 2.0), (_INST.format("hmul") + ".sum", 2.0), (_INST.format("hfma") + ".sum", 4.0)),
+    "fp32": _inst_sums(("fadd", 1.0), ("fmul", 1.0), ("ffma", 2.0)),
+    "fp16": _inst_sums(("hadd", 2.0), ("hmul", 2.0), ("hfma", 4.0)),
     "tensor_bf16": (("sm__ops_path_tensor_src_bf16_dst_fp32.sum", 1.0),),
     "tensor_fp16": (("sm__ops_path_tensor_src_fp16.sum", 1.0),),
     "tensor_tf32": (("sm__ops_path_tensor_src_tf32_dst_fp32.sum", 1.0),),

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import queue
 import re
@@ -43,6 +44,7 @@ NVTX_INCLUDE = f"{DOMAIN}@{SWEEP_RANGE}/"
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_KILL_GRACE_S = 15.0
 TAIL_LINES = 40
+DEFAULT_CUDA_HOMES: tuple[str, ...] = ("/usr/local/cuda",)
 NCU_GLOB_ROOT = Path("/opt/nvidia/nsight-compute")
 PERM_DOC = (
     "NVIDIA's guide 'NVIDIA Development Tools Solutions - ERR_NVGPUCTRPERM: Permission issue with "
@@ -134,7 +136,7 @@ def ncu_candidates() -> list[Path]:
     on_path = shutil.which("ncu")
     if on_path:
         found.append(Path(on_path))
-    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+    for home in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), *DEFAULT_CUDA_HOMES):
         if home:
             found.append(Path(home) / "bin" / "ncu")
     found.extend(sorted(NCU_GLOB_ROOT.glob("*/ncu"), key=_version_key, reverse=True))
@@ -225,7 +227,7 @@ class Progress:
     """State of a running sweep, passed to the ``progress`` callback after each event.
 
     ``kind`` is ``"kernel"`` (ncu profiled a launch), ``"config"`` (the worker
-    finished a config x dtype case), or ``"start"``, ``"built"``, ``"end"``.
+    finished a config x dtype case), or ``"start"``, ``"ready"``, ``"built"``, ``"end"``.
     """
 
     kind: str
@@ -263,6 +265,7 @@ class _Tracker:
         self.tail: deque[str] = deque(maxlen=TAIL_LINES)
         self.errors: list[dict[str, Any]] = []
         self.ended = False
+        self.worker_pid: int | None = None
 
     def feed(self, line: str) -> None:
         self.tail.append(line)
@@ -288,8 +291,13 @@ class _Tracker:
         elif kind == "end":
             self.ended = True
             state.message = "sweep finished"
-        elif kind in ("start", "built"):
-            state.message = f"worker {kind}: {event}"
+        elif kind == "start":
+            self.worker_pid = event.get("pid")
+            state.configs_total = event.get("total", state.configs_total)
+            state.message = f"worker started: {state.configs_total} configs to profile"
+        elif kind in ("ready", "built"):
+            detail = ", ".join(f"{k}={v}" for k, v in event.items() if k != "event")
+            state.message = f"worker {kind}: {detail}"
         else:
             return
         state.kind = kind
@@ -404,9 +412,12 @@ def _watch(
 ) -> tuple[int, str | None]:
     """Run ``command`` in its own session, feeding output lines to ``tracker``.
 
-    Returns (exit status, None) when it ended by itself, or (status, "timeout" /
-    "interrupt") when it was stopped: SIGINT to the whole group, then SIGKILL
-    to the whole group after ``kill_grace_s``.
+    Returns (exit status, None) when it ended by itself, or (status, "timeout"
+    / "interrupt") when it was stopped. Stopping is staged: SIGINT to the
+    worker (ncu then sees its application end and writes the report with what
+    it profiled; the whole group when the worker's pid is not known yet), then
+    SIGKILL to the whole process group after ``kill_grace_s`` (or at a second
+    Ctrl-C), so neither ncu nor the worker outlives the call.
     """
     proc = subprocess.Popen(
         command,
@@ -419,44 +430,58 @@ def _watch(
         start_new_session=True,
     )
     lines: queue.Queue[str | None] = queue.Queue()
-    threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True).start()
+    reader = threading.Thread(target=_reader, args=(proc.stdout, lines), daemon=True)
+    reader.start()
     deadline = time.monotonic() + timeout_s
     stopped: str | None = None
-    kill_at: float | None = None
+    kill_at = math.inf
     eof = False
     try:
-        while not eof or proc.poll() is None:
+        while True:
             try:
-                line = lines.get(timeout=0.1)
-            except queue.Empty:
-                line = ""
-            if line is None:
-                eof = True
-            elif line:
-                tracker.feed(line)
-            now = time.monotonic()
-            if stopped is None and now > deadline:
-                stopped, kill_at = "timeout", now + kill_grace_s
-                _kill_group(proc.pid, signal.SIGINT)
-            if kill_at is not None and now > kill_at:
-                _kill_group(proc.pid, signal.SIGKILL)
-                break
-            if eof and proc.poll() is not None:
-                break
-    except KeyboardInterrupt:
-        stopped = "interrupt"
-        _kill_group(proc.pid, signal.SIGINT)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=kill_grace_s)
+                line = _next_line(lines)
+                if line is None:
+                    eof = True
+                elif line:
+                    tracker.feed(line)
+                now = time.monotonic()
+                if stopped is None and now > deadline:
+                    stopped, kill_at = "timeout", now + kill_grace_s
+                    _interrupt(proc.pid, tracker.worker_pid)
+                if now > kill_at or (eof and proc.poll() is not None):
+                    break
+            except KeyboardInterrupt:
+                if stopped is not None:
+                    break  # a second Ctrl-C: kill at once
+                stopped, kill_at = "interrupt", time.monotonic() + kill_grace_s
+                _interrupt(proc.pid, tracker.worker_pid)
     finally:
-        if stopped is not None:
+        if stopped is not None or proc.poll() is None:
             # Whatever is left of the group (ncu, the worker, their children) goes now.
             _kill_group(proc.pid, signal.SIGKILL)
         returncode = proc.wait()
         _drain(lines, tracker)
-        if proc.stdout is not None:
+        reader.join(timeout=1.0)
+        if not reader.is_alive() and proc.stdout is not None:
             proc.stdout.close()
     return returncode, stopped
+
+
+def _next_line(lines: queue.Queue[str | None]) -> str | None:
+    """The next output line, ``""`` after 0.1 s without one, None at end of output."""
+    try:
+        return lines.get(timeout=0.1)
+    except queue.Empty:
+        return ""
+
+
+def _interrupt(pgid: int, worker_pid: int | None) -> None:
+    """SIGINT the worker alone when its pid is known, else the whole group."""
+    if worker_pid is None:
+        _kill_group(pgid, signal.SIGINT)
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(worker_pid, signal.SIGINT)
 
 
 def _drain(lines: queue.Queue[str | None], tracker: _Tracker) -> None:

@@ -44,7 +44,10 @@ flop_fp16                  2 x hadd + 2 x hmul + 4 x hfma (FP16 and BF16 togethe
 flop_tensor_bf16,
 flop_tensor_fp16,
 flop_tensor_tf32           tensor-core FLOP (``sm__ops_path_tensor_src_*.sum``; 2*M*N*K per GEMM)
-flop                       sum of the FLOP kinds present (NaN if none was collected)
+flop                       sum of the five kinds above. A kind (and so ``flop``) is NaN when
+                           any of its counters is missing: ``--set full`` lacks the
+                           ``sm__sass_thread_inst_executed_op_*`` counts, and a partial sum
+                           would read as "no FLOP"
 dram_bw_bytes_per_s        dram_bytes / duration_s
 l2_bw_bytes_per_s          l2_bytes / duration_s
 l1_bw_bytes_per_s          l1_bytes / duration_s
@@ -206,21 +209,31 @@ def read_report(path: str | Path) -> ReportTables:
         raise FileNotFoundError(f"no Nsight Compute report at {path}")
     ncu_report = import_ncu_report()
     report = ncu_report.load_report(str(path))
-    actions = [
-        rng.action_by_idx(j)
-        for i in range(report.num_ranges())
-        for rng in [report.range_by_idx(i)]
-        for j in range(len(rng))
-    ]
+    actions = []
+    for i in range(report.num_ranges()):
+        rng = report.range_by_idx(i)
+        actions += [rng.action_by_idx(j) for j in range(len(rng))]
+    return tables_from_actions(actions, source=str(path))
+
+
+def tables_from_actions(actions: list[Any], source: str = "") -> ReportTables:
+    """Build :class:`ReportTables` from ncu_report actions (or objects with their interface).
+
+    Parameters
+    ----------
+    actions : list
+        Profiled launches in report order: each needs ``name``, ``metric_names``,
+        ``metric_by_name``, ``nvtx_state`` and optionally ``rule_results_as_dicts``.
+    source : str
+        Where they came from, recorded as ``device["report"]``.
+    """
+    from .roofline import counter_ceilings  # roofline imports nothing from here at module level
 
     records = [launch_record(action, k) for k, action in enumerate(actions)]
     launches = _launch_frame(records)
-    device = _device_info(actions, launches, path)
-    from .roofline import counter_ceilings  # roofline imports nothing from here at module level
-
+    device = _device_info(actions, launches, source)
     launches = add_rates(launches, counter_ceilings(device))
-    advice = _advice_frame(actions, records)
-    return ReportTables(launches=launches, advice=advice, device=device)
+    return ReportTables(launches=launches, advice=_advice_frame(actions, records), device=device)
 
 
 def metric_value(action: Any, name: str) -> float:
@@ -335,7 +348,7 @@ def _median(series: pd.Series) -> float:
     return float(values.median()) if len(values) else math.nan
 
 
-def _device_info(actions: list[Any], launches: pd.DataFrame, path: Path) -> dict[str, Any]:
+def _device_info(actions: list[Any], launches: pd.DataFrame, source: str) -> dict[str, Any]:
     raw: dict[str, Any] = {}
     peaks: dict[str, float] = {}
     for action in actions:
@@ -368,7 +381,7 @@ def _device_info(actions: list[Any], launches: pd.DataFrame, path: Path) -> dict
         "clocks_hz": {domain: _median(launches[f"{domain}_clock_hz"]) for domain in M.CLOCKS},
         "peaks_per_cycle": peaks,
         "launches": len(launches),
-        "report": str(path),
+        "report": source,
     }
 
 

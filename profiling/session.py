@@ -54,6 +54,9 @@ class ProfileResult:
 
     ``source`` is ``"live"`` (something was profiled now), ``"cache"`` or
     ``"recording"`` (replayed without a GPU; then ``replayed`` is True).
+    ``device`` is the GPU description of the newest report used (see
+    :mod:`profiling.report`), so ``profiling.roofline.analyze(result)`` works.
+    ``missing`` labels requested entries that have no launch in the result.
     """
 
     op: str
@@ -64,6 +67,7 @@ class ProfileResult:
     replayed: bool
     source: str
     report_paths: list[Path]
+    device: dict[str, Any] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     wall_s: float = 0.0
 
@@ -83,7 +87,10 @@ class ProfileResult:
         else:
             text = f"Profiled live: {made}"
         if self.missing:
-            text += f" (no recording for: {', '.join(self.missing)})"
+            shown = ", ".join(self.missing[:4]) + (
+                f" and {len(self.missing) - 4} more" if len(self.missing) > 4 else ""
+            )
+            text += f" (nothing recorded for {shown})"
         return text + "."
 
     def summary(self) -> str:
@@ -99,53 +106,54 @@ class ProfileResult:
 
 
 @functools.lru_cache(maxsize=64)
-def _read_cached(path: str, mtime_ns: int, size: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _read_cached(path: str, mtime_ns: int, size: int) -> Any:
     from .report import read_report
 
-    tables = read_report(path)
-    return tables.launches, tables.advice
+    return read_report(path)
 
 
-def read_tables(path: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(launches, advice) of one report, via :func:`profiling.report.read_report`."""
+def read_tables(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(launches, advice, device) of one report, via :func:`profiling.report.read_report`."""
     stat = Path(path).stat()
-    launches, advice = _read_cached(str(path), stat.st_mtime_ns, stat.st_size)
-    return launches.copy(), advice.copy()
+    tables = _read_cached(str(path), stat.st_mtime_ns, stat.st_size)
+    return tables.launches.copy(), tables.advice.copy(), dict(tables.device)
 
 
 def _row_entries(df: pd.DataFrame, fields: Sequence[str]) -> list[store.Entry | None]:
-    """The entry of each launch row (None where the row lacks backend or dtype)."""
+    """The entry of each launch row (None where backend, dtype or a config field is missing)."""
     if df.empty or "backend" not in df or "dtype" not in df:
         return [None] * len(df)
     present = [f for f in fields if f in df]
-    rows = df[["backend", "dtype", *present]].itertuples(index=False, name=None)
-    return [store.make_entry(b, dict(zip(present, values, strict=True)), d) for b, d, *values in rows]
-
-
-def _select(tables: tuple[pd.DataFrame, pd.DataFrame], entries: set[store.Entry], fields: Sequence[str]):
-    launches, advice = tables
-    mask = [e in entries for e in _row_entries(launches, fields)]
-    launches = launches[mask]
-    if len(advice) and "backend" in advice and "dtype" in advice:
-        advice = advice[[e in entries for e in _row_entries(advice, fields)]]
-    return launches, advice
+    entries: list[store.Entry | None] = []
+    for backend, dtype, *values in df[["backend", "dtype", *present]].itertuples(index=False, name=None):
+        if any(pd.isna(v) for v in (backend, dtype, *values)):
+            entries.append(None)
+        else:
+            entries.append(store.make_entry(backend, dict(zip(present, values, strict=True)), dtype))
+    return entries
 
 
 def _gather(
     hits: dict[store.Entry, store.StoredProfile], fields: Sequence[str]
-) -> tuple[pd.DataFrame, pd.DataFrame, list[store.StoredProfile]]:
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any], list[store.StoredProfile]]:
+    """Launches (and their advice) of the wanted entries, newest profile first."""
     by_profile: dict[Path, tuple[store.StoredProfile, set[store.Entry]]] = {}
     for entry, profile in hits.items():
         by_profile.setdefault(profile.report, (profile, set()))[1].add(entry)
-    launch_parts, advice_parts, profiles = [], [], []
-    for profile, entries in by_profile.values():
-        launches, advice = _select(read_tables(profile.report), entries, fields)
+    ordered = sorted(by_profile.values(), key=lambda item: item[0].meta.get("created_ns", 0), reverse=True)
+    launch_parts, advice_parts, devices, profiles = [], [], [], []
+    for profile, entries in ordered:
+        launches, advice, device = read_tables(profile.report)
+        launches = launches[[e in entries for e in _row_entries(launches, fields)]]
+        if "launch" in advice and "launch" in launches:
+            advice = advice[advice["launch"].isin(launches["launch"])]
         launch_parts.append(launches.assign(profile=profile.name))
         advice_parts.append(advice.assign(profile=profile.name))
+        devices.append(device)
         profiles.append(profile)
     launches = pd.concat(launch_parts, ignore_index=True) if launch_parts else pd.DataFrame()
     advice = pd.concat(advice_parts, ignore_index=True) if advice_parts else pd.DataFrame()
-    return launches, advice, profiles
+    return launches, advice, (devices[0] if devices else {}), profiles
 
 
 # ---------------------------------------------------------------------------
@@ -157,6 +165,13 @@ def gpu_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def gpu_name() -> str:
+    """The current CUDA device's name (``"NVIDIA H200"``)."""
+    import torch
+
+    return torch.cuda.get_device_name()
 
 
 def _spec_for(op: str, missing: Sequence[store.Entry], seed: int, warmup: int) -> SweepSpec:
@@ -192,7 +207,7 @@ def _provenance(run_info: dict[str, Any], spec: SweepSpec, preset: str, src: str
 
 
 def _entries_in_report(report: Path, candidates: set[store.Entry], fields: Sequence[str]) -> set[store.Entry]:
-    launches, _ = read_tables(report)
+    launches, _, _ = read_tables(report)
     return {e for e in _row_entries(launches, fields) if e in candidates}
 
 
@@ -333,9 +348,7 @@ def profile_sweep(
             "no CUDA GPU: live profiling needs an NVIDIA GPU (torch.cuda.is_available() is False); "
             "call profile_sweep(live=False) to replay the recordings in reports/."
         )
-    import torch
-
-    profiles = store.ProfileStore(gpu_slug(torch.cuda.get_device_name()), op, reports_dir)
+    profiles = store.ProfileStore(gpu_slug(gpu_name()), op, reports_dir)
     src = store.source_hash(op)
     hits, missing = ({}, wanted) if force else profiles.lookup(wanted, preset, src)
     if missing:
@@ -380,7 +393,7 @@ def _finish(
     where: store.ProfileStore,
 ) -> ProfileResult:
     """Gather the stored launches; warn about every requested entry with no launch row."""
-    launches, advice, used = _gather(hits, fields)
+    launches, advice, device, used = _gather(hits, fields)
     found = set(_row_entries(launches, fields))
     lacking = [*missing, *(e for e in hits if e not in found)]
     labels = [store.entry_label(e) for e in lacking]
@@ -401,6 +414,7 @@ def _finish(
         replayed=replayed,
         source=source,
         report_paths=[p.report for p in used],
+        device=device,
         missing=labels,
     )
 

@@ -15,15 +15,17 @@ launch per backend, config and dtype, and none of the warm-ups.
 Progress events are single stdout lines, flushed at once, of the form
 ``@@oasr-worker {"event": ..., ...}`` (see :data:`EVENT_PREFIX`); the runner in
 :mod:`profiling.ncu` parses them to show progress and to know which configs
-finished. Events: ``start`` (``total``), ``built`` (``seconds``, ``cache_hit``),
-``done`` (``index``, ``total``, ``config``, ``dtype``), ``end``, and ``error``
-(``kind``: ``no_nvtx``, ``no_gpu`` or ``exception``; ``message``). The exit
-status is 0 after ``end`` and non-zero after ``error``.
+finished. Events: ``start`` (``pid``, ``total``; printed first, so the runner
+can interrupt the worker alone), ``ready`` (``device``), ``built`` (``seconds``,
+``cache_hit``), ``done`` (``index``, ``total``, ``config``, ``dtype``), ``end``,
+and ``error`` (``kind``: ``no_nvtx``, ``no_gpu`` or ``exception``; ``message``).
+The exit status is 0 after ``end`` and non-zero after ``error``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import traceback
@@ -121,7 +123,7 @@ def run(spec: SweepSpec) -> int:
         )
     device = torch.device("cuda")
     cases = spec.cases
-    emit("start", op=op.name, total=len(cases), backends=spec.backends, device=torch.cuda.get_device_name(device))
+    emit("ready", op=op.name, backends=spec.backends, device=torch.cuda.get_device_name(device))
     jit_spec = op_jit_spec(op.name)
     if jit_spec is not None and "oasr" in spec.backends:
         info = jit_spec.build()
@@ -156,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -m profiling.worker <spec.json>", file=sys.stderr)
         return 2
     spec = SweepSpec.from_json(Path(args[0]).read_text())
+    emit("start", pid=os.getpid(), op=spec.op, total=len(spec.cases))
     try:
         return run(spec)
     except Exception as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -18,9 +19,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from profiling.nvtx_ranges import RangeName, nvtx_range
-from profiling.ops import parse_dtype
+from profiling.ops import dtype_name, parse_dtype
+from profiling.ops.base import DEFAULT_TOLERANCES
 from profiling.provenance import collect
 from profiling.timing import (
+    NOISY_IQR_REL,
     NoisyTimingWarning,
     TimingResult,
     measure_copy_bandwidth,
@@ -53,13 +56,6 @@ __all__ = [
     "write_csv",
 ]
 
-# Default (rtol, atol) of check_close: about one rounding step of the output dtype.
-_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
-    torch.float32: (1e-5, 1e-6),
-    torch.float16: (1e-3, 1e-5),
-    torch.bfloat16: (1e-2, 1e-5),
-}
-
 
 def dtype_size(dtype: str | torch.dtype) -> int:
     """Bytes per element: ``dtype_size("float16") == 2``."""
@@ -79,14 +75,14 @@ def compute_gemm_tflops(m: int, n: int, k: int, time_ms: float) -> float:
 def check_close(
     actual: torch.Tensor, expected: torch.Tensor, *, rtol: float | None = None, atol: float | None = None
 ) -> tuple[bool, float]:
-    """Compare in float64; default tolerances follow ``actual``'s dtype.
+    """Compare in float64; tolerances default to ``profiling.ops.base.DEFAULT_TOLERANCES`` of ``actual``'s dtype.
 
     Returns
     -------
     tuple[bool, float]
         ``(passed, max_abs_diff)``; NaN matches NaN, and the difference ignores non-finite entries.
     """
-    default_rtol, default_atol = _TOLERANCES.get(actual.dtype, (1e-5, 1e-8))
+    default_rtol, default_atol = DEFAULT_TOLERANCES.get(dtype_name(actual.dtype), (0.0, 0.0))
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
     a, e = actual.double(), expected.double().to(actual.device)
@@ -256,7 +252,8 @@ class OutputWriter:
         noisy = sum(bool(r.noisy) for r in self.results)
         if noisy:
             print(
-                f"[WARNING] {noisy} result(s) have an IQR above 10% of the median; use more --num_iters or an idle GPU"
+                f"[WARNING] {noisy} result(s) have an IQR above {NOISY_IQR_REL:.0%} of the median; "
+                "use more --num_iters or an idle GPU"
             )
         if self.output_path is not None:
             write_csv(self.results, self.output_path)
@@ -358,8 +355,6 @@ def run_main(routine: str, subroutine: str, argv: Sequence[str] | None = None) -
     except ``--routine``/``--subroutine``, e.g. ``--profile --target oasr``.
     Returns the exit code.
     """
-    import sys
-
     from benchmarks.oasr_benchmark import main
 
     rest = sys.argv[1:] if argv is None else list(argv)

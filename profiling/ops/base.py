@@ -45,6 +45,15 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
+# (rtol, atol) against a float64 reference for an op computed in fp32 and rounded once
+# to the storage type: half an ulp is 2^-24, 2^-11 and 2^-8 relative.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float32": (1e-5, 1e-6),
+    "float16": (1e-3, 1e-3),
+    "bfloat16": (1e-2, 1e-2),
+}
+
+
 @dataclass(frozen=True)
 class Work:
     """What an op must do at minimum: DRAM bytes (read + write) and FLOP by kind.
@@ -74,6 +83,11 @@ class OpSpec:
     work: Callable[[Config, torch.dtype], Work]
     dtypes: tuple[str, ...] = ("float32", "float16", "bfloat16")
     default_sweep: tuple[Config, ...] = ()
+    tolerances: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+
+    def tolerance(self, dtype: str | torch.dtype) -> tuple[float, float]:
+        """(rtol, atol) of this op's outputs in ``dtype`` against the float64 reference."""
+        return self.tolerances[dtype_name(parse_dtype(dtype))]
 
     def config_label(self, config: Config, dtype: str | torch.dtype) -> str:
         fields = ",".join(f"{k}={config[k]}" for k in self.config_fields)

@@ -1,0 +1,315 @@
+"""What a family notebook calls: one :class:`Workbench` per notebook, thin cells on top.
+
+Each step runs live on a GPU machine and stores what it measured under
+``reports/<gpu>/`` (tables as CSV with a provenance sidecar; profiles through
+:mod:`profiling.store`). On a machine without a GPU the same calls return those
+recordings, and everything they return or show says it was replayed, from which
+GPU, commit and date. ``OASR_WORKBENCH_MODE=live|replay`` forces a mode.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from . import correctness, plots, provenance, roofline, store, timing
+from .ops import Config, OpSpec, dtype_name, get_op, parse_dtype
+
+LIVE, REPLAY = "live", "replay"
+
+
+def workbench_mode() -> str:
+    """``live`` with a CUDA GPU, ``replay`` without; ``OASR_WORKBENCH_MODE`` overrides."""
+    forced = os.environ.get("OASR_WORKBENCH_MODE", "").strip().lower()
+    if forced in (LIVE, REPLAY):
+        return forced
+    if forced:
+        raise ValueError(f"OASR_WORKBENCH_MODE={forced!r}: use 'live', 'replay' or leave it unset")
+    return LIVE if torch.cuda.is_available() else REPLAY
+
+
+def report_gpu_slug() -> str:
+    """The ``reports/<gpu>/`` folder this machine writes (the recordings' GPU when replaying)."""
+    return provenance.collect()["gpu_slug"] if workbench_mode() == LIVE else store.REPLAY_GPU
+
+
+def _table_path(gpu_slug: str, op: str, kind: str) -> Path:
+    return store.reports_root() / gpu_slug / "tables" / f"{op}.{kind}.csv"
+
+
+def save_table(df: pd.DataFrame, gpu_slug: str, op: str, kind: str, meta: dict[str, Any]) -> Path:
+    """Store a measured table with its provenance (CSV + ``.json`` sidecar, atomic)."""
+    path = _table_path(gpu_slug, op, kind)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store.atomic_write_text(path, df.to_csv(index=False))
+    store.atomic_write_text(path.with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def load_table(gpu_slug: str, op: str, kind: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    path = _table_path(gpu_slug, op, kind)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"no recorded {kind} table for {op} in {path.parent}: run this notebook on a GPU machine "
+            "(or the main command there) to record it."
+        )
+    return pd.read_csv(path), json.loads(path.with_suffix(".json").read_text())
+
+
+def _html(text: str) -> Any:
+    from IPython.display import HTML
+
+    return HTML(text)
+
+
+class Workbench:
+    """The steps of a family notebook for the ops of one family."""
+
+    def __init__(self, notebook: str, ops: Sequence[str], title: str) -> None:
+        self.notebook = notebook
+        self.ops: list[OpSpec] = [get_op(name) for name in ops]
+        self.title = title
+        self.mode = workbench_mode()
+        self.gpu_slug = report_gpu_slug()
+        self.headlines: list[str] = []
+        self.recorded: dict[str, Any] = {}
+
+    @property
+    def replayed(self) -> bool:
+        return self.mode == REPLAY
+
+    # ------------------------------------------------------------ environment
+
+    def environment(self) -> pd.DataFrame:
+        """This machine: GPU, driver, CUDA, nvcc, ncu, target archs (and the mode)."""
+        from oasr.jit import CompilationContext
+
+        from . import ncu
+
+        info = dict(provenance.collect())
+        try:
+            info["ncu"] = str(ncu.find_ncu())
+        except Exception as exc:  # shown, not raised: replay needs no ncu
+            info["ncu"] = f"not found ({type(exc).__name__})"
+        info["target archs"] = " ".join(CompilationContext().arch_names())
+        info["nvcc path"] = shutil.which("nvcc") or "not found"
+        info["mode"] = self.mode
+        return pd.DataFrame({"value": {k: str(v) for k, v in info.items()}})
+
+    def banner(self) -> Any:
+        """An HTML banner: live on which GPU, or replayed from which recordings."""
+        if not self.replayed:
+            gpu = provenance.collect()["gpu"]
+            return _html(f"<div style='padding:.6em;background:#e6f4ea'><b>Live</b> on {gpu}.</div>")
+        made = self._recording_provenance()
+        return _html(
+            "<div style='padding:.6em;background:#fff4e5;border-left:4px solid #f0a020'>"
+            "<b>Replayed.</b> This machine has no CUDA GPU, so every table and plot below comes from "
+            f"recordings made on {made}. Kernels are still JIT-compiled here.</div>"
+        )
+
+    def _recording_provenance(self) -> str:
+        for op in self.ops:
+            try:
+                _, meta = load_table(self.gpu_slug, op.name, "timing")
+            except FileNotFoundError:
+                continue
+            return f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), commit {meta.get('git_commit', '?')}, {meta.get('date', '?')}"  # noqa: E501
+        return "no recording found in reports/" + self.gpu_slug
+
+    # ------------------------------------------------------------ the kernel
+
+    def kernel_source(self, relative_path: str) -> Any:
+        from IPython.display import Markdown
+
+        from oasr.jit import env
+
+        text = (env.OASR_INCLUDE_DIR / relative_path).read_text()
+        return Markdown(f"`include/{relative_path}`\n\n```cpp\n{text}\n```")
+
+    def build(self) -> pd.DataFrame:
+        """JIT-compile the family's modules in this session: time, cache hit, flags."""
+        rows = []
+        for spec in {id(s): s for s in map(store.op_jit_spec, (op.name for op in self.ops)) if s}.values():
+            info = spec.build()
+            rows.append(
+                {
+                    "module": info.name,
+                    "cache": "hit" if info.cache_hit else "miss (compiled)",
+                    "seconds": round(info.seconds, 3),
+                    "key": info.key,
+                    "library": str(info.library),
+                    "nvcc flags": " ".join(f for f in info.nvcc_flags if not f.startswith("-I")),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    # ------------------------------------------------------------ correctness
+
+    def correctness(self, configs: dict[str, Sequence[Config]] | None = None) -> pd.DataFrame:
+        """Max abs/rel error of oasr and torch against float64, per dtype and size."""
+        frames = []
+        for op in self.ops:
+            if self.replayed:
+                df, _ = load_table(self.gpu_slug, op.name, "correctness")
+            else:
+                chosen = (configs or {}).get(op.name) or correctness_configs(op)
+                df = correctness.check_op(op, chosen, dtypes=op.dtypes)
+                save_table(df, self.gpu_slug, op.name, "correctness", provenance.collect())
+            frames.append(df)
+        table = pd.concat(frames, ignore_index=True)
+        self.recorded["correctness_passed"] = bool(table["passed"].all())
+        return table
+
+    # ------------------------------------------------------------ timing
+
+    def timing(self, dtypes: Sequence[str] | None = None, configs: Sequence[Config] | None = None) -> pd.DataFrame:
+        """oasr against torch over each op's sweep: median time, bandwidth, % of the copy ceiling."""
+        frames = []
+        for op in self.ops:
+            if self.replayed:
+                df, _ = load_table(self.gpu_slug, op.name, "timing")
+            else:
+                df = time_op(op, configs or op.default_sweep, dtypes or op.dtypes)
+                copy_bytes_per_s = float(df["copy_bytes_per_s"].iloc[0])
+                meta = {**provenance.collect(), "copy_bytes_per_s": copy_bytes_per_s}
+                save_table(df, self.gpu_slug, op.name, "timing", meta)
+                roofline.save_measured_ceilings(
+                    self.gpu_slug, copy_bytes_per_s, timing.measure_cublas_tflops() * 1e12, provenance.collect()
+                )
+            frames.append(df)
+        table = pd.concat(frames, ignore_index=True)
+        self._timing_headlines(table)
+        return table
+
+    def bandwidth_plot(self, table: pd.DataFrame) -> Any:
+        copy = float(table["copy_bytes_per_s"].iloc[0])
+        figure = plots.bandwidth_vs_size(table, copy_ceiling=copy)
+        if self.replayed:
+            figure.suptitle(f"replayed from {self.gpu_slug} recordings", fontsize=9, color="#b06000")
+        return figure
+
+    def _timing_headlines(self, table: pd.DataFrame) -> None:
+        for (op, dtype), group in table.groupby(["op", "dtype"], sort=False):
+            pivot = group.pivot_table(index="bytes", columns="backend", values="seconds")
+            largest = group[group["bytes"] == group["bytes"].max()]
+            oasr_row = largest[largest["backend"] == "oasr"].iloc[0]
+            speedup = (pivot["torch"] / pivot["oasr"]).dropna()
+            self.headlines.append(
+                f"{op} {dtype}: {oasr_row['pct_of_copy']:.0f}% of copy bandwidth at "
+                f"{oasr_row['bytes'] / 2**20:.0f} MiB; speedup over torch {speedup.min():.2f}x-{speedup.max():.2f}x"
+            )
+
+    # ------------------------------------------------------------ Nsight Compute
+
+    def profile(self, op: str | None = None, dtypes: Sequence[str] = ("float16",), preset: str = "roofline") -> Any:
+        """The op's sweep under ncu (both backends, one process), or its recordings."""
+        from .session import profile_sweep
+
+        name = op or self.ops[0].name
+        live = not self.replayed
+        return profile_sweep(name, dtypes=dtypes, preset=preset, live=live)
+
+    @staticmethod
+    def analyze(result: Any) -> pd.DataFrame:
+        return roofline.analyze(result)
+
+    def ceilings(self, result: Any) -> pd.DataFrame:
+        return roofline.ceilings(result.device)
+
+    def roofline_plot(self, result: Any) -> Any:
+        figure = plots.roofline_plot(roofline.analyze(result), self.ceilings(result), title=result.banner)
+        return figure
+
+    def hierarchical_plot(self, result: Any, backend: str = "oasr") -> Any:
+        launches = roofline.analyze(result)
+        rows = launches[launches["backend"] == backend]
+        largest = rows.loc[rows["dram_bytes"].idxmax()]
+        return plots.hierarchical_roofline(largest, self.ceilings(result))
+
+    @staticmethod
+    def advice(result: Any) -> pd.DataFrame:
+        columns = [c for c in ("backend", "kernel", "config", "dtype", "title", "message") if c in result.advice]
+        return result.advice[columns].drop_duplicates(subset=[c for c in columns if c != "config"])
+
+    # ------------------------------------------------------------ summary
+
+    def write_summary(self) -> Path:
+        """``reports/<gpu>/<notebook>.summary.json``: headline figures for the report index."""
+        meta = provenance.collect() if not self.replayed else self._replayed_meta()
+        summary = {
+            "title": self.title,
+            "notebook": self.notebook,
+            "mode": self.mode,
+            "headline": self.headlines,
+            "provenance": meta,
+            **self.recorded,
+        }
+        path = store.reports_root() / self.gpu_slug / f"{self.notebook}.summary.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        return path
+
+    def _replayed_meta(self) -> dict[str, Any]:
+        _, meta = load_table(self.gpu_slug, self.ops[0].name, "timing")
+        return meta
+
+    def panel(self) -> Any:
+        from .panel import make_panel
+
+        return make_panel(self)
+
+
+def correctness_configs(op: OpSpec) -> list[Config]:
+    """Tiny, odd and large sizes from the op's sweep (first, second and last)."""
+    sweep = list(op.default_sweep)
+    return [sweep[0], sweep[1], sweep[-1]] if len(sweep) > 2 else sweep
+
+
+def time_op(op: OpSpec, configs: Sequence[Config], dtypes: Sequence[str]) -> pd.DataFrame:
+    """Median per-launch time of each backend (CUDA-graph replay, rotated inputs)."""
+    copy_bytes_per_s = timing.measure_copy_bandwidth() * 1e12
+    rows = []
+    for config in configs:
+        for dtype in map(parse_dtype, dtypes):
+            work = op.work(config, dtype)
+            sets = timing.op_input_sets(op, config, dtype)
+            for backend, fn in op.backends.items():
+                result = timing.time_fn([functools.partial(fn, inputs) for inputs in sets])
+                seconds = result.median_ms * 1e-3
+                rows.append(
+                    {
+                        "op": op.name,
+                        "backend": backend,
+                        "config": op.config_label(config, dtype).rsplit(",dtype=", 1)[0],
+                        **config,
+                        "dtype": dtype_name(dtype),
+                        "bytes": work.bytes,
+                        "seconds": seconds,
+                        "iqr_rel": result.iqr_rel,
+                        "bandwidth_bytes_per_s": work.bytes / seconds,
+                        "pct_of_copy": 100 * work.bytes / seconds / copy_bytes_per_s,
+                        "copy_bytes_per_s": copy_bytes_per_s,
+                    }
+                )
+            del sets
+            torch.cuda.empty_cache()
+    return pd.DataFrame(rows)
+
+
+def reload_kernels() -> None:
+    """Forget loaded JIT modules, so the next call rebuilds any kernel edited since (new key)."""
+    for name, module in list(sys.modules.items()):
+        if name == "oasr" or name.startswith("oasr."):
+            for attribute in vars(module).values():
+                if callable(attribute) and hasattr(attribute, "cache_clear") and attribute.__name__.endswith("_module"):
+                    attribute.cache_clear()
