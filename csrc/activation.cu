@@ -3,30 +3,62 @@
 
 #include "tvm_ffi_utils.h"
 
-// output [rows, C] = input[:, :C] * sigmoid(input[:, C:2C]); input a [rows, 2C] view and
-// output a [rows, C] view, both with a contiguous last dimension and any row stride.
+namespace {
+
+// (Same helper as in norm.cu.)
+
+// rows x cols view of t: the last dimension contiguous and the leading dimensions
+// collapsible into one evenly strided dimension (contiguous tensors, x[..., :C] slices).
+bool as_rows(TensorView t, int64_t& rows, int64_t& cols, int64_t& stride) {
+  const int nd = static_cast<int>(t.ndim());
+  if (nd < 1) return false;
+  cols = t.size(nd - 1);
+  if (cols > 1 && t.stride(nd - 1) != 1) return false;
+  rows = 1;
+  for (int i = 0; i < nd - 1; ++i) rows *= t.size(i);
+  stride = cols;
+  if (rows == 0 || cols == 0) return true;  // nothing is addressed
+  int inner = -1;  // the innermost leading dimension of size > 1
+  for (int i = nd - 2; i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (inner < 0) {
+      stride = t.stride(i);
+    } else if (t.stride(i) != t.stride(inner) * t.size(inner)) {
+      return false;
+    }
+    inner = i;
+  }
+  return true;
+}
+
+}  // namespace
+
+// output [..., C] = input[..., :C] * sigmoid(input[..., C:2C]). Both tensors are row views:
+// the last dimension contiguous, the leading dimensions collapsible into one row dimension
+// of any stride.
 void glu(TensorView output, TensorView input) {
   CHECK_CUDA(input);
   CHECK_CUDA(output);
   CHECK_DEVICE(output, input);
   CHECK_SAME_DTYPE(output, input);
-  CHECK_DIM(2, input);
-  CHECK_DIM(2, output);
-  CHECK_LAST_DIM_CONTIGUOUS(input);
-  CHECK_LAST_DIM_CONTIGUOUS(output);
-  const int64_t rows = input.size(0), in_cols = input.size(1);
+  int64_t rows = 0, in_cols = 0, in_stride = 0, out_rows = 0, cols = 0, out_stride = 0;
+  if (!as_rows(input, rows, in_cols, in_stride)) {
+    TVM_FFI_THROW(ValueError) << "`input` must have a contiguous last dimension and evenly strided rows";
+  }
+  if (!as_rows(output, out_rows, cols, out_stride)) {
+    TVM_FFI_THROW(ValueError) << "`output` must have a contiguous last dimension and evenly strided rows";
+  }
   if (in_cols % 2 != 0) {
     TVM_FFI_THROW(ValueError) << "`input` last dimension must be even (the two GLU halves), got " << in_cols;
   }
-  const int64_t cols = in_cols / 2;
-  if (output.size(0) != rows || output.size(1) != cols) {
-    TVM_FFI_THROW(ValueError) << "`output` must have shape [" << rows << ", " << cols << "], got ["
-                              << output.size(0) << ", " << output.size(1) << "]";
+  if (out_rows != rows || cols != in_cols / 2) {
+    TVM_FFI_THROW(ValueError) << "`output` has " << out_rows << " rows of " << cols << ", expected " << rows
+                              << " rows of " << in_cols / 2;
   }
   cudaStream_t stream = get_stream(input.device());
   DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {
     cudaError_t status = oasr::activation::GLU<c_type>(data_ptr<const c_type>(input), data_ptr<c_type>(output),
-                                                       rows, cols, input.stride(0), output.stride(0), stream);
+                                                       rows, cols, in_stride, out_stride, stream);
     CHECK_CUDA_SUCCESS(status, "glu kernel launch");
     return true;
   });

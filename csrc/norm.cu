@@ -1,16 +1,45 @@
 // TVM-FFI launchers of the norm family: LayerNorm, RMSNorm and their fused residual forms.
 //
-// Tensors are 2-D row views [rows, C] with the last dimension contiguous and any row
-// stride (the Python API flattens the leading dimensions). weight and bias are [C],
-// contiguous, of the input's dtype.
+// Tensors are row views [..., C]: the last dimension contiguous, the leading dimensions
+// collapsible into one row dimension of any stride (contiguous tensors, x[..., :C]
+// slices; the Python API copies other layouts). weight and bias are [C], contiguous, of
+// the input's dtype.
 #include <oasr/norm.cuh>
 
 #include "tvm_ffi_utils.h"
 
 namespace {
 
-// A [rows, C] view with a unit last stride, on `device`, of `dtype`.
-void check_rows(TensorView t, const char* name, int64_t rows, int64_t cols, DLDevice device, DLDataType dtype) {
+// rows x cols view of t: the last dimension contiguous and the leading dimensions
+// collapsible into one evenly strided dimension (contiguous tensors, x[..., :C] slices).
+bool as_rows(TensorView t, int64_t& rows, int64_t& cols, int64_t& stride) {
+  const int nd = static_cast<int>(t.ndim());
+  if (nd < 1) return false;
+  cols = t.size(nd - 1);
+  if (cols > 1 && t.stride(nd - 1) != 1) return false;
+  rows = 1;
+  for (int i = 0; i < nd - 1; ++i) rows *= t.size(i);
+  stride = cols;
+  if (rows == 0 || cols == 0) return true;  // nothing is addressed
+  int inner = -1;  // the innermost leading dimension of size > 1
+  for (int i = nd - 2; i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (inner < 0) {
+      stride = t.stride(i);
+    } else if (t.stride(i) != t.stride(inner) * t.size(inner)) {
+      return false;
+    }
+    inner = i;
+  }
+  return true;
+}
+
+struct Rows {
+  int64_t rows, cols, stride;
+};
+
+// A row view on `device` of `dtype` (rows x cols when given); ValueError/TypeError naming it.
+Rows check_rows(TensorView t, const char* name, DLDevice device, DLDataType dtype, const Rows* expected) {
   if (t.device().device_type != kDLCUDA) {
     TVM_FFI_THROW(ValueError) << "`" << name << "` must be a CUDA tensor";
   }
@@ -21,12 +50,16 @@ void check_rows(TensorView t, const char* name, int64_t rows, int64_t cols, DLDe
     TVM_FFI_THROW(TypeError) << "`" << name << "` has dtype " << dtype_name(t.dtype()) << ", expected "
                              << dtype_name(dtype);
   }
-  if (t.ndim() != 2 || t.size(0) != rows || t.size(1) != cols) {
-    TVM_FFI_THROW(ValueError) << "`" << name << "` must have shape [" << rows << ", " << cols << "]";
+  Rows r{};
+  if (!as_rows(t, r.rows, r.cols, r.stride)) {
+    TVM_FFI_THROW(ValueError) << "`" << name
+                              << "` must have a contiguous last dimension and evenly strided rows";
   }
-  if (cols > 1 && t.stride(1) != 1) {
-    TVM_FFI_THROW(ValueError) << "`" << name << "` must be contiguous in its last dimension";
+  if (expected != nullptr && (r.rows != expected->rows || r.cols != expected->cols)) {
+    TVM_FFI_THROW(ValueError) << "`" << name << "` has " << r.rows << " rows of " << r.cols << ", expected "
+                              << expected->rows << " rows of " << expected->cols;
   }
+  return r;
 }
 
 void check_vector(TensorView t, const char* name, int64_t cols, DLDevice device, DLDataType dtype) {
@@ -47,20 +80,17 @@ void run_norm(TensorView output, Optional residual_out, TensorView input, Option
   if (input.device().device_type != kDLCUDA) {
     TVM_FFI_THROW(ValueError) << "`input` must be a CUDA tensor";
   }
-  if (input.ndim() != 2) {
-    TVM_FFI_THROW(ValueError) << "`input` must be a 2-D [rows, C] view, got " << input.ndim() << " dimensions";
-  }
   const DLDevice device = input.device();
   const DLDataType dtype = input.dtype();
-  const int64_t rows = input.size(0), cols = input.size(1);
-  check_rows(input, "input", rows, cols, device, dtype);
-  check_rows(output, "output", rows, cols, device, dtype);
-  check_vector(weight, "weight", cols, device, dtype);
-  if (bias.has_value()) check_vector(bias.value(), "bias", cols, device, dtype);
-  if (residual.has_value()) check_rows(residual.value(), "residual", rows, cols, device, dtype);
+  const Rows in = check_rows(input, "input", device, dtype, nullptr);
+  const Rows out = check_rows(output, "output", device, dtype, &in);
+  check_vector(weight, "weight", in.cols, device, dtype);
+  if (bias.has_value()) check_vector(bias.value(), "bias", in.cols, device, dtype);
+  Rows res{}, res_out{};
+  if (residual.has_value()) res = check_rows(residual.value(), "residual", device, dtype, &in);
   if (residual_out.has_value()) {
     if (!residual.has_value()) TVM_FFI_THROW(ValueError) << "`residual_out` needs `residual`";
-    check_rows(residual_out.value(), "residual_out", rows, cols, device, dtype);
+    res_out = check_rows(residual_out.value(), "residual_out", device, dtype, &in);
   }
   if (!(eps >= 0.0)) TVM_FFI_THROW(ValueError) << "`eps` must be >= 0, got " << eps;
 
@@ -71,17 +101,17 @@ void run_norm(TensorView output, Optional residual_out, TensorView input, Option
     p.input = data_ptr<const c_type>(input);
     p.weight = data_ptr<const c_type>(weight);
     p.bias = bias.has_value() ? data_ptr<const c_type>(bias.value()) : nullptr;
-    p.rows = rows;
-    p.cols = cols;
-    p.output_stride = output.stride(0);
-    p.input_stride = input.stride(0);
+    p.rows = in.rows;
+    p.cols = in.cols;
+    p.output_stride = out.stride;
+    p.input_stride = in.stride;
     if (residual.has_value()) {
       p.residual = data_ptr<const c_type>(residual.value());
-      p.residual_stride = residual.value().stride(0);
+      p.residual_stride = res.stride;
     }
     if (residual_out.has_value()) {
       p.residual_out = data_ptr<c_type>(residual_out.value());
-      p.residual_out_stride = residual_out.value().stride(0);
+      p.residual_out_stride = res_out.stride;
     }
     p.eps = static_cast<float>(eps);
     p.alpha = static_cast<float>(alpha);

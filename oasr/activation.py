@@ -83,24 +83,35 @@ def glu(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         ``input`` without dimensions or with an odd last dimension, ``out`` of the wrong
         shape, or tensors not on one CUDA device.
     """
-    _check_tensor("glu", "input", input)
-    if input.dim() == 0:
-        raise ValueError("oasr.glu: `input` must have at least one dimension")
+    if not (
+        isinstance(input, torch.Tensor)
+        and input.is_cuda
+        and input.dtype in FLOAT_DTYPES
+        and input.dim() > 0
+        and (
+            out is None
+            or (
+                isinstance(out, torch.Tensor)
+                and out.dtype == input.dtype
+                and out.shape[:-1] == input.shape[:-1]
+                and 2 * out.shape[-1] == input.shape[-1]
+                and out.device == input.device
+            )
+        )
+    ):
+        _check_glu(input, out)
     in_cols = input.shape[-1]
     if in_cols % 2 != 0:
         raise ValueError(f"oasr.glu: `input` last dimension must be even (the two halves), got {in_cols}")
     cols = in_cols // 2
-    shape = (*input.shape[:-1], cols)
-    if out is not None:
-        _check_tensor("glu", "out", out, input.dtype)
-        _check_out_shape("glu", out, shape)
-    check_cuda_tensor("glu", "input", input)
     if out is None:
-        out = torch.empty(shape, dtype=input.dtype, device=input.device)
-    else:
-        _check_same_device("glu", "out", out, input.device)
+        out = torch.empty((*input.shape[:-1], cols), dtype=input.dtype, device=input.device)
     if out.numel() == 0:
         return out
+    if input.is_contiguous() and out.is_contiguous():
+        _activation_module().glu(out, input)
+        return out
+    # Other layouts: [rows, C] views where they exist (x[..., :2C] slices), copies otherwise.
     source = input.reshape(-1, in_cols)
     if source.stride(1) != 1:
         source = source.contiguous()
@@ -110,6 +121,22 @@ def glu(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         return out
     _activation_module().glu(target, source)
     return out
+
+
+def _check_glu(input: Any, out: Any) -> None:
+    """Ordered checks of glu's arguments: types, dtypes and shapes, then devices."""
+    _check_tensor("glu", "input", input)
+    if input.dim() == 0:
+        raise ValueError("oasr.glu: `input` must have at least one dimension")
+    in_cols = input.shape[-1]
+    if in_cols % 2 != 0:
+        raise ValueError(f"oasr.glu: `input` last dimension must be even (the two halves), got {in_cols}")
+    if out is not None:
+        _check_tensor("glu", "out", out, input.dtype)
+        _check_out_shape("glu", out, (*input.shape[:-1], in_cols // 2))
+    check_cuda_tensor("glu", "input", input)
+    if out is not None:
+        _check_same_device("glu", "out", out, input.device)
 
 
 @oasr_api
@@ -137,15 +164,23 @@ def swish(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     ValueError
         ``out`` of the wrong shape, or tensors not on one CUDA device.
     """
-    _check_tensor("swish", "input", input)
-    if out is not None:
-        _check_tensor("swish", "out", out, input.dtype)
-        _check_out_shape("swish", out, tuple(input.shape))
-    check_cuda_tensor("swish", "input", input)
+    if not (
+        isinstance(input, torch.Tensor)
+        and input.is_cuda
+        and input.dtype in FLOAT_DTYPES
+        and (
+            out is None
+            or (
+                isinstance(out, torch.Tensor)
+                and out.dtype == input.dtype
+                and out.shape == input.shape
+                and out.device == input.device
+            )
+        )
+    ):
+        _check_swish(input, out)
     if out is None:
         out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
-    else:
-        _check_same_device("swish", "out", out, input.device)
     if out.numel() == 0:
         return out
     source = input if input.is_contiguous() else input.contiguous()
@@ -154,3 +189,14 @@ def swish(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     else:
         out.copy_(swish(source))
     return out
+
+
+def _check_swish(input: Any, out: Any) -> None:
+    """Ordered checks of swish's arguments: types, dtypes and shapes, then devices."""
+    _check_tensor("swish", "input", input)
+    if out is not None:
+        _check_tensor("swish", "out", out, input.dtype)
+        _check_out_shape("swish", out, tuple(input.shape))
+    check_cuda_tensor("swish", "input", input)
+    if out is not None:
+        _check_same_device("swish", "out", out, input.device)

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from ._checks import check_cuda_tensor, check_real_scalar
+from ._checks import FLOAT_DTYPES, check_cuda_tensor, check_real_scalar
 from .activation import _check_out_shape, _check_same_device, _check_tensor, _out_rows
 from .api_logging import oasr_api
 
@@ -35,20 +35,56 @@ def _rows(tensor: torch.Tensor, cols: int) -> torch.Tensor:
     return view if cols <= 1 or view.stride(1) == 1 else view.contiguous()
 
 
-def _norm(
+def _well_formed(
+    input: Any,
+    residual: Any,
+    weight: Any,
+    bias: Any,
+    eps: Any,
+    alpha: Any,
+    out: Any,
+    residual_out: Any,
+    fused: bool,
+) -> bool:
+    """The common case, tested quickly: CUDA tensors of one dtype and device, right shapes."""
+    tensor = torch.Tensor
+    if not (isinstance(input, tensor) and input.is_cuda and input.dtype in FLOAT_DTYPES and input.dim() > 0):
+        return False
+    dtype, device, shape = input.dtype, input.device, input.shape
+    c = shape[-1]
+    if not (isinstance(weight, tensor) and weight.dtype == dtype and weight.shape == (c,) and weight.device == device):
+        return False
+    if bias is not None and not (
+        isinstance(bias, tensor) and bias.dtype == dtype and bias.shape == (c,) and bias.device == device
+    ):
+        return False
+    if type(eps) not in (float, int) or not 0.0 <= eps < math.inf:
+        return False
+    if type(alpha) not in (float, int):
+        return False
+    for t in (residual, out, residual_out) if fused else (out,):
+        if t is not None and not (
+            isinstance(t, tensor) and t.dtype == dtype and t.shape == shape and t.device == device
+        ):
+            return False
+    if fused and residual is None:
+        return False
+    return not (out is not None and residual_out is not None and residual_out.data_ptr() == out.data_ptr())
+
+
+def _diagnose(
     op: str,
-    rms: bool,
-    input: torch.Tensor,
-    residual: torch.Tensor | None,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
-    eps: float,
-    alpha: float,
-    out: torch.Tensor | None,
-    residual_out: torch.Tensor | None,
-) -> torch.Tensor:
-    fused = op.startswith("add_")
-    # Types, dtypes and shapes: the same errors on every machine.
+    input: Any,
+    residual: Any,
+    weight: Any,
+    bias: Any,
+    eps: Any,
+    alpha: Any,
+    out: Any,
+    residual_out: Any,
+    fused: bool,
+) -> None:
+    """Raise the error for the first bad argument: types, dtypes and shapes, then devices."""
     _check_tensor(op, "input", input)
     if input.dim() == 0:
         raise ValueError(f"oasr.{op}: `input` must have at least one dimension")
@@ -66,9 +102,9 @@ def _norm(
         if tuple(bias.shape) != (cols,):
             raise ValueError(f"oasr.{op}: `bias` has shape {tuple(bias.shape)}, expected ({cols},)")
     eps = check_real_scalar(op, "eps", eps)
-    if not eps >= 0.0 or math.isinf(eps):
+    if not 0.0 <= eps < math.inf:
         raise ValueError(f"oasr.{op}: `eps` must be finite and >= 0, got {eps}")
-    alpha = check_real_scalar(op, "alpha", alpha)
+    check_real_scalar(op, "alpha", alpha)
     if out is not None:
         _check_tensor(op, "out", out, input.dtype)
         _check_out_shape(op, out, shape)
@@ -76,11 +112,9 @@ def _norm(
         _check_tensor(op, "residual_out", residual_out, input.dtype)
         if tuple(residual_out.shape) != shape:
             raise ValueError(f"oasr.{op}: `residual_out` has shape {tuple(residual_out.shape)}, expected {shape}")
-        if out is not None and out.numel() > 0 and residual_out.data_ptr() == out.data_ptr():
+        if out is not None and residual_out.data_ptr() == out.data_ptr():
             raise ValueError(f"oasr.{op}: `out` and `residual_out` must be different tensors")
-    # Devices.
     check_cuda_tensor(op, "input", input)
-    device = input.device
     for name, tensor in (
         ("residual", residual),
         ("weight", weight),
@@ -89,33 +123,67 @@ def _norm(
         ("residual_out", residual_out),
     ):
         if tensor is not None:
-            _check_same_device(op, name, tensor, device)
+            _check_same_device(op, name, tensor, input.device)
 
+
+def _norm(
+    op: str,
+    rms: bool,
+    input: torch.Tensor,
+    residual: torch.Tensor | None,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    eps: float,
+    alpha: float,
+    out: torch.Tensor | None,
+    residual_out: torch.Tensor | None,
+) -> torch.Tensor:
+    fused = op.startswith("add_")
+    if not _well_formed(input, residual, weight, bias, eps, alpha, out, residual_out, fused):
+        _diagnose(op, input, residual, weight, bias, eps, alpha, out, residual_out, fused)
+    eps, alpha = float(eps), float(alpha)
     if out is None:
-        out = torch.empty(shape, dtype=input.dtype, device=device)
+        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
     if input.numel() == 0:
         return out
+    module = _norm_module()
 
+    # Contiguous tensors (the common case) go to the kernel as they are.
+    if (
+        input.is_contiguous()
+        and out.is_contiguous()
+        and weight.is_contiguous()
+        and (bias is None or bias.is_contiguous())
+        and (not fused or residual.is_contiguous())
+        and (residual_out is None or residual_out.is_contiguous())
+    ):
+        if fused:
+            (module.add_rms_norm if rms else module.add_layer_norm)(
+                out, residual_out, input, residual, weight, bias, eps, alpha
+            )
+        else:
+            (module.rms_norm if rms else module.layer_norm)(out, input, weight, bias, eps)
+        return out
+
+    # Other layouts: [rows, C] views where they exist (x[..., :C] slices), copies otherwise.
+    cols = input.shape[-1]
     target = _out_rows(out, cols)
     sum_target = None if residual_out is None else _out_rows(residual_out, cols)
     if target is None or (residual_out is not None and sum_target is None):
         # A destination with no [rows, C] view: compute into fresh tensors, then copy.
-        fresh_sum = (
-            None if residual_out is None else torch.empty_like(residual_out, memory_format=torch.contiguous_format)
-        )
+        fresh_sum = None if residual_out is None else torch.empty(input.shape, dtype=input.dtype, device=input.device)
         result = _norm(op, rms, input, residual, weight, bias, eps, alpha, None, fresh_sum)
         out.copy_(result)
         if residual_out is not None:
             residual_out.copy_(fresh_sum)
         return out
-
-    module = _norm_module()
     source = _rows(input, cols)
     w = weight.contiguous()
     b = None if bias is None else bias.contiguous()
     if fused:
-        module_fn = module.add_rms_norm if rms else module.add_layer_norm
-        module_fn(target, sum_target, source, _rows(residual, cols), w, b, eps, alpha)
+        (module.add_rms_norm if rms else module.add_layer_norm)(
+            target, sum_target, source, _rows(residual, cols), w, b, eps, alpha
+        )
     else:
         (module.rms_norm if rms else module.layer_norm)(target, source, w, b, eps)
     return out

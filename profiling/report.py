@@ -55,7 +55,7 @@ flop_per_s                 flop / duration_s
 pct_<ceiling>_peak         % of the counter ceiling (:func:`profiling.roofline.counter_ceilings`)
                            for ``dram``, ``l2``, ``l1`` (bandwidth) and ``fp32``, ``fp16``,
                            ``tensor_bf16``, ``tensor_fp16``, ``tensor_tf32`` (that kind's FLOP/s);
-                           ceilings use the report's median clocks, so all rows share them
+                           ceilings use the report's mean clocks, so all rows share them
 ncu_sol_sm_pct             ncu's own ``sm__throughput`` % of peak (SpeedOfLight section)
 ncu_sol_memory_pct         ncu's ``gpu__compute_memory_throughput`` % of peak
 ncu_sol_dram_pct           ncu's ``gpu__dram_throughput`` % of peak
@@ -76,7 +76,8 @@ with neither title nor message are dropped. Empty for presets without sections.
 ------------------
 ``gpu`` (display name), ``gpu_slug``, ``compute_capability``, ``sm_count``,
 ``l2_cache_bytes``, ``memory_bytes``, ``max_sm_clock_hz``, ``max_memory_clock_hz``,
-``clocks_hz`` (median over launches, per domain ``sm``/``dram``/``l2``/``l1``),
+``clocks_hz`` (per domain ``sm``/``dram``/``l2``/``l1``: total cycles / total time over the
+launches, i.e. the duration-weighted mean of their clocks),
 ``peaks_per_cycle`` (every ``*.peak_sustained`` metric recorded, raw, whole GPU for
 ``.sum``), ``launches`` and ``report`` (the path read).
 """
@@ -343,9 +344,13 @@ def _launch_frame(records: list[dict[str, Any]]) -> pd.DataFrame:
     return df
 
 
-def _median(series: pd.Series) -> float:
-    values = series.dropna()
-    return float(values.median()) if len(values) else math.nan
+def _mean_clock(clock_hz: pd.Series, duration_s: pd.Series) -> float:
+    """Total cycles / total time over the launches: long launches, whose clocks are measured
+    best, weigh most (a 2 us launch can read 2.1 GHz on a 1.98 GHz part)."""
+    ok = clock_hz.notna() & duration_s.notna() & (duration_s > 0)
+    if not ok.any():
+        return math.nan
+    return float((clock_hz[ok] * duration_s[ok]).sum() / duration_s[ok].sum())
 
 
 def _device_info(actions: list[Any], launches: pd.DataFrame, source: str) -> dict[str, Any]:
@@ -378,7 +383,7 @@ def _device_info(actions: list[Any], launches: pd.DataFrame, source: str) -> dic
         "memory_bytes": number("device__attribute_total_memory"),
         "max_sm_clock_hz": number("device__attribute_max_gpu_frequency_khz", 1e3),
         "max_memory_clock_hz": number("device__attribute_max_mem_frequency_khz", 1e3),
-        "clocks_hz": {domain: _median(launches[f"{domain}_clock_hz"]) for domain in M.CLOCKS},
+        "clocks_hz": {d: _mean_clock(launches[f"{d}_clock_hz"], launches["duration_s"]) for d in M.CLOCKS},
         "peaks_per_cycle": peaks,
         "launches": len(launches),
         "report": source,

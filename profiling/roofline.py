@@ -8,7 +8,7 @@ Ceilings come from two sources (column ``source``):
     (2 FLOP per FFMA), FP16/BF16 non-tensor (4 FLOP per HFMA2 instruction as
     counted), and dense tensor rates per type (the ``_sparsity_off`` peaks, whose
     ``.sum`` is already whole-GPU: 4,096 BF16 FLOP/cycle/SM x 132 SMs = 540,672 on
-    an H200). Clocks are the median over the report's launches; under ncu's default
+    an H200). Clocks are the report's duration-weighted mean; under ncu's default
     ``--clock-control base`` they are base-clock ceilings.
 ``"measured"``
     What code achieves in practice, kept per GPU in ``reports/<gpu_slug>/ceilings.json``:

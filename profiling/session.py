@@ -206,6 +206,11 @@ def _provenance(run_info: dict[str, Any], spec: SweepSpec, preset: str, src: str
     return info
 
 
+def _settings(info: dict[str, Any]) -> dict[str, str]:
+    """The ncu settings that belong to the cache key."""
+    return {"clock_control": info["clock_control"], "cache_control": info["cache_control"]}
+
+
 def _entries_in_report(report: Path, candidates: set[store.Entry], fields: Sequence[str]) -> set[store.Entry]:
     launches, _, _ = read_tables(report)
     return {e for e in _row_entries(launches, fields) if e in candidates}
@@ -223,11 +228,14 @@ def _profile_missing(
     """Run one ncu sweep for ``spec`` and store it; on a stop, store what finished, then re-raise."""
     ncu_path = ncu.find_ncu()
     info = {
+        "gpu": gpu_name(),
+        "gpu_slug": profiles.gpu,
         "ncu_path": str(ncu_path),
         "ncu_version": ncu.ncu_version(ncu_path),
         "clock_control": run_kwargs["clock_control"],
         "cache_control": run_kwargs["cache_control"],
     }
+    settings = _settings(info)
     tmp = profiles.temp_report_path()
     try:
         try:
@@ -238,7 +246,12 @@ def _profile_missing(
         info.update(ncu_command=run.command, kernels_profiled=run.kernels, ncu_wall_s=round(run.wall_s, 3))
         entries = [store.make_entry(b, c, d) for c, d in spec.cases for b in spec.backends]
         return profiles.save(
-            tmp, entries, preset=preset, source_hash=src, provenance=_provenance(info, spec, preset, src)
+            tmp,
+            entries,
+            preset=preset,
+            source_hash=src,
+            provenance=_provenance(info, spec, preset, src),
+            settings=settings,
         )
     finally:
         tmp.unlink(missing_ok=True)
@@ -271,6 +284,7 @@ def _keep_finished(
             preset=preset,
             source_hash=src,
             provenance=_provenance(info, spec, preset, src),
+            settings=_settings(info),
             complete=False,
         )
         note = f"kept {len(kept)} finished launches in {saved.report}; a re-run profiles only the rest"
@@ -350,7 +364,8 @@ def profile_sweep(
         )
     profiles = store.ProfileStore(gpu_slug(gpu_name()), op, reports_dir)
     src = store.source_hash(op)
-    hits, missing = ({}, wanted) if force else profiles.lookup(wanted, preset, src)
+    settings = {"clock_control": clock_control, "cache_control": cache_control}
+    hits, missing = ({}, wanted) if force else profiles.lookup(wanted, preset, src, settings)
     if missing:
         run_kwargs = dict(
             clock_control=clock_control, cache_control=cache_control, timeout_s=timeout_s, progress=progress
@@ -378,7 +393,7 @@ def _replay(
             "shown; make them on a GPU with `python -m profiling.session --op "
             f"{op} --preset {preset}` and commit reports/."
         )
-    return _finish(op, preset, hits, missing, fields, replayed=True, source="recording", where=recordings)
+    return _finish(op, preset, hits, missing, fields, replayed=True, source="recording", where=recordings, stacklevel=4)
 
 
 def _finish(
@@ -391,6 +406,7 @@ def _finish(
     replayed: bool,
     source: str,
     where: store.ProfileStore,
+    stacklevel: int = 3,
 ) -> ProfileResult:
     """Gather the stored launches; warn about every requested entry with no launch row."""
     launches, advice, device, used = _gather(hits, fields)
@@ -403,7 +419,7 @@ def _finish(
                 f"no {preset!r} profile of {op} for {', '.join(labels)} in {where.directory}; "
                 "those are left out of the result."
             ),
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
     return ProfileResult(
         op=op,
@@ -423,7 +439,9 @@ def _finish(
 # CLI
 # ---------------------------------------------------------------------------
 
-TABLE_COLUMNS = ("backend", "dtype", "kernel", "duration_s", "bytes", "flops", "profile")
+TABLE_COLUMNS = (
+    "backend", "dtype", "kernel", "duration_s", "dram_bytes", "flop", "dram_bw_bytes_per_s", "pct_dram_peak", "profile",
+)  # fmt: skip
 
 
 def _parse_config(text: str) -> Config:

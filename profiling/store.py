@@ -14,14 +14,16 @@ same request made again replaces its own files. A sidecar holds::
 
     {"schema": 1, "op": "scale", "gpu": "h200", "preset": "roofline",
      "source_hash": "<JIT key of the op's module>", "complete": true,
+     "settings": {"clock_control": "none", "cache_control": "all"},
      "report": "<name>.ncu-rep", "created_ns": ...,
      "entries": [{"backend": "oasr", "config": {"n": 2048}, "dtype": "float16"}, ...],
      "provenance": {GPU, driver, CUDA runtime, nvcc, ncu version, clock and cache
                     control, git commit, date, op, backends, configs, dtypes, ...}}
 
 One *entry* is one profiled launch: (backend, config, dtype). The cache key of
-an entry is (gpu, op, backend, config, dtype, preset, source hash): gpu and op
-are the folder, the rest is matched against the sidecars, newest first. The
+an entry is (gpu, op, backend, config, dtype, preset, source hash, and the ncu
+``settings`` clock and cache control): gpu and op are the folder, the rest is
+matched against the sidecars, newest first. The
 source hash is the JIT key of the op's module (:func:`source_hash`), which
 hashes its sources, every header, the flags and the nvcc version. Replay (no
 GPU) matches without the source hash: it returns what was recorded, labelled.
@@ -30,7 +32,7 @@ Writes are atomic: ncu writes to a ``.tmp-*`` file in the folder, which is
 renamed (``os.replace``) into place before its sidecar is written the same way;
 a sidecar only ever points at a complete report. A sweep stopped half-way is
 saved with ``"complete": false`` and the entries it finished. Saving a profile
-deletes older ones of the same preset whose every entry it covers.
+deletes older ones of the same preset and settings whose every entry it covers.
 """
 
 from __future__ import annotations
@@ -172,17 +174,24 @@ class ProfileStore:
         return sorted(found, key=lambda p: p.meta.get("created_ns", 0), reverse=True)
 
     def lookup(
-        self, wanted: Iterable[Entry], preset: str, source_hash: str | None
+        self,
+        wanted: Iterable[Entry],
+        preset: str,
+        source_hash: str | None,
+        settings: dict[str, str] | None = None,
     ) -> tuple[dict[Entry, StoredProfile], list[Entry]]:
         """For each wanted entry, the newest profile holding it; and the entries none holds.
 
-        ``source_hash=None`` matches any source hash (replay).
+        ``source_hash=None`` matches any source hash and ``settings=None`` any
+        ncu settings (replay).
         """
         hits: dict[Entry, StoredProfile] = {}
         candidates = [
             p
             for p in self.profiles()
-            if p.meta.get("preset") == preset and source_hash in (None, p.meta.get("source_hash"))
+            if p.meta.get("preset") == preset
+            and source_hash in (None, p.meta.get("source_hash"))
+            and settings in (None, p.meta.get("settings", {}))
         ]
         missing = []
         for entry in dict.fromkeys(wanted):
@@ -201,13 +210,20 @@ class ProfileStore:
         preset: str,
         source_hash: str,
         provenance: dict[str, Any],
+        settings: dict[str, str] | None = None,
         complete: bool = True,
     ) -> StoredProfile:
-        """Move ``report`` into the store with a sidecar; prune profiles it supersedes."""
+        """Move ``report`` into the store with a sidecar; prune profiles it supersedes.
+
+        ``settings`` are the ncu settings that are part of the cache key
+        (``clock_control``, ``cache_control``).
+        """
         entries = sorted(set(entries))
+        settings = dict(settings or {})
         if not entries:
             raise ValueError("a stored profile needs at least one entry")
-        digest = hashlib.sha256(json.dumps([preset, source_hash, entries]).encode()).hexdigest()[:8]
+        key = json.dumps([preset, source_hash, sorted(settings.items()), entries])
+        digest = hashlib.sha256(key.encode()).hexdigest()[:8]
         name = f"{preset}-{source_hash[:8]}-{digest}"
         self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"{name}.ncu-rep"
@@ -222,6 +238,7 @@ class ProfileStore:
             "gpu": self.gpu,
             "preset": preset,
             "source_hash": source_hash,
+            "settings": settings,
             "complete": complete,
             "report": final.name,
             "created_ns": time.time_ns(),
@@ -237,6 +254,10 @@ class ProfileStore:
     def _prune(self, new: StoredProfile) -> None:
         covered = new.entries
         for old in self.profiles():
-            if old.name != new.name and old.meta.get("preset") == new.meta["preset"] and old.entries <= covered:
+            same_kind = (old.meta.get("preset"), old.meta.get("settings", {})) == (
+                new.meta["preset"],
+                new.meta["settings"],
+            )
+            if old.name != new.name and same_kind and old.entries <= covered:
                 old.sidecar.unlink(missing_ok=True)  # sidecar first: never one without its report
                 old.report.unlink(missing_ok=True)

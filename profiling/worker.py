@@ -44,8 +44,10 @@ EXIT_EXCEPTION = 1
 class SweepSpec:
     """What one worker run profiles: the product ``configs x dtypes``, every backend each.
 
-    ``stall_after`` is a test hook: after that many config x dtype cases the
-    worker sleeps instead of continuing, as a hung sweep would.
+    ``device`` is ``"cuda"`` for profiling (``"cpu"`` runs the loop for tests,
+    torch backend only). ``stall_after`` is a test hook: after that many
+    config x dtype cases the worker sleeps instead of continuing, as a hung
+    sweep would.
     """
 
     op: str
@@ -54,6 +56,7 @@ class SweepSpec:
     backends: list[str] = field(default_factory=lambda: ["oasr", "torch"])
     seed: int = 0
     warmup: int = 3
+    device: str = "cuda"
     stall_after: int | None = None
 
     @property
@@ -94,6 +97,13 @@ def _fail(kind: str, message: str, status: int) -> int:
     return status
 
 
+def _synchronize(device: Any) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def run(spec: SweepSpec) -> int:
     """Run the sweep; returns the process exit status."""
     try:
@@ -115,15 +125,16 @@ def run(spec: SweepSpec) -> int:
     unknown = sorted(set(spec.backends) - set(op.backends))
     if unknown:
         raise ValueError(f"op {op.name!r} has no backend {unknown}; it has {sorted(op.backends)}")
-    if not torch.cuda.is_available():
+    device = torch.device(spec.device)
+    on_gpu = device.type == "cuda"
+    if on_gpu and not torch.cuda.is_available():
         return _fail(
             "no_gpu",
             "no CUDA GPU: torch.cuda.is_available() is False in the profiling worker.",
             EXIT_NO_GPU,
         )
-    device = torch.device("cuda")
     cases = spec.cases
-    emit("ready", op=op.name, backends=spec.backends, device=torch.cuda.get_device_name(device))
+    emit("ready", op=op.name, backends=spec.backends, device=torch.cuda.get_device_name(device) if on_gpu else "cpu")
     jit_spec = op_jit_spec(op.name)
     if jit_spec is not None and "oasr" in spec.backends:
         info = jit_spec.build()
@@ -139,14 +150,15 @@ def run(spec: SweepSpec) -> int:
         for backend in spec.backends:
             for _ in range(spec.warmup):
                 op.backends[backend](inputs)
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         with nvtx_range(SWEEP_RANGE):
             for backend in spec.backends:
                 with nvtx_range(str(RangeName(op.name, backend, dict(config), dtype_name))):
                     op.backends[backend](inputs)
-        torch.cuda.synchronize(device)
+        _synchronize(device)
         del inputs
-        torch.cuda.empty_cache()
+        if on_gpu:
+            torch.cuda.empty_cache()
         emit("done", index=index + 1, total=len(cases), config=config, dtype=dtype_name)
     emit("end", total=len(cases))
     return 0

@@ -34,6 +34,7 @@ def gpu(cls):
     """Marks a test class as GPU-only: skipped without CUDA, selectable with ``-m gpu``."""
     return pytest.mark.gpu(requires_gpu(cls))
 
+
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 TOLERANCES = {
     torch.float32: (1e-5, 1e-6),
@@ -179,67 +180,68 @@ GLU_SHAPES = [
 ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", GLU_SHAPES, ids=str)
-def test_glu_matches_reference(shape, dtype):
-    *lead, c = shape
-    x = rand((*lead, 2 * c), dtype)
-    out = poisoned((*lead, c), dtype)
-    result = oasr.glu(x, out=out)
-    assert result is out
-    assert_close(out, glu_reference(x), dtype)
-    # Allocating form, and agreement with torch.
-    allocated = oasr.glu(x)
-    assert allocated.shape == (*lead, c) and allocated.dtype == dtype
-    assert_close(allocated, F.glu(x.double(), dim=-1), dtype)
+@gpu
+class TestGLU:
+    """oasr.glu against float64 references."""
 
+    @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+    @pytest.mark.parametrize("shape", GLU_SHAPES, ids=str)
+    def test_glu_matches_reference(self, shape, dtype):
+        *lead, c = shape
+        x = rand((*lead, 2 * c), dtype)
+        out = poisoned((*lead, c), dtype)
+        result = oasr.glu(x, out=out)
+        assert result is out
+        assert_close(out, glu_reference(x), dtype)
+        # Allocating form, and agreement with torch.
+        allocated = oasr.glu(x)
+        assert allocated.shape == (*lead, c) and allocated.dtype == dtype
+        assert_close(allocated, F.glu(x.double(), dim=-1), dtype)
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("c", [8, 64, 5])
-def test_glu_views(dtype, c):
-    """Row-strided views (vector path when strides allow), offset views (scalar path)."""
-    rows = 19
-    # Input rows padded by 8 elements: a strided [rows, 2C] view, vectorisable when C allows.
-    big = rand((rows, 2 * c + 8), dtype, seed=1)
-    x = big[:, : 2 * c]
-    out_big = poisoned((rows, c + 8), dtype)
-    out = out_big[:, :c]
-    oasr.glu(x, out=out)
-    assert_close(out, glu_reference(x), dtype)
-    assert torch.isnan(out_big[:, c:]).all(), "wrote outside the output view"
-    # Misaligned by one element: scalar path.
-    flat = rand((rows * 2 * c + 1,), dtype, seed=2)
-    x = flat[1:].view(rows, 2 * c)
-    out_flat = poisoned((rows * c + 1,), dtype)
-    out = out_flat[1:].view(rows, c)
-    oasr.glu(x, out=out)
-    assert_close(out, glu_reference(x), dtype)
-    assert torch.isnan(out_flat[0])
-    # Odd row stride (2C + 1): scalar path.
-    big = rand((rows, 2 * c + 1), dtype, seed=3)
-    x = big[:, : 2 * c]
-    out = poisoned((rows, c), dtype)
-    oasr.glu(x, out=out)
-    assert_close(out, glu_reference(x), dtype)
+    @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+    @pytest.mark.parametrize("c", [8, 64, 5])
+    def test_glu_views(self, dtype, c):
+        """Row-strided views (vector path when strides allow), offset views (scalar path)."""
+        rows = 19
+        # Input rows padded by 8 elements: a strided [rows, 2C] view, vectorisable when C allows.
+        big = rand((rows, 2 * c + 8), dtype, seed=1)
+        x = big[:, : 2 * c]
+        out_big = poisoned((rows, c + 8), dtype)
+        out = out_big[:, :c]
+        oasr.glu(x, out=out)
+        assert_close(out, glu_reference(x), dtype)
+        assert torch.isnan(out_big[:, c:]).all(), "wrote outside the output view"
+        # Misaligned by one element: scalar path.
+        flat = rand((rows * 2 * c + 1,), dtype, seed=2)
+        x = flat[1:].view(rows, 2 * c)
+        out_flat = poisoned((rows * c + 1,), dtype)
+        out = out_flat[1:].view(rows, c)
+        oasr.glu(x, out=out)
+        assert_close(out, glu_reference(x), dtype)
+        assert torch.isnan(out_flat[0])
+        # Odd row stride (2C + 1): scalar path.
+        big = rand((rows, 2 * c + 1), dtype, seed=3)
+        x = big[:, : 2 * c]
+        out = poisoned((rows, c), dtype)
+        oasr.glu(x, out=out)
+        assert_close(out, glu_reference(x), dtype)
 
+    @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+    def test_glu_non_contiguous(self, dtype):
+        x = rand((64, 6), dtype).t()  # [6, 64]: last dimension strided
+        out = poisoned((6, 32), dtype)
+        oasr.glu(x, out=out)
+        assert_close(out, glu_reference(x), dtype)
+        # An output with no [rows, C] view: computed, then copied.
+        out = poisoned((32, 6), dtype).t()
+        assert oasr.glu(x, out=out) is out
+        assert_close(out, glu_reference(x), dtype)
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_glu_non_contiguous(dtype):
-    x = rand((64, 6), dtype).t()  # [6, 64]: last dimension strided
-    out = poisoned((6, 32), dtype)
-    oasr.glu(x, out=out)
-    assert_close(out, glu_reference(x), dtype)
-    # An output with no [rows, C] view: computed, then copied.
-    out = poisoned((32, 6), dtype).t()
-    assert oasr.glu(x, out=out) is out
-    assert_close(out, glu_reference(x), dtype)
-
-
-@pytest.mark.parametrize("shape", [(0, 8), (4, 0), (2, 0, 6)], ids=str)
-def test_glu_empty(shape):
-    x = torch.empty(shape, device="cuda", dtype=torch.float16)
-    y = oasr.glu(x)
-    assert y.shape == (*shape[:-1], shape[-1] // 2)
+    @pytest.mark.parametrize("shape", [(0, 8), (4, 0), (2, 0, 6)], ids=str)
+    def test_glu_empty(self, shape):
+        x = torch.empty(shape, device="cuda", dtype=torch.float16)
+        y = oasr.glu(x)
+        assert y.shape == (*shape[:-1], shape[-1] // 2)
 
 
 # ---------------------------------------------------------------------------
@@ -249,52 +251,53 @@ def test_glu_empty(shape):
 SWISH_SIZES = [1, 3, 7, 8, 9, 33, 4097, (2, 3, 256), (64, 500, 512), (1 << 20) + 3]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("shape", SWISH_SIZES, ids=str)
-def test_swish_matches_reference(shape, dtype):
-    shape = shape if isinstance(shape, tuple) else (shape,)
-    x = rand(shape, dtype)
-    out = poisoned(shape, dtype)
-    assert oasr.swish(x, out=out) is out
-    assert_close(out, swish_reference(x), dtype)
-    assert_close(oasr.swish(x), F.silu(x.double()), dtype)
+@gpu
+class TestSwish:
+    """oasr.swish against float64 references."""
 
+    @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+    @pytest.mark.parametrize("shape", SWISH_SIZES, ids=str)
+    def test_swish_matches_reference(self, shape, dtype):
+        shape = shape if isinstance(shape, tuple) else (shape,)
+        x = rand(shape, dtype)
+        out = poisoned(shape, dtype)
+        assert oasr.swish(x, out=out) is out
+        assert_close(out, swish_reference(x), dtype)
+        assert_close(oasr.swish(x), F.silu(x.double()), dtype)
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("offsets", [(1, 1), (1, 2), (3, 0), (0, 5)], ids=str)
-def test_swish_offset_views(dtype, offsets):
-    """Same alignment phase: vector body with scalar head and tail; different: scalar."""
-    n = 1001
-    in_offset, out_offset = offsets
-    source = rand((n + in_offset,), dtype)
-    x = source[in_offset:]
-    out_flat = poisoned((n + out_offset,), dtype)
-    out = out_flat[out_offset:]
-    oasr.swish(x, out=out)
-    assert_close(out, swish_reference(x), dtype)
-    assert torch.isnan(out_flat[:out_offset]).all()
+    @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+    @pytest.mark.parametrize("offsets", [(1, 1), (1, 2), (3, 0), (0, 5)], ids=str)
+    def test_swish_offset_views(self, dtype, offsets):
+        """Same alignment phase: vector body with scalar head and tail; different: scalar."""
+        n = 1001
+        in_offset, out_offset = offsets
+        source = rand((n + in_offset,), dtype)
+        x = source[in_offset:]
+        out_flat = poisoned((n + out_offset,), dtype)
+        out = out_flat[out_offset:]
+        oasr.swish(x, out=out)
+        assert_close(out, swish_reference(x), dtype)
+        assert torch.isnan(out_flat[:out_offset]).all()
 
+    @pytest.mark.parametrize("dtype", DTYPES, ids=str)
+    def test_swish_in_place_and_strided(self, dtype):
+        x = rand((37, 129), dtype)
+        expected = swish_reference(x)
+        assert oasr.swish(x, out=x) is x
+        assert_close(x, expected, dtype)
+        # Non-contiguous input and output.
+        y = rand((40, 30), dtype).t()
+        out = poisoned((40, 30), dtype).t()
+        oasr.swish(y, out=out)
+        assert_close(out, swish_reference(y), dtype)
+        # In place on a non-contiguous tensor.
+        expected = swish_reference(y)
+        oasr.swish(y, out=y)
+        assert_close(y, expected, dtype)
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_swish_in_place_and_strided(dtype):
-    x = rand((37, 129), dtype)
-    expected = swish_reference(x)
-    assert oasr.swish(x, out=x) is x
-    assert_close(x, expected, dtype)
-    # Non-contiguous input and output.
-    y = rand((40, 30), dtype).t()
-    out = poisoned((40, 30), dtype).t()
-    oasr.swish(y, out=out)
-    assert_close(out, swish_reference(y), dtype)
-    # In place on a non-contiguous tensor.
-    expected = swish_reference(y)
-    oasr.swish(y, out=y)
-    assert_close(y, expected, dtype)
-
-
-def test_swish_empty():
-    for shape in [(0,), (3, 0, 2)]:
-        assert oasr.swish(torch.empty(shape, device="cuda")).shape == shape
+    def test_swish_empty(self):
+        for shape in [(0,), (3, 0, 2)]:
+            assert oasr.swish(torch.empty(shape, device="cuda")).shape == shape
 
 
 # ---------------------------------------------------------------------------
@@ -302,30 +305,35 @@ def test_swish_empty():
 # ---------------------------------------------------------------------------
 
 
-def test_runs_on_current_stream_and_in_graphs():
-    x = rand((64, 250, 512), torch.float16)
-    glu_out = poisoned((64, 250, 256), torch.float16)
-    swish_out = poisoned((64, 250, 512), torch.float16)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        # A kernel on another stream would race with the check below.
-        oasr.glu(x, out=glu_out)
-        oasr.swish(x, out=swish_out)
-        glu_ok = torch.isfinite(glu_out).all()
-        swish_ok = torch.isfinite(swish_out).all()
-    stream.synchronize()
-    assert glu_ok.item() and swish_ok.item()
+@gpu
+class TestStreams:
+    """Kernels run on torch's current stream and can be captured in CUDA graphs."""
 
-    glu_out.fill_(float("nan"))
-    swish_out.fill_(float("nan"))
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):  # launching on the legacy stream would fail the capture
-        oasr.glu(x, out=glu_out)
-        oasr.swish(x, out=swish_out)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert_close(glu_out, glu_reference(x), torch.float16)
-    assert_close(swish_out, swish_reference(x), torch.float16)
+    def test_runs_on_current_stream_and_in_graphs(self):
+        x = rand((64, 250, 512), torch.float16)
+        glu_out = poisoned((64, 250, 256), torch.float16)
+        swish_out = poisoned((64, 250, 512), torch.float16)
+        # On a side stream, the input becomes valid only after a ~20 ms spin kernel: a launch
+        # on any other stream would read the NaN placeholder.
+        source = poisoned(x.shape, x.dtype)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            torch.cuda._sleep(40_000_000)
+            source.copy_(x)
+            oasr.glu(source, out=glu_out)
+            oasr.swish(source, out=swish_out)
+        torch.cuda.current_stream().wait_stream(stream)
+        assert_close(glu_out, glu_reference(x), torch.float16)
+        assert_close(swish_out, swish_reference(x), torch.float16)
 
-
+        glu_out.fill_(float("nan"))
+        swish_out.fill_(float("nan"))
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):  # launching on the legacy stream would fail the capture
+            oasr.glu(x, out=glu_out)
+            oasr.swish(x, out=swish_out)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_close(glu_out, glu_reference(x), torch.float16)
+        assert_close(swish_out, swish_reference(x), torch.float16)

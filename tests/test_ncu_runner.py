@@ -184,6 +184,61 @@ def test_worker_spec_roundtrip():
     assert spec.cases == [({"n": 1}, "float16"), ({"n": 1}, "bfloat16"), ({"n": 2}, "float16"), ({"n": 2}, "bfloat16")]
 
 
+def test_worker_loop_ranges_and_events(tmp_path, monkeypatch, capsys):
+    """Warm-ups run outside every range; each measured launch inside sweep/<its range>."""
+    from contextlib import contextmanager
+
+    from profiling import nvtx_ranges, worker
+    from profiling.ops import SCALE
+
+    stack: list[str] = []
+    seen: list[tuple[str, ...]] = []
+
+    @contextmanager
+    def recording_range(name):
+        stack.append(name)
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    def torch_backend(inputs):
+        seen.append(tuple(stack))
+        return torch.mul(inputs["x"], inputs["factor"], out=inputs["out"])
+
+    monkeypatch.setattr(nvtx_ranges, "nvtx_range", recording_range)
+    monkeypatch.setitem(SCALE.backends, "torch", torch_backend)
+    spec = SweepSpec(op="scale", configs=[{"n": 64}, {"n": 256}], backends=["torch"], warmup=2, device="cpu")
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(spec.to_json())
+    assert worker.main([str(spec_path)]) == 0
+    events = [ncu.parse_line(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in events] == ["start", "ready", "done", "done", "end"]
+    assert events[0]["pid"] == os.getpid() and events[0]["total"] == 2
+    assert events[3] == {"event": "done", "index": 2, "total": 2, "config": {"n": 256}, "dtype": "float16"}
+    assert seen == [
+        (),
+        (),
+        ("sweep", "scale:torch:n=64,dtype=float16"),
+        (),
+        (),
+        ("sweep", "scale:torch:n=256,dtype=float16"),
+    ]
+
+
+def test_worker_without_nvtx_fails_clearly(tmp_path, monkeypatch, capsys):
+    from profiling import worker
+
+    monkeypatch.setitem(sys.modules, "nvtx", None)  # import nvtx -> ImportError
+    spec_path = tmp_path / "spec.json"
+    spec_path.write_text(SPEC.to_json())
+    assert worker.main([str(spec_path)]) == worker.EXIT_NO_NVTX
+    captured = capsys.readouterr()
+    error = [e for e in map(ncu.parse_line, captured.out.splitlines()) if e and e["event"] == "error"]
+    assert error[0]["kind"] == "no_nvtx" and "pip install" in error[0]["message"]
+    assert "`nvtx` Python package is missing" in captured.err
+
+
 # ---------------------------------------------------------------------------
 # A good run, and each failure
 # ---------------------------------------------------------------------------

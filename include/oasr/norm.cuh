@@ -81,7 +81,7 @@ constexpr int kLoopThreads = 512;
 // this thread. Threads of inactive rows (row >= rows) still join the reductions.
 template <typename T, int N, int kUnits, bool kAdd, typename AllReduce>
 __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t row, bool active, int first, int step,
-                                              float inv_cols, AllReduce&& allreduce) {
+                                              float cols_f, AllReduce&& allreduce) {
   using P = Packed<T, N>;
   const int units = static_cast<int>(p.cols / N);
   float x[kUnits][N];
@@ -127,7 +127,7 @@ __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t ro
 #pragma unroll
       for (int i = 0; i < N; ++i) sum += x[k][i];  // units past the row hold 0
     }
-    mean = allreduce(sum) * inv_cols;
+    mean = allreduce(sum) / cols_f;
   }
   float squares = 0.0f;
 #pragma unroll
@@ -140,7 +140,7 @@ __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t ro
       }
     }
   }
-  const float rstd = rsqrtf(allreduce(squares) * inv_cols + p.eps);
+  const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
 
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
@@ -169,12 +169,12 @@ __global__ void __launch_bounds__(detail::kWarpKernelThreads) WarpNormKernel(Nor
   const int lane = threadIdx.x & (lanes - 1);
   const int rows_per_block = detail::kWarpKernelThreads >> lanes_log2;
   const int group = threadIdx.x >> lanes_log2;
-  const float inv_cols = 1.0f / static_cast<float>(p.cols);
+  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
   // The loop bound is uniform over the block, so whole warps always shuffle together.
   for (int64_t base = static_cast<int64_t>(blockIdx.x) * rows_per_block; base < p.rows;
        base += static_cast<int64_t>(gridDim.x) * rows_per_block) {
     const int64_t row = base + group;
-    detail::normalize_row<T, N, kUnits, kAdd>(p, row, row < p.rows, lane, lanes, inv_cols,
+    detail::normalize_row<T, N, kUnits, kAdd>(p, row, row < p.rows, lane, lanes, cols_f,
                                               [lanes](float v) { return warp_allreduce_sum(v, lanes); });
   }
 }
@@ -184,9 +184,9 @@ template <typename T, int N, int kUnits, bool kAdd>
 __global__ void __launch_bounds__(detail::kMaxBlockThreads) BlockNormKernel(NormParams<T> p) {
   __shared__ float partials[2][kWarpSize];
   int parity = 0;
-  const float inv_cols = 1.0f / static_cast<float>(p.cols);
+  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    detail::normalize_row<T, N, kUnits, kAdd>(p, row, true, threadIdx.x, blockDim.x, inv_cols, [&](float v) {
+    detail::normalize_row<T, N, kUnits, kAdd>(p, row, true, threadIdx.x, blockDim.x, cols_f, [&](float v) {
       const float total = block_allreduce_sum(v, partials[parity]);
       parity ^= 1;
       return total;
@@ -207,7 +207,7 @@ __global__ void __launch_bounds__(detail::kSmemThreads) SmemNormKernel(NormParam
     return total;
   };
   const int units = static_cast<int>(p.cols / N);
-  const float inv_cols = 1.0f / static_cast<float>(p.cols);
+  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* in = p.input + row * p.input_stride;
     float sum = 0.0f;
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(detail::kSmemThreads) SmemNormKernel(NormParam
         sum += x[i];
       }
     }
-    const float mean = p.rms ? 0.0f : allreduce(sum) * inv_cols;
+    const float mean = p.rms ? 0.0f : allreduce(sum) / cols_f;
     float squares = 0.0f;
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
 #pragma unroll
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(detail::kSmemThreads) SmemNormKernel(NormParam
         squares = fmaf(d, d, squares);
       }
     }
-    const float rstd = rsqrtf(allreduce(squares) * inv_cols + p.eps);
+    const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
     T* out = p.output + row * p.output_stride;
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
       const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
@@ -268,7 +268,7 @@ __global__ void __launch_bounds__(detail::kSmemThreads) SmemNormKernel(NormParam
 template <typename T, bool kAdd>
 __global__ void __launch_bounds__(detail::kLoopThreads) LoopNormKernel(NormParams<T> p) {
   __shared__ float partials[2][kWarpSize];
-  const float inv_cols = 1.0f / static_cast<float>(p.cols);
+  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
   for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
     const T* in = p.input + row * p.input_stride;
     const T* res = kAdd ? p.residual + row * p.residual_stride : nullptr;
@@ -281,14 +281,14 @@ __global__ void __launch_bounds__(detail::kLoopThreads) LoopNormKernel(NormParam
     if (!p.rms) {
       float sum = 0.0f;
       for (int64_t j = threadIdx.x; j < p.cols; j += blockDim.x) sum += value(j);
-      mean = block_allreduce_sum(sum, partials[0]) * inv_cols;
+      mean = block_allreduce_sum(sum, partials[0]) / cols_f;
     }
     float squares = 0.0f;
     for (int64_t j = threadIdx.x; j < p.cols; j += blockDim.x) {
       const float d = value(j) - mean;
       squares = fmaf(d, d, squares);
     }
-    const float rstd = rsqrtf(block_allreduce_sum(squares, partials[1]) * inv_cols + p.eps);
+    const float rstd = rsqrtf(block_allreduce_sum(squares, partials[1]) / cols_f + p.eps);
     T* out = p.output + row * p.output_stride;
     T* res_out = kAdd && p.residual_out != nullptr ? p.residual_out + row * p.residual_out_stride : nullptr;
     for (int64_t j = threadIdx.x; j < p.cols; j += blockDim.x) {
@@ -331,9 +331,16 @@ cudaError_t launch_block(const NormParams<T>& p, int threads, cudaStream_t strea
 template <typename T, int N, bool kAdd>
 cudaError_t launch_smem(const NormParams<T>& p, size_t smem_bytes, cudaStream_t stream) {
   auto kernel = SmemNormKernel<T, N, kAdd>;
-  cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(smem_bytes));
-  if (status != cudaSuccess) return status;
+  static size_t allowed[kMaxDevices] = {};  // dynamic shared memory the kernel is opted in to
+  int device = 0;
+  cudaGetDevice(&device);
+  if (device >= kMaxDevices) device = kMaxDevices - 1;
+  cudaError_t status = cudaSuccess;
+  if (smem_bytes > allowed[device]) {
+    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
+    if (status != cudaSuccess) return status;
+    allowed[device] = smem_bytes;
+  }
   const int64_t units = p.cols / N;
   const int threads = static_cast<int>(std::min<int64_t>(kSmemThreads, (units + kWarpSize - 1) / kWarpSize * kWarpSize));
   int per_sm = 0;

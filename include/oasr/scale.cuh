@@ -44,9 +44,10 @@ __global__ void __launch_bounds__(scale_detail::kThreads) ScaleKernel(const T* i
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t i = base + u * stride;
       if (i < num_vectors) {
+        VecT scaled;
 #pragma unroll
-        for (int k = 0; k < VecT::kSize; ++k) v[u][k] = from_float<T>(to_float(v[u][k]) * factor);
-        v[u].store(vec_out + i * VecT::kSize);
+        for (int k = 0; k < VecT::kSize; ++k) scaled[k] = from_float<T>(to_float(v[u][k]) * factor);
+        scaled.store(vec_out + i * VecT::kSize);
       }
     }
   }

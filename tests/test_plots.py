@@ -1,0 +1,175 @@
+"""Plots render with Agg and hold the expected points and ceilings (found by artist gid)."""
+
+from __future__ import annotations
+
+import io
+from functools import cache
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.figure import Figure
+
+from profiling import plots as P
+from profiling import roofline as RL
+from profiling.provenance import REPO_ROOT
+from profiling.report import ReportTables, read_report
+
+RECORDINGS = REPO_ROOT / ".dev" / "sample-reports"
+"""Real reports, searched recursively for ``*.ncu-rep`` (same constant in test_report/test_roofline).
+Switch to ``REPO_ROOT / "reports" / "h200" / "profiles"`` once the recordings are committed."""
+
+MEASURED = {"copy_bytes_per_s": 4.3e12, "cublas_flop_per_s": 7.9e14, "provenance": {"gpu": "NVIDIA H200"}}
+
+
+@cache
+def _roofline_report() -> ReportTables:
+    paths = sorted(p for p in RECORDINGS.rglob("*.ncu-rep") if not p.name.startswith("."))
+    tables = [read_report(p) for p in paths]
+    tables = [t for t in tables if t.launches[["l2_bytes", "flop"]].notna().all(axis=None)]
+    assert tables, f"no roofline-preset report under {RECORDINGS}"
+    return max(tables, key=lambda t: len(t.launches))
+
+
+@pytest.fixture(scope="module")
+def tables() -> ReportTables:
+    if not RECORDINGS.is_dir():
+        pytest.skip(f"recordings folder {RECORDINGS} is absent")
+    return _roofline_report()
+
+
+@pytest.fixture(scope="module")
+def ceilings(tables: ReportTables) -> pd.DataFrame:
+    return pd.concat([RL.counter_ceilings(tables.device), RL.measured_ceilings(MEASURED)], ignore_index=True)
+
+
+def _by_gid(fig: Figure) -> dict[str, Any]:
+    artists: dict[str, Any] = {}
+    for ax in fig.axes:
+        for artist in ax.get_children():
+            if artist.get_gid():
+                assert artist.get_gid() not in artists, f"duplicate gid {artist.get_gid()}"
+                artists[artist.get_gid()] = artist
+    return artists
+
+
+def _renders(fig: Figure) -> None:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png")
+    assert buffer.getvalue()[:8] == b"\x89PNG\r\n\x1a\n" and len(buffer.getvalue()) > 10_000
+
+
+def _value(ceilings: pd.DataFrame, name: str) -> float:
+    return float(ceilings.loc[ceilings["name"] == name, "value"].iloc[0])
+
+
+def test_roofline_plot_points_and_ceilings(tables: ReportTables, ceilings: pd.DataFrame) -> None:
+    launches = RL.analyze(tables)
+    fig = P.roofline_plot(launches, ceilings)
+    _renders(fig)
+    drawn = _by_gid(fig)
+    for backend in ("oasr", "torch"):
+        rows = launches[launches["backend"] == backend]
+        expected = np.column_stack([rows["flop"] / rows["dram_bytes"], rows["flop"] / rows["duration_s"]])
+        np.testing.assert_allclose(drawn[f"points:{backend}"].get_offsets(), expected, rtol=1e-12)
+        np.testing.assert_allclose(expected[:, 0], rows["ai_dram_flop_per_byte"], rtol=1e-12)
+    oasr, torch = drawn["points:oasr"], drawn["points:torch"]
+    assert not np.allclose(oasr.get_facecolor(), torch.get_facecolor())  # distinct colours
+    assert oasr.get_paths()[0] != torch.get_paths()[0]  # and markers
+    # Ceilings: every memory roof (counters and measured), fp32, fp16 (scale's conversions), no tensor.
+    assert {g for g in drawn if g.startswith("ceiling:")} == {
+        f"ceiling:{n}" for n in ("dram", "l2", "l1", "copy", "fp32", "fp16")
+    }
+    x, y = drawn["ceiling:dram"].get_data()
+    np.testing.assert_allclose(np.asarray(y) / np.asarray(x), _value(ceilings, "dram"), rtol=1e-12)
+    np.testing.assert_allclose(drawn["ceiling:fp32"].get_ydata(), _value(ceilings, "fp32"))
+    assert drawn["ceiling:copy"].get_linestyle() == "--"
+    knee_x, knee_y = drawn["knee:dram:fp32"].get_data()
+    assert knee_x[0] == pytest.approx(_value(ceilings, "fp32") / _value(ceilings, "dram"))
+    assert knee_y[0] == _value(ceilings, "fp32")
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert any(label.startswith("oasr") for label in labels) and any(label.startswith("torch") for label in labels)
+    assert any("DRAM" in label and "TB/s" in label for label in labels)
+    assert any("FP32" in label and "TFLOP/s" in label for label in labels)
+    assert fig.axes[0].get_xscale() == "log" and fig.axes[0].get_yscale() == "log"
+
+
+def test_roofline_plot_options(tables: ReportTables, ceilings: pd.DataFrame) -> None:
+    launches = tables.launches
+    fig = P.roofline_plot(launches, ceilings, level="l1", flop="flop_fp32", compute=["fp32", "tensor_bf16"])
+    drawn = _by_gid(fig)
+    rows = launches[launches["backend"] == "oasr"]
+    np.testing.assert_allclose(drawn["points:oasr"].get_offsets()[:, 0], rows["flop_fp32"] / rows["l1_bytes"])
+    assert "ceiling:tensor_bf16" in drawn and "ceiling:fp16" not in drawn
+    assert "knee:l1:tensor_bf16" in drawn
+    _renders(fig)
+
+
+def test_launches_without_counters_are_left_out(tables: ReportTables, ceilings: pd.DataFrame) -> None:
+    launches = tables.launches.copy()
+    launches.loc[launches["backend"] == "torch", ["flop", "dram_bytes"]] = np.nan  # e.g. a timing report
+    launches.loc[0, "backend"] = pd.NA  # a launch outside the oasr ranges
+    drawn = _by_gid(P.roofline_plot(launches, ceilings))
+    assert "points:torch" not in drawn and len(drawn["points:other"].get_offsets()) == 1
+
+
+def test_hierarchical_roofline(tables: ReportTables, ceilings: pd.DataFrame) -> None:
+    launches = tables.launches
+    row = launches.loc[launches[launches["backend"] == "oasr"]["dram_bytes"].idxmax()]
+    fig = P.hierarchical_roofline(row, ceilings)
+    _renders(fig)
+    drawn = _by_gid(fig)
+    for level in ("dram", "l2", "l1"):
+        x, y = drawn[f"point:{level}"].get_data()
+        assert x[0] == pytest.approx(row["flop"] / row[f"{level}_bytes"])
+        assert y[0] == pytest.approx(row["flop"] / row["duration_s"])
+        assert f"ceiling:{level}" in drawn
+    assert "ceiling:copy" not in drawn  # counter roofs of the three levels only
+    assert "ScaleKernel" in fig.axes[0].get_title()
+
+
+def test_bandwidth_vs_size(tables: ReportTables, ceilings: pd.DataFrame) -> None:
+    launches = RL.expected_work(tables.launches)
+    fig = P.bandwidth_vs_size(launches, copy_ceiling=4.3e12, dram_ceiling=_value(ceilings, "dram"))
+    _renders(fig)
+    drawn = _by_gid(fig)
+    for (backend, dtype_), rows in launches.groupby(["backend", "dtype"]):
+        rows = rows.sort_values("expected_bytes")
+        x, y = drawn[f"series:{backend}:{dtype_}"].get_data()
+        np.testing.assert_allclose(x, rows["expected_bytes"])
+        np.testing.assert_allclose(y, rows["expected_bytes"] / rows["duration_s"])
+    np.testing.assert_allclose(drawn["ceiling:copy"].get_ydata(), 4.3e12)
+    np.testing.assert_allclose(drawn["ceiling:dram"].get_ydata(), _value(ceilings, "dram"))
+    assert drawn["series:oasr:float16"].get_color() != drawn["series:torch:float16"].get_color()
+
+
+def test_bandwidth_vs_size_reads_timing_tables() -> None:
+    table = pd.DataFrame(
+        {
+            "op": ["scale"] * 4,
+            "backend": ["oasr", "torch"] * 2,
+            "dtype": ["bfloat16"] * 4,
+            "bytes": [8192, 8192, 2**30, 2**30],
+            "bandwidth_bytes_per_s": [1e9, 2e9, 4.1e12, 4.2e12],
+        }
+    )
+    drawn = _by_gid(P.bandwidth_vs_size(table))
+    np.testing.assert_allclose(drawn["series:torch:bfloat16"].get_data()[1], [2e9, 4.2e12])
+    assert "ceiling:copy" not in drawn
+    with pytest.raises(ValueError, match="none of the columns"):
+        P.bandwidth_vs_size(table.drop(columns=["bandwidth_bytes_per_s"]))
+
+
+def test_no_pyplot_figures_and_existing_axes(tables: ReportTables, ceilings: pd.DataFrame) -> None:
+    plt.close("all")
+    P.roofline_plot(tables.launches, ceilings)
+    assert plt.get_fignums() == []  # figures are not registered with pyplot
+    fig = Figure()
+    ax = fig.add_subplot()
+    assert P.bandwidth_vs_size(tables.launches, ax=ax) is fig
