@@ -52,7 +52,9 @@ class SweepPanel:
         ops = {op.name: op for op in workbench.ops}
         first = workbench.ops[0]
         self.op = w.Dropdown(options=list(ops), value=first.name, description="op")
-        self.size = w.SelectionSlider(description="size", continuous_update=False, layout=w.Layout(width="520px"))
+        self.size = w.SelectionSlider(
+            options=[("", 0)], description="size", continuous_update=False, layout=w.Layout(width="520px")
+        )
         self.dtype = w.Dropdown(description="dtype")
         self.backends = w.SelectMultiple(
             options=list(first.backends), value=tuple(first.backends), description="backends"

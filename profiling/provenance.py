@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -26,7 +27,12 @@ def gpu_slug(name: str) -> str:
 
 @functools.cache
 def git_commit() -> str:
-    """The checkout's commit, with ``+dirty`` when files differ; ``"unknown"`` outside git."""
+    """The checkout's commit, with ``+dirty`` when files differ; ``"unknown"`` outside git.
+
+    ``OASR_GIT_COMMIT`` names it where the tree has no ``.git`` (a copy sent to a GPU machine).
+    """
+    if os.environ.get("OASR_GIT_COMMIT"):
+        return os.environ["OASR_GIT_COMMIT"]
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "--short=12", "HEAD"],

@@ -303,7 +303,8 @@ def measure_copy_bandwidth(nbytes: int = 256 * 2**20) -> float:
 def _copy_bandwidth(device: int, nbytes: int) -> float:
     src = torch.empty(nbytes, dtype=torch.uint8, device=f"cuda:{device}")
     dst = torch.empty_like(src)
-    timing = time_fn(lambda: dst.copy_(src), warmup=3, iters=20)
+    # A long warm-up: an idle GPU takes a while to reach full memory clocks.
+    timing = time_fn(lambda: dst.copy_(src), warmup=50, iters=30)
     return 2 * nbytes / (timing.median_ms * 1e-3) / 1e12
 
 

@@ -335,7 +335,7 @@ class TestNorm:
         assert_close(y, torch_y, dtype)
 
     @pytest.mark.parametrize("op", ["layer_norm", "add_layer_norm"])
-    @pytest.mark.parametrize("c", [3, 256, 4096, 20000])
+    @pytest.mark.parametrize("c", [33, 256, 4096, 20000])
     def test_two_pass_statistics_with_large_mean(self, op, c):
         """fp32 rows of mean 1000 and std 1: E[x^2] - E[x]^2 in fp32 would lose the variance."""
         shape = (8, c)

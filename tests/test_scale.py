@@ -38,7 +38,7 @@ def test_offset_views_take_head_and_tail(device, dtype_all, offset):
     x = base[offset:]
     _check(oasr.scale(x, FACTOR), x)
     # The output at another 16-byte phase than the input forces the scalar path.
-    out_base = poisoned_like(base)
+    out_base = poisoned_like(torch.empty(base.numel() + 1, dtype=dtype_all, device=device))
     out = out_base[offset + 1 : offset + 1 + x.numel()]
     oasr.scale(x, FACTOR, out=out)
     _check(out, x)

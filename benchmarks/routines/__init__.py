@@ -1,6 +1,7 @@
 """The routine registry: one module per kernel family, loaded by name.
 
-A routine module provides the contract in :data:`CONTRACT`:
+A routine module provides the contract in :data:`CONTRACT`; routines over
+registry ops get it from :class:`benchmarks.routines.registry_routine.RegistryRoutine`:
 
 ``SUBROUTINES``
     Names accepted by ``--subroutine`` (the first is the default).
@@ -9,7 +10,8 @@ A routine module provides the contract in :data:`CONTRACT`:
 ``run_test(args, output)``
     Runs one CLI invocation, writing results to an ``OutputWriter``.
 ``get_default_configs()``
-    ``{subroutine: [config, ...]}``, the sweep run when no size is given.
+    ``{subroutine: [config, ...]}``, the sweep run when no size is given (for
+    fp16; a routine may take a ``dtype`` argument when a case depends on it).
 ``run_standalone(variant)``
     Entry of the ``bench_<variant>.py`` thin wrapper.
 """
@@ -20,6 +22,8 @@ import importlib
 from types import ModuleType
 
 ROUTINE_REGISTRY: dict[str, str] = {
+    "activation": "benchmarks.routines.activation",
+    "norm": "benchmarks.routines.norm",
     "scale": "benchmarks.routines.scale",
 }
 

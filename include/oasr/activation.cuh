@@ -13,8 +13,7 @@
 // access). The flat unit index is split into (row, column) with a FastDivmod when the
 // unit count fits in 31 bits, a 64-bit division otherwise.
 //
-// Swish works on a flat contiguous range: a scalar head up to the first 16-byte boundary,
-// vectors, a scalar tail; input and output at different alignments go scalar.
+// Swish is a flat element-wise map (common/elementwise.cuh, shared with scale).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "oasr/common/elementwise.cuh"
 #include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
 #include "oasr/common/vec.cuh"
@@ -125,61 +125,15 @@ cudaError_t GLU(const T* input, T* output, int64_t rows, int64_t cols, int64_t i
   return cudaGetLastError();
 }
 
-// Elements [0, head) and [tail_start, n) one by one; [head, tail_start) in vectors.
-template <typename T>
-__global__ void __launch_bounds__(detail::kThreads)
-    SwishKernel(const T* input, T* output, int64_t n, int64_t head, int64_t num_vectors) {
-  using VecT = Vec<T>;
-  constexpr int kUnroll = detail::kUnroll;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-
-  const T* vec_in = input + head;
-  T* vec_out = output + head;
-  for (int64_t base = thread; base < num_vectors; base += stride * kUnroll) {
-    VecT v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + u * stride;
-      if (i < num_vectors) v[u] = VecT::load(vec_in + i * VecT::kSize);
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + u * stride;
-      if (i < num_vectors) {
-#pragma unroll
-        for (int k = 0; k < VecT::kSize; ++k) v[u][k] = from_float<T>(detail::silu(to_float(v[u][k])));
-        v[u].store(vec_out + i * VecT::kSize);
-      }
-    }
-  }
-
-  const int64_t tail_start = head + num_vectors * VecT::kSize;
-  const int64_t num_scalars = head + (n - tail_start);
-  for (int64_t s = thread; s < num_scalars; s += stride) {
-    const int64_t i = s < head ? s : tail_start + (s - head);
-    output[i] = from_float<T>(detail::silu(to_float(input[i])));
-  }
-}
+struct SiluOp {
+  __device__ __forceinline__ float operator()(float x) const { return detail::silu(x); }
+};
 
 // output[i] = silu(input[i]) for i in [0, n), contiguous. output may equal input.
+// The streaming body is common/elementwise.cuh, shared with scale.
 template <typename T>
 cudaError_t Swish(const T* input, T* output, int64_t n, cudaStream_t stream) {
-  using namespace detail;
-  if (n <= 0) return cudaSuccess;
-  constexpr int kVecSize = Vec<T>::kSize;
-  int64_t head = n, num_vectors = 0;
-  if (same_vector_phase<T>(input, output)) {
-    head = std::min<int64_t>(n, elements_to_alignment<T>(input));
-    num_vectors = (n - head) / kVecSize;
-  }
-  const int64_t num_scalars = n - num_vectors * kVecSize;
-  const int64_t work = std::max(num_vectors, num_scalars);
-  static int cache[kMaxDevices] = {};
-  auto kernel = SwishKernel<T>;
-  const unsigned blocks = grid_size(work, int64_t{kThreads} * kUnroll, resident_blocks_per_sm(kernel, kThreads, cache));
-  kernel<<<blocks, kThreads, 0, stream>>>(input, output, n, head, num_vectors);
-  return cudaGetLastError();
+  return Map(input, output, n, SiluOp{}, stream);
 }
 
 }  // namespace activation

@@ -23,26 +23,13 @@ inline int multiprocessor_count() {
   return counts[device];
 }
 
-// Blocks of `kernel` that fit on one SM at once with `threads` threads each.
-template <typename Kernel>
-inline int resident_blocks_per_sm(Kernel kernel, int threads, size_t dynamic_smem = 0) {
-  int blocks = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem);
-  return std::max(blocks, 1);
-}
-
-// Enough blocks to cover `work` items at `items_per_block` each, capped at one full
-// wave (`blocks_per_sm` resident blocks on every SM): a grid-stride loop does the rest,
-// and a single wave keeps every SM busy to the end instead of leaving a partial wave.
+// Enough blocks to cover `work` items at `items_per_block` each, capped at
+// `blocks_per_sm` blocks for every SM; a grid-stride loop does the rest.
 inline unsigned grid_size(int64_t work, int64_t items_per_block, int blocks_per_sm) {
   const int64_t needed = (work + items_per_block - 1) / items_per_block;
   const int64_t cap = static_cast<int64_t>(multiprocessor_count()) * blocks_per_sm;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(needed, cap)));
 }
-
-}  // namespace oasr
-
-namespace oasr {
 
 // Blocks of `kernel` that fit on one SM at `threads` threads per block (at least 1),
 // queried once per device and remembered in cache[device] (a per-kernel static array

@@ -11,29 +11,6 @@ namespace oasr {
 
 constexpr int kVecBytes = 16;
 
-// kSize elements of T packed into one 16-byte transaction.
-template <typename T>
-struct alignas(kVecBytes) Vec {
-  static constexpr int kSize = kVecBytes / sizeof(T);
-  T data[kSize];
-
-  // The store goes through the st.global.wb.v4 intrinsic: with a plain assignment the
-  // compiler sometimes splits it into 32- or 16-bit stores, which waste DRAM sectors.
-  __device__ __forceinline__ static Vec load(const T* ptr) {
-    const uint4 bits = *reinterpret_cast<const uint4*>(ptr);
-    Vec v;
-    memcpy(v.data, &bits, kVecBytes);
-    return v;
-  }
-  __device__ __forceinline__ void store(T* ptr) const {
-    uint4 bits;
-    memcpy(&bits, data, kVecBytes);
-    __stwb(reinterpret_cast<uint4*>(ptr), bits);
-  }
-  __device__ __forceinline__ T& operator[](int i) { return data[i]; }
-  __device__ __forceinline__ const T& operator[](int i) const { return data[i]; }
-};
-
 // Elements before the first 16-byte boundary of ptr (0 when already aligned).
 template <typename T>
 __host__ __device__ __forceinline__ int64_t elements_to_alignment(const void* ptr) {
@@ -48,10 +25,6 @@ __host__ __device__ __forceinline__ bool same_vector_phase(const void* a, const 
   const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
   return pa % kVecBytes == pb % kVecBytes && pa % sizeof(T) == 0;
 }
-
-}  // namespace oasr
-
-namespace oasr {
 
 namespace vec_detail {
 template <int kBytes>
@@ -75,17 +48,31 @@ struct alignas(sizeof(T) * N) Packed {
   using WordT = typename vec_detail::Word<sizeof(T) * N>::type;
   T data[N];
 
+  // One load and one store instruction of the full width (16-byte stores through the
+  // st.global.wb.v4 intrinsic: with a plain assignment the compiler sometimes splits
+  // them into 32- or 16-bit stores, which waste DRAM sectors).
   __device__ __forceinline__ static Packed load(const T* ptr) {
+    const WordT bits = *reinterpret_cast<const WordT*>(ptr);
     Packed p;
-    *reinterpret_cast<WordT*>(&p) = *reinterpret_cast<const WordT*>(ptr);
+    memcpy(p.data, &bits, sizeof(WordT));
     return p;
   }
   __device__ __forceinline__ void store(T* ptr) const {
-    *reinterpret_cast<WordT*>(ptr) = *reinterpret_cast<const WordT*>(this);
+    WordT bits;
+    memcpy(&bits, data, sizeof(WordT));
+    if constexpr (sizeof(WordT) == kVecBytes) {
+      __stwb(reinterpret_cast<WordT*>(ptr), bits);
+    } else {
+      *reinterpret_cast<WordT*>(ptr) = bits;
+    }
   }
   __device__ __forceinline__ T& operator[](int i) { return data[i]; }
   __device__ __forceinline__ const T& operator[](int i) const { return data[i]; }
 };
+
+// The 128-bit vector: 16 / sizeof(T) elements in one transaction.
+template <typename T>
+using Vec = Packed<T, kVecBytes / static_cast<int>(sizeof(T))>;
 
 // True when ptr sits on a 16-byte boundary.
 __host__ __device__ __forceinline__ bool is_vector_aligned(const void* ptr) {

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Do the benchmark's times agree with Nsight Compute's ``gpu__time_duration``?
+
+Times each backend of an op with the benchmark harness (``profiling.timing``:
+CUDA-graph replay, rotated inputs), profiles the same configs with the ``timing``
+preset in one ncu process, and prints both per launch with their difference.
+The benchmark's per-launch time includes the gap between back-to-back kernels,
+so small sizes read higher than ncu's; from 16 MiB on the two should agree.
+
+    python benchmarks/ncu_crosscheck.py --op scale --dtype float16 --min-bytes 16777216
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pandas as pd
+
+from profiling.ops import get_op
+from profiling.session import profile_sweep
+from profiling.workbench import time_op
+
+
+def crosscheck(op_name: str, dtype: str, min_bytes: int) -> pd.DataFrame:
+    op = get_op(op_name)
+    configs = [c for c in op.default_sweep if op.work(c, op.dtypes[0]).bytes >= min_bytes]
+    bench = time_op(op, configs, [dtype])
+    profiled = profile_sweep(op_name, configs=configs, dtypes=[dtype], preset="timing", force=True, live=True)
+    ncu = profiled.launches[["backend", "config", "duration_s"]]
+    table = bench.merge(ncu, on=["backend", "config"], how="left")
+    table["bench_us"] = table["seconds"] * 1e6
+    table["ncu_us"] = table["duration_s"] * 1e6
+    table["diff_pct"] = 100 * (table["bench_us"] - table["ncu_us"]) / table["ncu_us"]
+    return table[["backend", "config", "dtype", "bytes", "bench_us", "ncu_us", "diff_pct"]]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", default="scale")
+    parser.add_argument("--dtype", default="float16")
+    parser.add_argument("--min-bytes", type=int, default=16 * 2**20)
+    parser.add_argument("--tolerance-pct", type=float, default=10.0)
+    args = parser.parse_args()
+    table = crosscheck(args.op, args.dtype, args.min_bytes)
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    worst = table["diff_pct"].abs().max()
+    print(f"largest difference {worst:.1f}% (tolerance {args.tolerance_pct}%)")
+    return 0 if worst <= args.tolerance_pct else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
