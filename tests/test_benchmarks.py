@@ -1,9 +1,9 @@
 """Tests of the benchmark harness and of profiling.timing.
 
 CPU tests cover the routine contract, the CLI's parsing, testlists, the CSV
-schema, the rate helpers and the no-GPU exit; the routine's logic runs on CPU
-with its GPU pieces (input placement, timing, ceiling) replaced. GPU tests run
-the real CLI and timing.
+schema, the rate helpers and the no-GPU exit; the routines' logic
+(``registry_routine``) runs on CPU with its GPU pieces (input placement, timing,
+ceiling) replaced. GPU tests run the real CLI and timing.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import pytest
 import torch
 
 from benchmarks.oasr_benchmark import UsageError, build_parser, main, parse_command, read_testlist
-from benchmarks.routines import CONTRACT, ROUTINE_REGISTRY, load_routine
+from benchmarks.routines import CONTRACT, ROUTINE_REGISTRY, load_routine, registry_routine
+from benchmarks.routines import activation as activation_routine
+from benchmarks.routines import norm as norm_routine
 from benchmarks.routines import scale as scale_routine
 from benchmarks.routines.bench_utils import (
     CSV_COLUMNS,
@@ -38,10 +40,12 @@ from benchmarks.routines.bench_utils import (
     results_frame,
 )
 from profiling import timing
+from profiling.ops import OPS, get_op
 from profiling.timing import NoGPUError, TimingResult
 
 REPO = Path(__file__).resolve().parent.parent
 CLI = REPO / "benchmarks" / "oasr_benchmark.py"
+CONFORMER_TESTLIST = REPO / "benchmarks" / "testlists" / "conformer.txt"
 HAS_CUDA = torch.cuda.is_available()
 requires_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
 
@@ -70,6 +74,22 @@ def test_routine_contract(name):
 
 
 @pytest.mark.parametrize("name", sorted(ROUTINE_REGISTRY))
+def test_registry_routines_round_trip_their_defaults_through_the_size_flag(name):
+    """Every default config is an op config the routine's size flag can also ask for, and has a bench_*.py."""
+    routine = load_routine(name)
+    flag = routine.ROUTINE.size_flag
+    for subroutine in routine.SUBROUTINES:
+        op = get_op(subroutine)
+        assert op.config_fields == flag.fields
+        assert (REPO / "benchmarks" / f"bench_{subroutine}.py").read_text().count(
+            f'run_standalone("{subroutine}")'
+        ) == 1
+        for config in routine.get_default_configs()[subroutine]:
+            argv = ["--routine", name, "--subroutine", subroutine, f"--{flag.name}", *map(str, config.values())]
+            assert flag.configs(getattr(parse_command(argv), flag.name)) == [config]
+
+
+@pytest.mark.parametrize("name", sorted(ROUTINE_REGISTRY))
 def test_run_standalone_is_the_cli_with_the_routine_fixed(name, monkeypatch, capsys):
     routine = load_routine(name)
     monkeypatch.setattr(sys, "argv", [f"bench_{name}.py", "--dry_run"])
@@ -80,13 +100,32 @@ def test_run_standalone_is_the_cli_with_the_routine_fixed(name, monkeypatch, cap
 
 
 def test_load_routine_rejects_unknown_names():
-    with pytest.raises(ValueError, match="unknown routine 'nope'; known routines: scale"):
+    with pytest.raises(ValueError, match="unknown routine 'nope'; known routines: activation, norm, scale"):
         load_routine("nope")
 
 
 def test_scale_default_configs_are_the_registry_sweep():
     sizes = [c["n"] for c in scale_routine.get_default_configs()["scale"]]
     assert sizes[0] * 2 == 4 * 1024 and sizes[-1] * 2 == 2**30  # fp16: 4 KiB .. 1 GiB
+    assert scale_routine.get_default_configs("float32") == scale_routine.get_default_configs()  # no extra case
+
+
+@pytest.mark.parametrize("routine", [activation_routine, norm_routine], ids=lambda r: r.ROUTINE.name)
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
+def test_bct_defaults_are_the_registry_sweep_then_a_1_gib_input(routine, dtype):
+    itemsize = parse_dtype(dtype).itemsize
+    for subroutine, configs in routine.get_default_configs(dtype).items():
+        op = get_op(subroutine)
+        assert configs[:-1] == list(op.default_sweep) and {"b": 16, "t": 1500, "c": 1024} in configs
+        large = configs[-1]
+        input_width = 2 * large["c"] if subroutine == "glu" else large["c"]
+        assert large["b"] * large["t"] * input_width * itemsize == 2**30, (subroutine, large)
+        assert input_width == 1024 and large["t"] == (4096 if dtype == "float32" else 8192)
+
+
+def test_routines_reject_ops_whose_config_fields_differ_from_the_size_flag():
+    with pytest.raises(ValueError, match="op glu has config fields"):
+        registry_routine.RegistryRoutine("bad", ("glu",), registry_routine.SIZE_FLAG)
 
 
 # ---------------------------------------------------------------------------
@@ -117,6 +156,20 @@ def test_cli_parses_every_flag(tmp_path):
     assert parse_command(["--testlist", "t.txt"]).testlist == "t.txt"
 
 
+def test_cli_parses_shapes():
+    args = parse_command(["--routine", "norm", "--subroutine", "rms_norm", "--shape", "16", "1500", "1024"])
+    assert (args.routine, args.subroutine, args.shape) == ("norm", "rms_norm", [[16, 1500, 1024]])
+    argv = ["--routine", "activation", "--shape", "16", "1500", "1024", "--shape", "64", "250", "256"]
+    args = parse_command(argv)
+    assert args.subroutine == "glu" and args.shape == [[16, 1500, 1024], [64, 250, 256]]
+    assert norm_routine.ROUTINE.size_flag.configs(args.shape) == [
+        {"b": 16, "t": 1500, "c": 1024},
+        {"b": 64, "t": 250, "c": 256},
+    ]
+    assert parse_command(["--routine", "norm"]).shape is None
+    assert parse_command(["--routine", "norm"]).subroutine == "layer_norm"
+
+
 def test_cli_defaults():
     args = parse_command(["--routine", "scale"])
     assert args.subroutine == "scale" and args.dtype == "float16" and args.backends is None and args.size is None
@@ -133,6 +186,13 @@ def test_cli_defaults():
         (["--routine", "scale", "--num_iters", "0"], "at least 1"),
         (["--routine", "scale", "--size", "many"], "invalid int value"),
         (["--routine", "scale", "--dry_run_i", "3"], "unrecognized arguments"),  # no abbreviations
+        (["--routine", "scale", "--size", "0"], "sizes must be positive"),
+        (["--routine", "norm", "--shape", "16", "1500"], "expected 3 arguments"),
+        (["--routine", "norm", "--shape", "16", "-1", "1024"], "sizes must be positive"),
+        (["--routine", "norm", "--shape", "1", "2", "x"], "invalid int value"),
+        (["--routine", "norm", "--size", "4096"], "unrecognized arguments"),
+        (["--routine", "scale", "--shape", "1", "2", "3"], "unrecognized arguments"),
+        (["--routine", "norm", "--subroutine", "glu"], "has subroutines layer_norm, rms_norm, add_layer_norm"),
     ],
 )
 def test_cli_rejects_bad_flags(argv, message):
@@ -142,7 +202,9 @@ def test_cli_rejects_bad_flags(argv, message):
 
 def test_cli_list_and_dry_run_need_no_gpu(capsys):
     assert main(["--list"]) == 0
-    assert "scale: subroutines scale" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "scale: subroutines scale" in out and "activation: subroutines glu, swish" in out
+    assert "norm: subroutines layer_norm, rms_norm, add_layer_norm, add_rms_norm" in out
     assert main(["--routine", "scale", "--size", "4096", "--compare", "--dry_run"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("[DRY RUN] routine=scale subroutine=scale dtype=float16") and "size=4096" in out
@@ -192,6 +254,21 @@ def test_testlist_errors_name_the_line(tmp_path, capsys, text, extra, message):
     assert main(["--testlist", str(path), "--dry_run", *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_conformer_testlist_covers_every_subroutine_in_fp16_and_bf16(capsys):
+    runs = [parse_command(tokens, global_flags=False) for _, tokens in read_testlist(CONFORMER_TESTLIST)]
+    expected = {
+        (name, sub, dtype)
+        for name in ROUTINE_REGISTRY
+        for sub in load_routine(name).SUBROUTINES
+        for dtype in ("float16", "bfloat16")
+    }
+    assert sorted((r.routine, r.subroutine, r.dtype) for r in runs) == sorted(expected)  # each once
+    assert all(r.refcheck and r.compare and not r.profile for r in runs)
+    assert all(getattr(r, load_routine(r.routine).ROUTINE.size_flag.name) is None for r in runs)  # defaults
+    assert main(["--testlist", str(CONFORMER_TESTLIST), "--dry_run"]) == 0
+    assert capsys.readouterr().out.count("[DRY RUN]") == len(expected)
 
 
 def test_missing_testlist_is_a_usage_error(tmp_path, capsys):
@@ -281,34 +358,34 @@ def test_cli_without_gpu_exits_1_with_one_sentence():
 
 
 # ---------------------------------------------------------------------------
-# The scale routine's logic on CPU (GPU pieces replaced)
+# The routines' logic on CPU (GPU pieces replaced)
 # ---------------------------------------------------------------------------
 
 
 @pytest.fixture
-def cpu_scale(monkeypatch):
-    """scale's run_test on CPU tensors: torch stands in for oasr, timings and the ceiling are fixed."""
-    spec = scale_routine.SCALE
-    monkeypatch.setitem(spec.backends, "oasr", spec.backends["torch"])
+def cpu_routines(monkeypatch):
+    """Every routine's run_test on CPU tensors: torch stands in for oasr, timings and the ceiling are fixed."""
+
+    def stand_in(torch_fn):
+        def oasr_stand_in(inputs):
+            return torch_fn(inputs)
+
+        return oasr_stand_in
+
+    for spec in OPS.values():
+        monkeypatch.setitem(spec.backends, "oasr", stand_in(spec.backends["torch"]))
     monkeypatch.setattr(
-        scale_routine, "op_input_sets", lambda op, cfg, dtype: [op.make_inputs(cfg, dtype, torch.device("cpu"), 0)]
+        registry_routine, "op_input_sets", lambda op, cfg, dtype: [op.make_inputs(cfg, dtype, torch.device("cpu"), 0)]
     )
-    medians = {"cuda": 0.5, "torch": 1.0}
-    monkeypatch.setattr(scale_routine, "bench_fn", lambda fns, **kw: _timing(*[medians[fns[0].tag]] * 3))
-    monkeypatch.setattr(scale_routine, "memory_ceiling", lambda: Ceiling("copy_bandwidth", 4.0))
-    original_setup = scale_routine.setup_scale
 
-    def tagged_setup(config, dtype):
-        sets, fns = original_setup(config, dtype)
-        for backend, backend_fns in fns.items():
-            for fn in backend_fns:
-                fn.tag = backend  # lets the fake bench_fn tell backends apart
-        return sets, fns
+    def fake_bench_fn(fns, **kw):  # oasr (cuda) takes 0.5 ms, torch 1 ms
+        return _timing(*[0.5 if fns[0].func.__name__ == "oasr_stand_in" else 1.0] * 3)
 
-    monkeypatch.setattr(scale_routine, "setup_scale", tagged_setup)
+    monkeypatch.setattr(registry_routine, "bench_fn", fake_bench_fn)
+    monkeypatch.setattr(registry_routine, "memory_ceiling", lambda: Ceiling("copy_bandwidth", 4.0))
 
 
-def test_scale_run_test_rows(cpu_scale, capsys):
+def test_scale_run_test_rows(cpu_routines, capsys):
     args = parse_command(["--routine", "scale", "--size", "1000000", "--backends", "cuda", "--refcheck", "--compare"])
     output = OutputWriter()
     scale_routine.run_test(args, output)
@@ -323,11 +400,58 @@ def test_scale_run_test_rows(cpu_scale, capsys):
     assert "measured copy_bandwidth 4.000 TB/s" in out and out.count("[PERF]") == 2
 
 
-def test_scale_run_test_reports_unknown_backends(cpu_scale, capsys):
+def test_scale_run_test_reports_unknown_backends(cpu_routines, capsys):
     output = OutputWriter()
     scale_routine.run_test(parse_command(["--routine", "scale", "--size", "64", "--backends", "triton"]), output)
     assert output.errors == 1 and not output.results
     assert "unknown backend(s) triton" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("routine", "subroutine", "bytes_per_element", "dtype"),
+    [
+        ("norm", "add_rms_norm", 3 * 2, "float16"),  # read x and residual, write out (+ weight)
+        ("norm", "layer_norm", 2 * 4, "float32"),
+        ("activation", "glu", 3 * 2, "bfloat16"),  # read 2c, write c
+        ("activation", "swish", 2 * 2, "float16"),
+    ],
+)
+def test_bct_run_test_rows(cpu_routines, capsys, routine, subroutine, bytes_per_element, dtype):
+    argv = ["--routine", routine, "--subroutine", subroutine, "--dtype", dtype, "--refcheck", "--compare"]
+    output = OutputWriter()
+    load_routine(routine).run_test(
+        parse_command([*argv, "--shape", "2", "3", "64", "--shape", "1", "5", "128"]), output
+    )
+    assert output.errors == 0 and len(output.results) == 4
+    cuda, torch_row = output.results[:2]
+    assert (cuda.routine, cuda.subroutine, cuda.backend, torch_row.backend) == (routine, subroutine, "cuda", "torch")
+    assert (cuda.shape, cuda.config, cuda.dtype) == ("[2,3,64]", "b=2,t=3,c=64", dtype)
+    assert output.results[2].shape == "[1,5,128]"
+    assert cuda.bytes_moved == get_op(subroutine).work({"b": 2, "t": 3, "c": 64}, parse_dtype(dtype)).bytes
+    assert 2 * 3 * 64 * bytes_per_element <= cuda.bytes_moved <= 2 * 3 * 64 * bytes_per_element + 2 * 64 * 4
+    assert cuda.speedup_vs_torch == pytest.approx(2.0) and torch_row.speedup_vs_torch == pytest.approx(1.0)
+    assert cuda.pct_of_ceiling == pytest.approx(100 * cuda.bandwidth_tb_s / 4.0)
+    assert cuda.refcheck == torch_row.refcheck == "pass"
+    assert capsys.readouterr().out.count("[PERF]") == 4
+
+
+def test_run_test_uses_the_defaults_of_the_run_dtype(cpu_routines, monkeypatch):
+    seen = []
+    monkeypatch.setattr(
+        registry_routine.RegistryRoutine, "_run_config", lambda self, op, config, *a: seen.append(config)
+    )
+    norm_routine.run_test(parse_command(["--routine", "norm", "--subroutine", "rms_norm", "--dtype", "fp32"]), None)
+    assert seen == norm_routine.get_default_configs("float32")["rms_norm"] and seen[-1]["t"] == 4096
+
+
+def test_refcheck_failure_skips_the_config_unless_allowed(cpu_routines, monkeypatch, capsys):
+    spec = get_op("swish")
+    monkeypatch.setitem(spec.backends, "oasr", lambda inputs: spec.backends["torch"](inputs) + 1)
+    argv = ["--routine", "activation", "--subroutine", "swish", "--shape", "2", "3", "8", "--refcheck"]
+    output = OutputWriter()
+    activation_routine.run_test(parse_command(argv), output)
+    assert output.errors == 1 and not output.results
+    assert "swish b=2,t=3,c=8 float16: cuda differ from the reference" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------
@@ -437,6 +561,27 @@ def test_cli_default_sweep_subprocess(tmp_path):
 
 @pytest.mark.gpu
 @requires_gpu
+@pytest.mark.parametrize(
+    ("routine", "subroutine"), [("norm", "add_rms_norm"), ("activation", "glu")], ids=["add_rms_norm", "glu"]
+)
+def test_cli_bct_refcheck_compare(tmp_path, capsys, routine, subroutine):
+    csv_path = tmp_path / f"{subroutine}.csv"
+    argv = ["--routine", routine, "--subroutine", subroutine, "--refcheck", "--compare", "--dtype", "bf16"]
+    assert main([*argv, "--shape", "16", "1500", "1024", "--output_path", str(csv_path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("[PERF]")]
+    assert len(lines) == 2 and all(f"{routine}/{subroutine}" in line and "[16,1500,1024]" in line for line in lines)
+    assert all("x torch" in line and "% of copy_bandwidth" in line and "ref pass" in line for line in lines)
+    frame = read_results(csv_path)
+    assert frame["backend"].tolist() == ["cuda", "torch"] and set(frame["refcheck"]) == {"pass"}
+    assert set(frame["shape"]) == {"[16,1500,1024]"} and set(frame["config"]) == {"b=16,t=1500,c=1024"}
+    assert set(frame["dtype"]) == {"bfloat16"} and set(frame["ceiling"]) == {"copy_bandwidth"}
+    work = get_op(subroutine).work({"b": 16, "t": 1500, "c": 1024}, torch.bfloat16)
+    assert set(frame["bytes_moved"]) == {work.bytes}
+    assert frame["pct_of_ceiling"].between(1, 120).all() and frame["speedup_vs_torch"].iloc[1] == 1.0
+
+
+@pytest.mark.gpu
+@requires_gpu
 def test_cli_profile_mode(capsys):
     pytest.importorskip("nvtx")
     assert main(["--routine", "scale", "--size", "65536", "--profile", "--target", "oasr"]) == 0
@@ -446,7 +591,7 @@ def test_cli_profile_mode(capsys):
 @pytest.mark.gpu
 @requires_gpu
 def test_graph_and_events_agree_at_a_large_size():
-    spec = scale_routine.SCALE
+    spec = get_op("scale")
     sets = timing.op_input_sets(spec, {"n": 2**26}, torch.float16)  # 256 MiB moved per launch
     fns = [lambda inputs=inputs: spec.backends["torch"](inputs) for inputs in sets]
     graph = timing.time_fn(fns, warmup=3, iters=20, method="graph")
