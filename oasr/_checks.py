@@ -14,9 +14,7 @@ def _names(dtypes: Sequence[torch.dtype]) -> str:
     return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
 
 
-def check_cuda_tensor(
-    op: str, name: str, tensor: object, dtypes: Sequence[torch.dtype] = FLOAT_DTYPES
-) -> torch.Tensor:
+def check_cuda_tensor(op: str, name: str, tensor: object, dtypes: Sequence[torch.dtype] = FLOAT_DTYPES) -> torch.Tensor:
     """A CUDA tensor of one of ``dtypes``; TypeError/ValueError naming ``name`` otherwise."""
     if not isinstance(tensor, torch.Tensor):
         raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(tensor).__name__}")

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .ops import OpSpec
+from .ops import OpSpec, parse_dtype
 from .workbench import load_table, reload_kernels, time_op
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ PRESETS = ("timing", "roofline", "full")
 
 
 def _size_label(op: OpSpec, config: dict[str, int]) -> str:
-    megabytes = op.work(config, op_default_dtype(op)).bytes / 2**20
+    megabytes = op.work(config, parse_dtype(op_default_dtype(op))).bytes / 2**20
     return f"{op.config_label(config, 'float16').rsplit(',dtype=', 1)[0]}  ({megabytes:.3g} MiB fp16)"
 
 

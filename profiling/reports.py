@@ -79,10 +79,18 @@ def _cell_error(notebook: object, exc: Exception) -> str:
 
 
 def export_html(notebook: object, destination: Path, exclude_input: bool = False) -> Path:
-    """Self-contained HTML: figures are inline PNG, tables inline HTML."""
+    """HTML with figures as inline PNG and tables as HTML; saved widget state renders as static
+    controls through the widget renderer vendored in ``reports/assets/`` (no CDN needed)."""
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name="lab", embed_images=True, exclude_input=exclude_input)
+    assets = os.path.relpath(reports_root() / "assets", destination.parent)
+    exporter = HTMLExporter(
+        template_name="lab",
+        embed_images=True,
+        exclude_input=exclude_input,
+        widget_renderer_url=f"{assets}/embed-amd.js",
+        require_js_url=f"{assets}/require.js",
+    )
     body, _ = exporter.from_notebook_node(notebook)
     destination.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(destination, body)

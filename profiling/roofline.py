@@ -40,8 +40,6 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,10 +48,7 @@ import numpy as np
 import pandas as pd
 
 from . import metrics as M
-from .provenance import REPO_ROOT
-
-REPORTS_DIR = REPO_ROOT / "reports"
-"""Root of per-GPU folders (``reports/<gpu_slug>/ceilings.json``)."""
+from .store import atomic_write_text, reports_root
 
 CEILING_COLUMNS: tuple[str, ...] = ("name", "kind", "value", "unit", "source", "applies_to", "description", "formula")
 UNITS = {"memory": "byte/s", "compute": "FLOP/s"}
@@ -103,8 +98,8 @@ def counter_ceilings(device: Mapping[str, Any]) -> pd.DataFrame:
 
 
 def ceilings_path(gpu_slug: str, root: str | Path | None = None) -> Path:
-    """``<root>/<gpu_slug>/ceilings.json`` (root defaults to :data:`REPORTS_DIR`)."""
-    return Path(root if root is not None else REPORTS_DIR) / gpu_slug / "ceilings.json"
+    """``<root>/<gpu_slug>/ceilings.json`` (root defaults to :func:`profiling.store.reports_root`)."""
+    return Path(root if root is not None else reports_root()) / gpu_slug / "ceilings.json"
 
 
 def load_measured_ceilings(gpu_slug: str, root: str | Path | None = None) -> dict[str, Any] | None:
@@ -162,17 +157,7 @@ def save_measured_ceilings(
         "provenance": dict(provenance),
         "saved_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
-    fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".json", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True, default=str)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
     return path
 
 
@@ -338,6 +323,6 @@ def analyze(tables: Any, root: str | Path | None = None, memory: str = "dram") -
     """``tables.launches`` with :func:`expected_work` and :func:`classify` columns added.
 
     ``tables`` is a :class:`profiling.report.ReportTables`; measured ceilings for its GPU are
-    loaded from ``root`` (default :data:`REPORTS_DIR`) when present.
+    loaded from ``root`` (default :func:`profiling.store.reports_root`) when present.
     """
     return classify(expected_work(tables.launches), ceilings(tables.device, root), memory=memory)

@@ -87,6 +87,10 @@ class Workbench:
     def replayed(self) -> bool:
         return self.mode == REPLAY
 
+    @property
+    def op_names(self) -> list[str]:
+        return [op.name for op in self.ops]
+
     # ------------------------------------------------------------ environment
 
     def environment(self) -> pd.DataFrame:
@@ -128,13 +132,16 @@ class Workbench:
 
     # ------------------------------------------------------------ the kernel
 
-    def kernel_source(self, relative_path: str) -> Any:
+    def kernel_source(self, *relative_paths: str) -> Any:
+        """The kernel headers (paths under ``include/``), as highlighted code."""
         from IPython.display import Markdown
 
         from oasr.jit import env
 
-        text = (env.OASR_INCLUDE_DIR / relative_path).read_text()
-        return Markdown(f"`include/{relative_path}`\n\n```cpp\n{text}\n```")
+        blocks = [
+            f"`include/{path}`\n\n```cpp\n{(env.OASR_INCLUDE_DIR / path).read_text()}\n```" for path in relative_paths
+        ]
+        return Markdown("\n\n".join(blocks))
 
     def build(self) -> pd.DataFrame:
         """JIT-compile the family's modules in this session: time, cache hit, flags."""
@@ -191,6 +198,22 @@ class Workbench:
         self._timing_headlines(table)
         return table
 
+    @staticmethod
+    def speedup_table(table: pd.DataFrame) -> pd.DataFrame:
+        """Per op, config and dtype: oasr and torch times, speedup, % of copy bandwidth."""
+        wide = table.pivot_table(
+            index=["op", "config", "dtype"], columns="backend", values=["seconds", "pct_of_copy"], sort=False
+        )
+        return pd.DataFrame(
+            {
+                "oasr_us": wide[("seconds", "oasr")] * 1e6,
+                "torch_us": wide[("seconds", "torch")] * 1e6,
+                "speedup": wide[("seconds", "torch")] / wide[("seconds", "oasr")],
+                "oasr_pct_of_copy": wide[("pct_of_copy", "oasr")],
+                "torch_pct_of_copy": wide[("pct_of_copy", "torch")],
+            }
+        )
+
     def bandwidth_plot(self, table: pd.DataFrame) -> Any:
         copy = float(table["copy_bytes_per_s"].iloc[0])
         figure = plots.bandwidth_vs_size(table, copy_ceiling=copy)
@@ -199,14 +222,13 @@ class Workbench:
         return figure
 
     def _timing_headlines(self, table: pd.DataFrame) -> None:
-        for (op, dtype), group in table.groupby(["op", "dtype"], sort=False):
-            pivot = group.pivot_table(index="bytes", columns="backend", values="seconds")
-            largest = group[group["bytes"] == group["bytes"].max()]
-            oasr_row = largest[largest["backend"] == "oasr"].iloc[0]
-            speedup = (pivot["torch"] / pivot["oasr"]).dropna()
+        speedups = self.speedup_table(table).reset_index()
+        for (op, dtype), group in speedups.groupby(["op", "dtype"], sort=False):
+            largest = table[(table["op"] == op) & (table["dtype"] == dtype) & (table["backend"] == "oasr")]
+            largest = largest.loc[largest["bytes"].idxmax()]
             self.headlines.append(
-                f"{op} {dtype}: {oasr_row['pct_of_copy']:.0f}% of copy bandwidth at "
-                f"{oasr_row['bytes'] / 2**20:.0f} MiB; speedup over torch {speedup.min():.2f}x-{speedup.max():.2f}x"
+                f"{op} {dtype}: {largest['pct_of_copy']:.0f}% of copy bandwidth at {largest['bytes'] / 2**20:.0f} MiB;"
+                f" speedup over torch {group['speedup'].min():.2f}x to {group['speedup'].max():.2f}x"
             )
 
     # ------------------------------------------------------------ Nsight Compute
@@ -215,20 +237,29 @@ class Workbench:
         """The op's sweep under ncu (both backends, one process), or its recordings."""
         from .session import profile_sweep
 
-        name = op or self.ops[0].name
-        live = not self.replayed
-        return profile_sweep(name, dtypes=dtypes, preset=preset, live=live)
+        return profile_sweep(op or self.op_names[0], dtypes=dtypes, preset=preset, live=not self.replayed)
 
     @staticmethod
     def analyze(result: Any) -> pd.DataFrame:
         return roofline.analyze(result)
 
+    def launch_table(self, result: Any) -> pd.DataFrame:
+        """One row per profiled launch: time, bytes and FLOP next to the op's own count, roof."""
+        columns = [
+            "op", "backend", "config", "dtype", "kernel", "grid_size", "block_size", "registers_per_thread",
+            "duration_s", "dram_bytes", "expected_bytes", "bytes_vs_expected_pct", "flop", "expected_flop",
+            "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof",
+        ]  # fmt: skip
+        launches = self.analyze(result)
+        return launches[[c for c in columns if c in launches]]
+
     def ceilings(self, result: Any) -> pd.DataFrame:
         return roofline.ceilings(result.device)
 
     def roofline_plot(self, result: Any) -> Any:
-        figure = plots.roofline_plot(roofline.analyze(result), self.ceilings(result), title=result.banner)
-        return figure
+        return plots.roofline_plot(
+            roofline.analyze(result), self.ceilings(result), title=f"{result.op}: {result.banner}"
+        )
 
     def hierarchical_plot(self, result: Any, backend: str = "oasr") -> Any:
         launches = roofline.analyze(result)
@@ -237,9 +268,13 @@ class Workbench:
         return plots.hierarchical_roofline(largest, self.ceilings(result))
 
     @staticmethod
-    def advice(result: Any) -> pd.DataFrame:
+    def advice(result: Any) -> Any:
+        """Nsight Compute's rule results for each backend's largest launch, messages in full."""
+        launches, keys = result.launches, ["profile", "launch"]
+        largest = launches.loc[launches.groupby("backend")["dram_bytes"].idxmax(), keys]
         columns = [c for c in ("backend", "kernel", "config", "dtype", "title", "message") if c in result.advice]
-        return result.advice[columns].drop_duplicates(subset=[c for c in columns if c != "config"])
+        table = result.advice.merge(largest, on=keys)[columns]
+        return table.style.set_properties(subset=["message"], **{"text-align": "left", "white-space": "pre-wrap"})
 
     # ------------------------------------------------------------ summary
 

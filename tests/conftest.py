@@ -13,12 +13,17 @@ import pytest
 import torch
 
 from profiling.ops.base import DEFAULT_TOLERANCES, dtype_name
+from profiling.provenance import REPO_ROOT
 
 CUDA = torch.cuda.is_available()
+
+RECORDINGS = REPO_ROOT / "reports" / "h200" / "profiles"
+"""Committed Nsight Compute recordings made on the H200 (searched recursively for ``*.ncu-rep``)."""
 requires_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (none on this machine)")
 
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 HALF_DTYPES = [torch.float16, torch.bfloat16]
+
 
 def get_rtol_atol(dtype: torch.dtype) -> tuple[float, float]:
     return DEFAULT_TOLERANCES[dtype_name(dtype)]

@@ -141,7 +141,11 @@ def test_static_template_stub_flag_on_recent_cuda(jit_dir):
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("8.0 9.0a", {(8, "0"), (9, "0a")}), ("  9.0a   10.0a  ", {(9, "0a"), (10, "0a")}), ("9.0a;8.6", {(9, "0a"), (8, "6")})],
+    [
+        ("8.0 9.0a", {(8, "0"), (9, "0a")}),
+        ("  9.0a   10.0a  ", {(9, "0a"), (10, "0a")}),
+        ("9.0a;8.6", {(9, "0a"), (8, "6")}),
+    ],
 )
 def test_arch_list_parsing(text, expected):
     assert parse_arch_list(text) == expected
@@ -179,13 +183,16 @@ def test_no_gpu_defaults_to_sm90a_and_says_so_once():
 
 def test_cache_command_lists_builds_and_clears(jit_dir):
     gen_scale_module().build()
-    run = lambda *args: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "oasr.jit", *args],
-        env=_subprocess_env(OASR_JIT_DIR=str(jit_dir)),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+
+    def run(*args: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "oasr.jit", *args],
+            env=_subprocess_env(OASR_JIT_DIR=str(jit_dir)),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
     assert "scale" in run("list") and "(1 builds)" in run("list")
     assert "cached" in run("build")
     run("clear")
@@ -197,7 +204,18 @@ def test_installed_wheel_carries_kernel_sources(tmp_path):
     """A plain `pip install .` must find csrc/ and include/ inside the package."""
     wheel_dir, target = tmp_path / "wheel", tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheel_dir), str(REPO)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(wheel_dir),
+            str(REPO),
+        ],
         check=True,
         timeout=600,
     )

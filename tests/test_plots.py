@@ -14,16 +14,12 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import RECORDINGS
 from matplotlib.figure import Figure
 
 from profiling import plots as P
 from profiling import roofline as RL
-from profiling.provenance import REPO_ROOT
 from profiling.report import ReportTables, read_report
-
-RECORDINGS = REPO_ROOT / ".dev" / "sample-reports"
-"""Real reports, searched recursively for ``*.ncu-rep`` (same constant in test_report/test_roofline).
-Switch to ``REPO_ROOT / "reports" / "h200" / "profiles"`` once the recordings are committed."""
 
 MEASURED = {"copy_bytes_per_s": 4.3e12, "cublas_flop_per_s": 7.9e14, "provenance": {"gpu": "NVIDIA H200"}}
 
@@ -39,8 +35,6 @@ def _roofline_report() -> ReportTables:
 
 @pytest.fixture(scope="module")
 def tables() -> ReportTables:
-    if not RECORDINGS.is_dir():
-        pytest.skip(f"recordings folder {RECORDINGS} is absent")
     return _roofline_report()
 
 

@@ -15,15 +15,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from conftest import RECORDINGS
 
 from profiling import report as R
 from profiling.metrics import PRESETS, ROOFLINE_METRICS, ncu_args
-from profiling.provenance import REPO_ROOT
 from profiling.report import ReportTables, read_report, tables_from_actions
-
-RECORDINGS = REPO_ROOT / ".dev" / "sample-reports"
-"""Real reports, searched recursively for ``*.ncu-rep`` (same constant in test_roofline/test_plots).
-Switch to ``REPO_ROOT / "reports" / "h200" / "profiles"`` once the recordings are committed."""
 
 LARGE_BYTES = 16 * 2**20
 """Inputs at least this large count as "large": DRAM reads match the hand count within 2%."""
@@ -37,8 +33,6 @@ def _reports() -> dict[Path, ReportTables]:
 
 @pytest.fixture(scope="module")
 def reports() -> dict[Path, ReportTables]:
-    if not RECORDINGS.is_dir():
-        pytest.skip(f"recordings folder {RECORDINGS} is absent")
     found = _reports()
     assert found, f"no .ncu-rep under {RECORDINGS}"
     return found

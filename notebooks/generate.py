@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Writes the family notebooks from one template, so they share one structure.
+
+    python notebooks/generate.py          # rewrite notebooks/NN_family.ipynb
+    python notebooks/generate.py --check  # exit 1 if a committed notebook differs
+
+Family-specific text lives in FAMILIES; the cells call profiling.workbench and hold
+no logic of their own. Notebooks are written without outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Family:
+    stem: str
+    title: str
+    ops: tuple[str, ...]
+    headers: tuple[str, ...]
+    intro: str
+    kernel: str
+
+
+FAMILIES = (
+    Family(
+        stem="01_scale",
+        title="01 · scale — `out = input * factor`",
+        ops=("scale",),
+        headers=("oasr/scale.cuh", "oasr/common/elementwise.cuh"),
+        intro="The simplest memory-bound kernel, walked through end to end.",
+        kernel=(
+            "`include/oasr/scale.cuh` is a functor on the shared element-wise body "
+            "`include/oasr/common/elementwise.cuh`: 128-bit loads and stores, contiguous "
+            "chunks per block, a grid-stride loop, and a scalar head and tail for pointers "
+            "that are not 16-byte aligned. `csrc/scale.cu` checks the tensors and dispatches "
+            "on dtype; `oasr/scale.py` is the Python API."
+        ),
+    ),
+    Family(
+        stem="02_activation",
+        title="02 · activation — GLU and Swish",
+        ops=("glu", "swish"),
+        headers=("oasr/activation.cuh",),
+        intro=(
+            "The Conformer's activations: `glu(x[..., 2C]) = x[..., :C] * sigmoid(x[..., C:])` "
+            "(as `torch.nn.functional.glu(x, -1)`) and `swish(x) = x * sigmoid(x)` (SiLU), "
+            "on the Conformer shapes `[B, T, C]` and a large case."
+        ),
+        kernel=(
+            "`include/oasr/activation.cuh`: GLU reads both halves of each row as 128-bit "
+            "vectors when C, the row strides and the pointers allow (a scalar path otherwise); "
+            "Swish is a functor on the shared element-wise body. Math is fp32 on fp32, fp16 "
+            "and bf16 storage."
+        ),
+    ),
+    Family(
+        stem="03_norm",
+        title="03 · norm — LayerNorm, RMSNorm and the fused residual forms",
+        ops=("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"),
+        headers=("oasr/norm.cuh",),
+        intro=(
+            "Row norms over the channel dimension: `layer_norm`, `rms_norm`, and the fused "
+            "`add_layer_norm` / `add_rms_norm` that every encoder block runs "
+            "(`norm(residual + alpha * input)`), against torch's add followed by the norm."
+        ),
+        kernel=(
+            "`include/oasr/norm.cuh`: each row is read from DRAM once and kept in fp32 "
+            "registers; a group of lanes per row for short rows, a block per row for long "
+            "ones, two-pass statistics, one rounding on output."
+        ),
+    ),
+)
+
+
+def build(family: Family) -> nbformat.NotebookNode:
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    ops = ", ".join(repr(op) for op in family.ops)
+    cells = [
+        md(
+            f"# {family.title}\n\n{family.intro}\n\n"
+            "This notebook shows the CUDA source, JIT-compiles it in the session, checks it "
+            "next to PyTorch, times it against torch and the measured copy ceiling, profiles a "
+            "sweep under Nsight Compute, reads the report into pandas and places every launch "
+            "on the roofline; a panel sweeps sizes and dtypes.\n\n"
+            "On a machine with an NVIDIA GPU every step runs live (profiles run in a worker "
+            "process under `ncu`). Without one, tables and plots are **replayed** from "
+            "recordings made on an H200, and the banner says so. The logic lives in "
+            "`profiling/` and `oasr/`; these cells only call it."
+        ),
+        code(
+            "%matplotlib inline\n"
+            "from IPython.display import Markdown, display\n\n"
+            "from profiling.workbench import Workbench\n\n"
+            f'wb = Workbench(\n    "{family.stem}",\n    ops=[{ops}],\n    title="{family.title}",\n)\n'
+            "display(wb.banner())\n"
+            "wb.environment()"
+        ),
+        md(f"## The kernel\n\n{family.kernel}"),
+        code(f"wb.kernel_source({', '.join(repr(h) for h in family.headers)})"),
+        md(
+            "JIT-compile it here (nvcc + ninja, cached by content: a second run is a cache "
+            "hit; editing any header under `include/` or `csrc/` rebuilds)."
+        ),
+        code("wb.build()"),
+        md(
+            "## Correctness\n\n"
+            "Each backend against a float64 reference on fresh random data, outputs poisoned "
+            "with NaN before the launch. The tolerance applied (rtol, atol per dtype) is in "
+            "each row."
+        ),
+        code("wb.correctness()"),
+        md(
+            "## Timing\n\n"
+            "Median per-launch time from CUDA-graph replay, inputs rotated so that small sizes "
+            "do not measure a warm L2. Bandwidth counts the bytes the op must move, compared "
+            "with the device-to-device copy bandwidth measured in the same run."
+        ),
+        code(
+            "timing = wb.timing()\n"
+            'timing[["op", "backend", "config", "dtype", "bytes", "seconds", "bandwidth_bytes_per_s", '
+            '"pct_of_copy", "iqr_rel"]]'
+        ),
+        code("wb.speedup_table(timing)"),
+        code("wb.bandwidth_plot(timing)"),
+        md(
+            "## Nsight Compute\n\n"
+            "One `ncu` process profiles each op's sweep, both backends, each launch inside its "
+            "own NVTX range (`oasr@<op>:<backend>:<config>`), with an explicit metric list "
+            "(`roofline` preset) and `--clock-control none`. Profiles are cached by GPU, kernel "
+            "sources, config and preset. Below: the launches with the counters' bytes and FLOP "
+            "next to the work each op must do, the roofline (ceilings from the report's peaks "
+            "and clocks, plus the measured copy and cuBLAS rates), the hierarchical view of the "
+            "largest oasr launch, and Nsight Compute's own advice."
+        ),
+        code(
+            "results = {op: wb.profile(op) for op in wb.op_names}\n"
+            "for result in results.values():\n"
+            "    print(result.summary())"
+        ),
+        code(
+            "for op, result in results.items():\n"
+            '    display(Markdown(f"### {op}"))\n'
+            "    display(wb.launch_table(result))\n"
+            "    display(wb.roofline_plot(result))\n"
+            "    display(wb.hierarchical_plot(result))\n"
+            "    display(wb.advice(result))"
+        ),
+        md(
+            "## Sweep panel\n\n"
+            "Pick an op, size, dtype, backends and metric preset, press **Run**. Runs "
+            "accumulate in the table so that a kernel can be compared before and after an edit "
+            "(a live run rebuilds a kernel whose sources changed). In a static HTML report the "
+            "controls do not run."
+        ),
+        code("panel = wb.panel()\npanel.widget"),
+        md(
+            "## Summary\n\n"
+            "Headline figures for `reports/index.html`. The main command "
+            "(`bash scripts/make_reports.sh`) runs this notebook headless and writes "
+            f"`reports/<gpu>/{family.stem}.html`."
+        ),
+        code('print("\\n".join(wb.headlines))\nwb.write_summary()'),
+    ]
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    notebook.metadata["language_info"] = {"name": "python"}
+    for index, cell in enumerate(notebook.cells):
+        cell["id"] = f"{family.stem}-{index:02d}"  # stable ids keep diffs and --check quiet
+    return notebook
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    args = parser.parse_args()
+    stale = []
+    for family in FAMILIES:
+        path = HERE / f"{family.stem}.ipynb"
+        text = nbformat.writes(build(family)) + "\n"
+        if args.check:
+            if not path.is_file() or path.read_text() != text:
+                stale.append(path.name)
+        else:
+            path.write_text(text)
+    if stale:
+        print(f"out of date (run python notebooks/generate.py): {', '.join(stale)}", file=sys.stderr)
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
