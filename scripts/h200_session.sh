@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Everything this project measures on the lent H200, in one go (the device tool runs
-# it from the repo root with the wheels of ../shared/device/fetch-wheels.sh in .whl/):
-# the suite with GPU tests, the scale benchmark and its ncu cross-check, the profile
-# recordings and the main command live. Logs and the reports/ tree go to $OUT.
-#   bash scripts/h200_session.sh [steps...]   (default: all; steps: tests bench record reports)
+# Everything this project measures on the lent H200 (the device tool runs it from the
+# repo root with the wheels of ../shared/device/fetch-wheels.sh in .whl/): the suite with
+# GPU tests, the benchmark harness against ncu, every routine over the Conformer shapes,
+# and the main command live, which records the profiles and tables that replay uses.
+# Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
+#   bash scripts/h200_session.sh [steps...]   (default: all; steps: tests crosscheck conformer reports)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
@@ -12,7 +13,7 @@ if [ -d .whl ]; then
   export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH JUPYTER_PATH=$PWD/.site/share/jupyter
 fi
 export PYTHONUNBUFFERED=1
-steps=${*:-tests bench record reports}
+steps=${*:-tests crosscheck conformer reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }
 for s in $steps; do
@@ -23,24 +24,22 @@ for s in $steps; do
       step "pytest (GPU tests included)"
       python3 -m pytest -q -ra -p no:cacheprovider tests 2>&1 | tee "$OUT/pytest.log" | tail -40 || status=1
       ;;
-    bench)
-      for dt in float16 bfloat16 float32; do
-        step "benchmark scale $dt"
-        python3 benchmarks/oasr_benchmark.py --routine scale --subroutine scale --backends cuda torch \
-          --refcheck --compare --dtype $dt --output_path "$OUT/bench_scale_$dt.csv" || status=1
-      done
-      step "benchmark vs ncu gpu__time_duration (>= 16 MiB)"
-      python3 benchmarks/ncu_crosscheck.py --op scale --dtype float16 || status=1
+    crosscheck)
+      step "benchmark harness vs ncu gpu__time_duration (>= 16 MiB)"
+      python3 benchmarks/ncu_crosscheck.py --op scale --dtype float16 2>&1 | tee "$OUT/crosscheck.txt" || status=1
       ;;
-    record)
-      step "profile recordings (roofline preset)"
-      python3 -m profiling.session --op scale --preset roofline --dtypes float16,bfloat16,float32 || status=1
+    conformer)
+      step "every routine over its default shapes, fp16 and bf16"
+      python3 benchmarks/oasr_benchmark.py --testlist benchmarks/testlists/conformer.txt \
+        --output_path "$OUT/conformer.csv" > "$OUT/conformer.txt" 2>&1 || status=1
+      tail -5 "$OUT/conformer.txt"
       ;;
     reports)
       step "main command, live"
       python3 -m profiling.reports || status=1
       tar czf "$OUT/reports.tgz" reports
       ;;
+    *) echo "unknown step $s"; status=2 ;;
   esac
 done
 exit $status

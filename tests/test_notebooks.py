@@ -1,0 +1,29 @@
+"""Committed notebooks: generated from notebooks/generate.py and stored without outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
+PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_every_family_has_a_notebook():
+    assert [p.stem for p in PATHS] == ["01_scale", "02_activation", "03_norm"]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_committed_without_outputs(path):
+    cells = json.loads(path.read_text())["cells"]
+    code = [cell for cell in cells if cell["cell_type"] == "code"]
+    assert code and all(not cell["outputs"] and cell["execution_count"] is None for cell in code)
+
+
+def test_notebooks_match_their_generator():
+    result = subprocess.run([sys.executable, str(NOTEBOOKS / "generate.py"), "--check"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

@@ -1,0 +1,116 @@
+"""The workbench on a machine without a GPU: everything comes from the committed H200
+recordings and says so. Runs against a copy of reports/ so the repository is untouched."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+
+import pandas as pd
+import pytest
+from conftest import RECORDINGS
+
+from profiling import workbench as wbmod
+from profiling.workbench import Workbench, load_table, save_table, workbench_mode
+
+REPORTS = RECORDINGS.parent.parent
+
+
+@pytest.fixture
+def reports(tmp_path, monkeypatch):
+    copy = tmp_path / "reports"
+    shutil.copytree(REPORTS, copy)
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(copy))
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    return copy
+
+
+@pytest.fixture
+def bench(reports) -> Workbench:
+    return Workbench("01_scale", ops=["scale"], title="01 · scale")
+
+
+def test_mode_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "live")
+    assert workbench_mode() == "live"
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "sideways")
+    with pytest.raises(ValueError, match="OASR_WORKBENCH_MODE"):
+        workbench_mode()
+
+
+def test_replay_is_announced_with_provenance(bench):
+    assert bench.replayed and bench.gpu_slug == "h200"
+    banner = bench.banner().data
+    assert "Replayed" in banner and "NVIDIA H200" in banner and "driver" in banner
+    environment = bench.environment()["value"]
+    assert environment["mode"] == "replay" and environment["target archs"] == "sm_90a"
+
+
+def test_recorded_correctness_covers_every_dtype_and_passes(bench):
+    table = bench.correctness()
+    assert set(table["dtype"]) == {"float32", "float16", "bfloat16"}
+    assert set(table["backend"]) == {"oasr", "torch"}
+    assert table["passed"].all() and (table["max_abs_err"] > 0).any()
+
+
+def test_recorded_timing_speedups_and_headlines(bench):
+    table = bench.timing()
+    speedups = bench.speedup_table(table)
+    row = speedups.iloc[0]
+    assert row["speedup"] == pytest.approx(row["torch_us"] / row["oasr_us"])
+    assert len(bench.headlines) == 3 and all("% of copy bandwidth" in line for line in bench.headlines)
+    figure = bench.bandwidth_plot(table)
+    assert "replayed" in figure._suptitle.get_text()
+
+
+def test_replayed_profile_roofline_and_advice(bench):
+    result = bench.profile("scale")
+    assert result.replayed and result.source == "recording"
+    launches = bench.launch_table(result)
+    assert {"oasr", "torch"} == set(launches["backend"])
+    assert {"expected_bytes", "bytes_vs_expected_pct", "pct_of_roof"} <= set(launches.columns)
+    figure = bench.roofline_plot(result)
+    assert "Replayed" in figure.axes[0].get_title()
+    assert bench.hierarchical_plot(result).axes
+    advice = bench.advice(result).data
+    assert set(advice["backend"]) == {"oasr", "torch"} and advice["message"].str.len().min() > 20
+
+
+def test_summary_for_the_index(bench, reports):
+    bench.timing()
+    path = bench.write_summary()
+    summary = json.loads(path.read_text())
+    assert path == reports / "h200" / "01_scale.summary.json"
+    assert summary["mode"] == "replay" and summary["provenance"]["gpu"] == "NVIDIA H200"
+    assert summary["headline"] == bench.headlines
+
+
+def test_tables_round_trip_with_provenance(reports):
+    frame = pd.DataFrame({"a": [1, 2], "b": [0.5, 0.25]})
+    save_table(frame, "testgpu", "scale", "timing", {"gpu": "Test GPU"})
+    loaded, meta = load_table("testgpu", "scale", "timing")
+    pd.testing.assert_frame_equal(loaded, frame)
+    assert meta == {"gpu": "Test GPU"}
+    with pytest.raises(FileNotFoundError, match="run this notebook on a GPU machine"):
+        load_table("testgpu", "scale", "correctness")
+
+
+def test_kernel_source_shows_the_headers(bench):
+    text = bench.kernel_source("oasr/scale.cuh", "oasr/common/elementwise.cuh").data
+    assert "struct ScaleOp" in text and "MapKernel" in text and text.count("```cpp") == 2
+
+
+def test_build_reports_cache_state(bench, tmp_path, monkeypatch):
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    first, second = bench.build(), bench.build()
+    assert first["cache"].iloc[0].startswith("miss") and second["cache"].iloc[0] == "hit"
+    assert "-gencode=arch=compute_90a" in second["nvcc flags"].iloc[0]
+
+
+def test_reload_kernels_forgets_loaded_modules():
+    loader = importlib.import_module("oasr.scale")._scale_module
+    loader()
+    assert loader.cache_info().currsize == 1
+    wbmod.reload_kernels()
+    assert loader.cache_info().currsize == 0
