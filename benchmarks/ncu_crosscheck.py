@@ -27,7 +27,7 @@ from profiling.workbench import time_op
 
 def crosscheck(op_name: str, dtype: str, min_bytes: int) -> pd.DataFrame:
     op = get_op(op_name)
-    configs = [c for c in op.default_sweep if op.work(c, op.dtypes[0]).bytes >= min_bytes]
+    configs = [c for c in op.default_sweep if op.work(c, parse_dtype(dtype)).bytes >= min_bytes]
     bench = time_op(op, configs, [dtype])
     profiled = profile_sweep(op_name, configs=configs, dtypes=[dtype], preset="timing", force=True, live=True)
     ncu = profiled.launches[["backend", "config", "duration_s"]]

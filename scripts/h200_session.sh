@@ -30,7 +30,7 @@ for s in $steps; do
       ;;
     conformer)
       step "every routine over its default shapes, fp16 and bf16"
-      python3 benchmarks/oasr_benchmark.py --testlist benchmarks/testlists/conformer.txt \
+      timeout "${CONFORMER_TIMEOUT:-900}" python3 benchmarks/oasr_benchmark.py --testlist benchmarks/testlists/conformer.txt \
         --output_path "$OUT/conformer.csv" > "$OUT/conformer.txt" 2>&1 || status=1
       tail -5 "$OUT/conformer.txt"
       ;;
