@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd
 
-from profiling.ops import get_op
+from profiling.ops import get_op, parse_dtype
 from profiling.session import profile_sweep
 from profiling.workbench import time_op
 
