@@ -4,7 +4,7 @@
 # GPU tests, the benchmark harness against ncu, every routine over the Conformer shapes,
 # and the main command live, which records the profiles and tables that replay uses.
 # Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
-#   bash scripts/h200_session.sh [steps...]   (default: all; steps: tests crosscheck conformer reports)
+#   bash scripts/h200_session.sh [steps...]   (default: all; steps: tests crosscheck conformer overhead reports)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
@@ -13,7 +13,7 @@ if [ -d .whl ]; then
   export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH JUPYTER_PATH=$PWD/.site/share/jupyter
 fi
 export PYTHONUNBUFFERED=1
-steps=${*:-tests crosscheck conformer reports}
+steps=${*:-tests crosscheck conformer overhead reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }
 for s in $steps; do
@@ -34,9 +34,13 @@ for s in $steps; do
         --output_path "$OUT/conformer.csv" > "$OUT/conformer.txt" 2>&1 || status=1
       tail -5 "$OUT/conformer.txt"
       ;;
+    overhead)
+      step "host overhead per call"
+      python3 benchmarks/host_overhead.py 2>&1 | tee "$OUT/overhead.txt" || status=1
+      ;;
     reports)
       step "main command, live, cold JIT cache"
-      OASR_JIT_DIR=$(mktemp -d) python3 -m profiling.reports || status=1
+      OASR_JIT_DIR=$(mktemp -d) python3 -m profiling.reports ${NOTEBOOKS:-} || status=1
       tar czf "$OUT/reports.tgz" reports
       ;;
     *) echo "unknown step $s"; status=2 ;;

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import RECORDINGS
+from conftest import RECORDINGS as ALL_RECORDINGS
 from matplotlib.figure import Figure
 
 from profiling import plots as P
@@ -22,6 +22,10 @@ from profiling import roofline as RL
 from profiling.report import ReportTables, read_report
 
 MEASURED = {"copy_bytes_per_s": 4.3e12, "cublas_flop_per_s": 7.9e14, "provenance": {"gpu": "NVIDIA H200"}}
+
+
+RECORDINGS = ALL_RECORDINGS / "scale"
+"""The scale recordings: these tests check counters against scale's hand count."""
 
 
 @cache
@@ -125,7 +129,7 @@ def test_hierarchical_roofline(tables: ReportTables, ceilings: pd.DataFrame) -> 
         assert y[0] == pytest.approx(row["flop"] / row["duration_s"])
         assert f"ceiling:{level}" in drawn
     assert "ceiling:copy" not in drawn  # counter roofs of the three levels only
-    assert "ScaleKernel" in fig.axes[0].get_title()
+    assert "scale:oasr" in fig.axes[0].get_title()
 
 
 def test_bandwidth_vs_size(tables: ReportTables, ceilings: pd.DataFrame) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from conftest import RECORDINGS
+from conftest import RECORDINGS as ALL_RECORDINGS
 
 from profiling import report as R
 from profiling.metrics import PRESETS, ROOFLINE_METRICS, ncu_args
@@ -23,6 +23,10 @@ from profiling.report import ReportTables, read_report, tables_from_actions
 
 LARGE_BYTES = 16 * 2**20
 """Inputs at least this large count as "large": DRAM reads match the hand count within 2%."""
+
+
+RECORDINGS = ALL_RECORDINGS / "scale"
+"""The scale recordings: these tests check counters against scale's hand count."""
 
 
 @cache
@@ -130,7 +134,7 @@ def test_ranges_parse_into_op_backend_dtype_and_config(reports: dict[Path, Repor
             assert row.config == f"n={row.n}"
             assert row.nvtx_range == f"scale:{row.backend}:n={row.n},dtype={row.dtype}"
         kernels = dict(zip(df["backend"], df["kernel"], strict=False))
-        assert kernels.get("oasr", "ScaleKernel") == "ScaleKernel"
+        assert kernels.get("oasr", "MapKernel") == "MapKernel"  # scale runs on the element-wise map
 
 
 def test_values_and_units_match_the_raw_metrics(reports: dict[Path, ReportTables]) -> None:
@@ -303,3 +307,15 @@ def test_missing_file_and_missing_reader(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setattr(R, "NCU_PYTHON_GLOBS", (str(tmp_path / "nsight-compute-*" / "extras" / "python"),))
     with pytest.raises(ImportError, match="pip install ncu-report"):
         R.import_ncu_report()
+
+
+def test_every_committed_recording_reads_back_for_its_op() -> None:
+    folders = sorted(p for p in ALL_RECORDINGS.iterdir() if p.is_dir())
+    assert [f.name for f in folders] == sorted(
+        ["scale", "glu", "swish", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
+    )
+    for folder in folders:
+        for path in folder.glob("*.ncu-rep"):
+            launches = read_report(path).launches
+            assert set(launches["op"]) == {folder.name} and set(launches["backend"]) == {"oasr", "torch"}
+            assert launches["duration_s"].gt(0).all() and launches["dram_bytes"].gt(0).all()

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import RECORDINGS
+from conftest import RECORDINGS as ALL_RECORDINGS
 
 from profiling import roofline as RL
 from profiling.report import ReportTables, read_report
@@ -20,6 +20,10 @@ ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 # Per-cycle peaks of the whole H200, as measured in shared/notes/ncu-hopper.md.
 H200_PER_CYCLE = {"dram": 1504, "l2": 9024, "l1": 67584, "fp32": 16896, "fp16": 16896}
 H200_TENSOR_PER_SM = {"tensor_bf16": 4096, "tensor_fp16": 4096, "tensor_tf32": 2048, "tensor_bf16_mma": 8192 / 3}
+
+
+RECORDINGS = ALL_RECORDINGS / "scale"
+"""The scale recordings: these tests check counters against scale's hand count."""
 
 
 @cache
