@@ -3,36 +3,6 @@
 
 #include "tvm_ffi_utils.h"
 
-namespace {
-
-// (Same helper as in norm.cu.)
-
-// rows x cols view of t: the last dimension contiguous and the leading dimensions
-// collapsible into one evenly strided dimension (contiguous tensors, x[..., :C] slices).
-bool as_rows(TensorView t, int64_t& rows, int64_t& cols, int64_t& stride) {
-  const int nd = static_cast<int>(t.ndim());
-  if (nd < 1) return false;
-  cols = t.size(nd - 1);
-  if (cols > 1 && t.stride(nd - 1) != 1) return false;
-  rows = 1;
-  for (int i = 0; i < nd - 1; ++i) rows *= t.size(i);
-  stride = cols;
-  if (rows == 0 || cols == 0) return true;  // nothing is addressed
-  int inner = -1;  // the innermost leading dimension of size > 1
-  for (int i = nd - 2; i >= 0; --i) {
-    if (t.size(i) == 1) continue;
-    if (inner < 0) {
-      stride = t.stride(i);
-    } else if (t.stride(i) != t.stride(inner) * t.size(inner)) {
-      return false;
-    }
-    inner = i;
-  }
-  return true;
-}
-
-}  // namespace
-
 // output [..., C] = input[..., :C] * sigmoid(input[..., C:2C]). Both tensors are row views:
 // the last dimension contiguous, the leading dimensions collapsible into one row dimension
 // of any stride.

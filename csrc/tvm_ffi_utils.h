@@ -120,5 +120,30 @@ inline T* data_ptr(TensorView x) {
   return reinterpret_cast<T*>(static_cast<char*>(x.data_ptr()) + x.byte_offset());
 }
 
+// rows x cols view of t: the last dimension contiguous and the leading dimensions
+// collapsible into one evenly strided dimension (contiguous tensors, x[..., :C] slices).
+// False when the layout is not such a view.
+inline bool as_rows(TensorView t, int64_t& rows, int64_t& cols, int64_t& stride) {
+  const int nd = static_cast<int>(t.ndim());
+  if (nd < 1) return false;
+  cols = t.size(nd - 1);
+  if (cols > 1 && t.stride(nd - 1) != 1) return false;
+  rows = 1;
+  for (int i = 0; i < nd - 1; ++i) rows *= t.size(i);
+  stride = cols;
+  if (rows == 0 || cols == 0) return true;  // nothing is addressed
+  int inner = -1;  // the innermost leading dimension of size > 1
+  for (int i = nd - 2; i >= 0; --i) {
+    if (t.size(i) == 1) continue;
+    if (inner < 0) {
+      stride = t.stride(i);
+    } else if (t.stride(i) != t.stride(inner) * t.size(inner)) {
+      return false;
+    }
+    inner = i;
+  }
+  return true;
+}
+
 #define CHECK_CUDA_SUCCESS(status, what)                                                \
   TVM_FFI_ICHECK((status) == cudaSuccess) << what << " failed: " << cudaGetErrorString(status)

@@ -364,15 +364,11 @@ cudaError_t launch_loop(const NormParams<T>& p, cudaStream_t stream) {
 // Opt-in shared memory per block of the current device, less what the kernels declare.
 inline size_t max_dynamic_smem() {
   static int cache[kMaxDevices] = {};
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device >= kMaxDevices) device = kMaxDevices - 1;
-  if (cache[device] == 0) {
+  return static_cast<size_t>(per_device(cache, [](int device) {
     int bytes = 0;
     cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-    cache[device] = std::max(bytes - 1024, 1);
-  }
-  return static_cast<size_t>(cache[device]);
+    return bytes - 1024;
+  }));
 }
 
 template <typename T, int N, bool kAdd>

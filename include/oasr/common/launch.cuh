@@ -10,17 +10,25 @@ namespace oasr {
 
 constexpr int kMaxDevices = 64;
 
-// Streaming multiprocessors of the current device, queried once per device.
-inline int multiprocessor_count() {
-  static int counts[kMaxDevices] = {};
+// query(device) for the current device, asked once per device and remembered in
+// cache[device] (a static array of kMaxDevices ints, zero-initialised); at least 1.
+template <typename Query>
+inline int per_device(int* cache, Query query) {
   int device = 0;
   cudaGetDevice(&device);
   if (device >= kMaxDevices) device = kMaxDevices - 1;
-  if (counts[device] == 0) {
-    cudaDeviceGetAttribute(&counts[device], cudaDevAttrMultiProcessorCount, device);
-    if (counts[device] <= 0) counts[device] = 1;
-  }
-  return counts[device];
+  if (cache[device] == 0) cache[device] = std::max(query(device), 1);
+  return cache[device];
+}
+
+// Streaming multiprocessors of the current device.
+inline int multiprocessor_count() {
+  static int cache[kMaxDevices] = {};
+  return per_device(cache, [](int device) {
+    int count = 0;
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
+    return count;
+  });
 }
 
 // Enough blocks to cover `work` items at `items_per_block` each, capped at
@@ -31,20 +39,15 @@ inline unsigned grid_size(int64_t work, int64_t items_per_block, int blocks_per_
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(needed, cap)));
 }
 
-// Blocks of `kernel` that fit on one SM at `threads` threads per block (at least 1),
-// queried once per device and remembered in cache[device] (a per-kernel static array
-// of kMaxDevices ints, zero-initialised).
+// Blocks of `kernel` that fit on one SM at `threads` threads per block (at least 1);
+// `cache` is the kernel's own per-device array (see per_device).
 template <typename Kernel>
 inline int resident_blocks_per_sm(Kernel kernel, int threads, int* cache, size_t dynamic_smem = 0) {
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device >= kMaxDevices) device = kMaxDevices - 1;
-  if (cache[device] == 0) {
+  return per_device(cache, [&](int) {
     int blocks = 0;
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, dynamic_smem);
-    cache[device] = std::max(blocks, 1);
-  }
-  return cache[device];
+    return blocks;
+  });
 }
 
 }  // namespace oasr
