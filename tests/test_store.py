@@ -361,18 +361,12 @@ def test_cli_prints_the_table(recordings, monkeypatch, capsys):
 
 
 # ---------------------------------------------------------------------------
-# Real reports (skipped where absent)
+# The committed H200 recordings
 # ---------------------------------------------------------------------------
 
 COMMITTED = REPO_ROOT / "reports" / "h200" / "profiles" / "scale"
-SAMPLE = REPO_ROOT / ".dev" / "sample-reports" / "roofline.ncu-rep"
 
 
-@pytest.mark.skipif(
-    not list(COMMITTED.glob("roofline-*.json")),
-    reason="no committed H200 recordings yet (reports/h200/profiles/scale/ is made on the H200 with "
-    "`python -m profiling.session --op scale --preset roofline`)",
-)
 def test_committed_recordings_replay(monkeypatch):
     from profiling.ops import SCALE
 
@@ -390,16 +384,18 @@ def test_committed_recordings_replay(monkeypatch):
         assert provenance["clock_control"] == "none"
 
 
-@pytest.mark.skipif(not SAMPLE.is_file(), reason="dev sample reports (.dev/sample-reports/) are not on this machine")
 def test_real_report_through_store_and_replay(tmp_path, monkeypatch):
+    from profiling.ops import SCALE
+
     monkeypatch.setattr(session, "gpu_available", lambda: False)
     profiles = store.ProfileStore("h200", "scale", tmp_path)
     staged = profiles.temp_report_path()
-    shutil.copyfile(SAMPLE, staged)
-    sizes = [{"n": n} for n in (2048, 131072, 8388608, 134217728)]
+    (recording,) = COMMITTED.glob("roofline-*.ncu-rep")
+    shutil.copyfile(recording, staged)
+    sizes = list(SCALE.default_sweep)
     profiles.save(staged, entries(sizes), preset="roofline", source_hash="dev", provenance={"gpu": "NVIDIA H200"})
     result = profile_sweep("scale", configs=sizes[1:3], reports_dir=tmp_path)  # a subset of the report
     assert result.replayed and len(result.launches) == 4
-    assert set(result.launches["n"]) == {131072, 8388608}
+    assert set(result.launches["n"]) == {sizes[1]["n"], sizes[2]["n"]}
     assert set(result.advice["launch"]) <= set(result.launches["launch"])
     assert result.device["gpu"] == "NVIDIA H200"
