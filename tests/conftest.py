@@ -60,3 +60,22 @@ def batch_seq_hidden(request: pytest.FixtureRequest) -> tuple[int, int, int]:
 def poisoned_like(reference: torch.Tensor) -> torch.Tensor:
     """A destination filled with NaN, so a kernel that skips an element is caught."""
     return torch.full_like(reference, float("nan"))
+
+
+def poisoned(shape: tuple[int, ...], dtype: torch.dtype, device: str = "cuda") -> torch.Tensor:
+    return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def nonzero_randn(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: str = "cuda",
+    seed: int = 0,
+    scale: float = 1.0,
+    offset: float = 0.0,
+) -> torch.Tensor:
+    """offset + scale * N(0, 1) from a seeded generator, never zero (|z| < 0.01 becomes 0.5)."""
+    generator = torch.Generator(device="cpu").manual_seed(seed)
+    z = torch.randn(shape, generator=generator, dtype=torch.float64)
+    z = torch.where(z.abs() < 1e-2, torch.full_like(z, 0.5), z)
+    return (offset + scale * z).to(dtype=dtype, device=device)

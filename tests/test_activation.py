@@ -23,16 +23,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import nonzero_randn as rand
+from conftest import poisoned
+from conftest import requires_cuda as requires_gpu
 
 import oasr
 
-HAS_CUDA = torch.cuda.is_available()
-requires_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-
-
-def gpu(cls):
-    """Marks a test class as GPU-only: skipped without CUDA, selectable with ``-m gpu``."""
-    return pytest.mark.gpu(requires_gpu(cls))
+gpu = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
 
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -41,18 +38,6 @@ TOLERANCES = {
     torch.float16: (2e-3, 1e-3),
     torch.bfloat16: (1.6e-2, 1e-2),
 }
-
-
-def rand(shape, dtype, device="cuda", seed=0) -> torch.Tensor:
-    """Standard normal values, none of them zero (|x| < 0.01 replaced by 0.5)."""
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    x = torch.randn(shape, generator=generator, dtype=torch.float32)
-    x = torch.where(x.abs() < 1e-2, torch.full_like(x, 0.5), x)
-    return x.to(dtype=dtype, device=device)
-
-
-def poisoned(shape, dtype, device="cuda") -> torch.Tensor:
-    return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 
 def glu_reference(x: torch.Tensor) -> torch.Tensor:

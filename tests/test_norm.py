@@ -28,16 +28,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import nonzero_randn as rand
+from conftest import poisoned
 
 import oasr
 
-HAS_CUDA = torch.cuda.is_available()
-requires_gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
-
-
-def gpu(cls):
-    """Marks a test class as GPU-only: skipped without CUDA, selectable with ``-m gpu``."""
-    return pytest.mark.gpu(requires_gpu(cls))
+gpu = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
 
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -47,18 +43,6 @@ TOLERANCES = {
     torch.bfloat16: (1.6e-2, 1e-2),
 }
 OPS = ["layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
-
-
-def rand(shape, dtype, device="cuda", seed=0, scale=1.0, offset=0.0) -> torch.Tensor:
-    """offset + scale * N(0, 1), never zero (|z| < 0.01 replaced by 0.5)."""
-    generator = torch.Generator(device="cpu").manual_seed(seed)
-    z = torch.randn(shape, generator=generator, dtype=torch.float64)
-    z = torch.where(z.abs() < 1e-2, torch.full_like(z, 0.5), z)
-    return (offset + scale * z).to(dtype=dtype, device=device)
-
-
-def poisoned(shape, dtype, device="cuda") -> torch.Tensor:
-    return torch.full(shape, float("nan"), dtype=dtype, device=device)
 
 
 def reference(op, x, weight, bias=None, eps=1e-5, residual=None, alpha=1.0):
