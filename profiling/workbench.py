@@ -146,7 +146,8 @@ class Workbench:
     def build(self) -> pd.DataFrame:
         """JIT-compile the family's modules in this session: time, cache hit, flags."""
         rows = []
-        for spec in {id(s): s for s in map(store.op_jit_spec, (op.name for op in self.ops)) if s}.values():
+        specs = (store.op_jit_spec(op.name) for op in self.ops)
+        for spec in {spec.name: spec for spec in specs if spec is not None}.values():
             info = spec.build()
             rows.append(
                 {

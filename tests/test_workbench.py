@@ -96,6 +96,12 @@ def test_tables_round_trip_with_provenance(reports):
         load_table("testgpu", "scale", "correctness")
 
 
+def test_build_lists_each_module_once(reports, tmp_path, monkeypatch):
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    norms = Workbench("03_norm", ops=["layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"], title="norm")
+    assert list(norms.build()["module"]) == ["norm"]
+
+
 def test_kernel_source_shows_the_headers(bench):
     text = bench.kernel_source("oasr/scale.cuh", "oasr/common/elementwise.cuh").data
     assert "struct ScaleOp" in text and "MapKernel" in text and text.count("```cpp") == 2
