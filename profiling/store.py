@@ -90,7 +90,7 @@ def source_hash(op_name: str) -> str:
     """The kernel-source hash of an op: its JIT module's ``key``.
 
     Where the key cannot be computed (no nvcc or tvm-ffi here), a hash of the
-    module's sources and of every file under ``include/`` and ``csrc/``.
+    module's sources and of the headers under ``include/`` and ``csrc/`` (as the key).
     """
     spec = op_jit_spec(op_name)
     if spec is None:
@@ -99,15 +99,13 @@ def source_hash(op_name: str) -> str:
         return str(spec.key)
     except Exception:  # no toolkit: fall back to the sources alone
         from oasr.jit import env
+        from oasr.jit.core import hash_headers
 
         digest = hashlib.sha256(spec.name.encode())
-        for path in [
-            *map(Path, spec.sources),
-            *sorted(env.OASR_INCLUDE_DIR.rglob("*")),
-            *sorted(env.OASR_CSRC_DIR.rglob("*")),
-        ]:
-            if path.is_file():
-                digest.update(path.name.encode() + path.read_bytes())
+        for source in spec.sources:
+            digest.update(Path(source).name.encode() + Path(source).read_bytes())
+        hash_headers(digest, env.OASR_INCLUDE_DIR)
+        hash_headers(digest, env.OASR_CSRC_DIR)
         return "src-" + digest.hexdigest()[:16]
 
 

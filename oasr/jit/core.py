@@ -90,7 +90,8 @@ def _tvm_ffi_version() -> str:
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inc")
 
 
-def _hash_headers(digest: Any, root: Path) -> None:
+def hash_headers(digest: Any, root: Path) -> None:
+    """Feed every header under ``root`` (relative name and bytes, sorted) into ``digest``."""
     for path in sorted(p for p in root.rglob("*") if p.suffix in HEADER_SUFFIXES and p.is_file()):
         digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
@@ -144,8 +145,8 @@ class JitSpec:
         for source in self.sources:
             digest.update(Path(source).name.encode())
             digest.update(Path(source).read_bytes())
-        _hash_headers(digest, env.OASR_INCLUDE_DIR)
-        _hash_headers(digest, env.OASR_CSRC_DIR)
+        hash_headers(digest, env.OASR_INCLUDE_DIR)
+        hash_headers(digest, env.OASR_CSRC_DIR)
         return digest.hexdigest()[:20]
 
     @property
