@@ -114,21 +114,27 @@ class Workbench:
         if not self.replayed:
             gpu = provenance.collect()["gpu"]
             return _html(f"<div style='padding:.6em;background:#e6f4ea'><b>Live</b> on {gpu}.</div>")
-        made = self._recording_provenance()
+        meta = self._recorded_meta()
+        made = (
+            f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), "
+            f"commit {meta.get('git_commit', '?')}, {meta.get('date', '?')}"
+            if meta
+            else f"no recording found in reports/{self.gpu_slug}"
+        )
         return _html(
             "<div style='padding:.6em;background:#fff4e5;border-left:4px solid #f0a020'>"
             "<b>Replayed.</b> This machine has no CUDA GPU, so every table and plot below comes from "
             f"recordings made on {made}. Kernels are still JIT-compiled here.</div>"
         )
 
-    def _recording_provenance(self) -> str:
+    def _recorded_meta(self) -> dict[str, Any] | None:
+        """Provenance of the first of this family's recorded timing tables, if any."""
         for op in self.ops:
             try:
-                _, meta = load_table(self.gpu_slug, op.name, "timing")
+                return load_table(self.gpu_slug, op.name, "timing")[1]
             except FileNotFoundError:
                 continue
-            return f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), commit {meta.get('git_commit', '?')}, {meta.get('date', '?')}"  # noqa: E501
-        return "no recording found in reports/" + self.gpu_slug
+        return None
 
     # ------------------------------------------------------------ the kernel
 
@@ -281,7 +287,11 @@ class Workbench:
 
     def write_summary(self) -> Path:
         """``reports/<gpu>/<notebook>.summary.json``: headline figures for the report index."""
-        meta = provenance.collect() if not self.replayed else self._replayed_meta()
+        meta = provenance.collect() if not self.replayed else self._recorded_meta()
+        if meta is None:
+            raise FileNotFoundError(
+                f"no recorded timing table for {', '.join(self.op_names)} in reports/{self.gpu_slug}"
+            )
         summary = {
             "title": self.title,
             "notebook": self.notebook,
@@ -294,10 +304,6 @@ class Workbench:
         path.parent.mkdir(parents=True, exist_ok=True)
         store.atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
         return path
-
-    def _replayed_meta(self) -> dict[str, Any]:
-        _, meta = load_table(self.gpu_slug, self.ops[0].name, "timing")
-        return meta
 
     def panel(self) -> Any:
         from .panel import make_panel
