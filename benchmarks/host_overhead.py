@@ -17,6 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
+from benchmarks.routines.bench_utils import run_gpu_script
 from profiling.ops import OPS, parse_dtype
 from profiling.timing import host_overhead_us, require_cuda
 
@@ -34,4 +35,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_gpu_script(main, __file__)

@@ -287,10 +287,23 @@ def rotation_sets(
 def op_input_sets(
     op: OpSpec, config: Config, dtype: str | torch.dtype, *, device: str = "cuda", max_sets: int = MAX_INPUT_SETS
 ) -> list[Inputs]:
-    """Input sets for ``op`` (seeds 0, 1, ...), as many as :func:`rotation_sets` asks for."""
+    """Input sets for ``op`` (seeds 0, 1, ...), as many as :func:`rotation_sets` asks for.
+
+    The inputs rotate; the output (the ``"out"`` entry) is one tensor shared by every
+    set. That is what torch's allocating ops get from the caching allocator, which hands
+    a launch the block its previous output freed: a benchmark that gave one side a fresh
+    output address per launch and the other the same one would compare L2 write-back
+    traffic, not kernels.
+    """
     dtype = parse_dtype(dtype)
     count = rotation_sets(op.work(config, dtype).bytes, max_sets=max_sets)
-    return [op.make_inputs(config, dtype, torch.device(device), seed) for seed in range(count)]
+    sets = []
+    for seed in range(count):
+        inputs = op.make_inputs(config, dtype, torch.device(device), seed)
+        if sets and "out" in inputs:
+            inputs["out"] = sets[0]["out"]
+        sets.append(inputs)
+    return sets
 
 
 def measure_copy_bandwidth(nbytes: int = 256 * 2**20) -> float:

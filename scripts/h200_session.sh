@@ -4,7 +4,8 @@
 # GPU tests, the benchmark harness against ncu, every routine over the Conformer shapes,
 # and the main command live, which records the profiles and tables that replay uses.
 # Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
-#   bash scripts/h200_session.sh [steps...]   (default: all; steps: tests crosscheck conformer overhead reports)
+#   bash scripts/h200_session.sh [steps...]
+#   (default: all; steps: tests crosscheck conformer overhead reuse reports)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
@@ -13,7 +14,7 @@ if [ -d .whl ]; then
   export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH JUPYTER_PATH=$PWD/.site/share/jupyter
 fi
 export PYTHONUNBUFFERED=1
-steps=${*:-tests crosscheck conformer overhead reports}
+steps=${*:-tests crosscheck conformer overhead reuse reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }
 for s in $steps; do
@@ -37,6 +38,10 @@ for s in $steps; do
     overhead)
       step "host overhead per call"
       python3 benchmarks/host_overhead.py 2>&1 | tee "$OUT/overhead.txt" || status=1
+      ;;
+    reuse)
+      step "output placement and timing (why the harness shares one output)"
+      python3 benchmarks/output_reuse.py 2>&1 | tee "$OUT/reuse.txt" || status=1
       ;;
     reports)
       step "main command, live, cold JIT cache"

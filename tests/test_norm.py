@@ -264,7 +264,7 @@ NORM_SHAPES = [
     (33, 33),  # warp, scalar, 2 elements per lane
     (31, 256),  # warp 8 lanes x 4 (fp16)
     (2, 3, 512),
-    (17, 1024),  # warp 32 x 4 (fp16); block of one warp (fp32)
+    (17, 1024),  # warp 32 x 4 (fp16); block of 128 threads x 2 (fp32)
     (11, 2048),  # block
     (9, 4097),  # shared-memory row cache, scalar
     (5, 16384),  # block of 512 threads (vector); shared memory (scalar)

@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import torch
 
@@ -24,6 +24,7 @@ from profiling.ops.base import DEFAULT_TOLERANCES
 from profiling.provenance import collect
 from profiling.timing import (
     NOISY_IQR_REL,
+    NoGPUError,
     NoisyTimingWarning,
     TimingResult,
     measure_copy_bandwidth,
@@ -359,3 +360,12 @@ def run_main(routine: str, subroutine: str, argv: Sequence[str] | None = None) -
 
     rest = sys.argv[1:] if argv is None else list(argv)
     return main(["--routine", routine, "--subroutine", subroutine, *rest])
+
+
+def run_gpu_script(main: Callable[[], int], script: str) -> NoReturn:
+    """Exit with ``main()``'s code; without a GPU, with the one-line :class:`NoGPUError` message, not a traceback."""
+    try:
+        code = main()
+    except NoGPUError as error:
+        sys.exit(f"{Path(script).name}: {error}")
+    sys.exit(code)

@@ -3,86 +3,97 @@
 //   GLU:   out[r, j] = in[r, j] * sigmoid(in[r, C + j])   (in: [rows, 2C], out: [rows, C])
 //   Swish: out[i]    = in[i] * sigmoid(in[i])             (SiLU, element-wise)
 //
-// Both are memory-bound streams, built like the scale kernel: 128-bit loads and stores,
-// kUnroll vectors in flight per thread, a grid-stride loop over a grid of as many blocks
-// as are resident on the GPU at once (occupancy query, cached per kernel and device).
+// Both are memory-bound streams. Swish is a flat element-wise map (common/elementwise.cuh,
+// shared with scale). GLU is built the same way on a 2-D view with row strides (the last
+// dimension contiguous): a "unit" is one vector of each half, kUnroll units per thread in
+// flight, blocks on contiguous chunks of units, 32-bit indices when they suffice. Its
+// vector path needs C, both row strides and both base pointers to be multiples of one
+// 16-byte vector; anything else takes the scalar path (same kernel body, one element per
+// unit). The flat unit index is split into (row, column) with a FastDivmod on the 32-bit
+// path, a 64-bit division otherwise.
 //
-// GLU works on a 2-D view with row strides (the last dimension contiguous). Its vector
-// path needs C, both row strides and both base pointers to be multiples of one 16-byte
-// vector; anything else takes the scalar path (same kernel body, one element per
-// access). The flat unit index is split into (row, column) with a FastDivmod when the
-// unit count fits in 31 bits, a 64-bit division otherwise.
-//
-// Swish is a flat element-wise map (common/elementwise.cuh, shared with scale).
+// The sigmoid is 1 / (1 + e^-x) with __expf (ex2.approx, relative error ~2^-21 for
+// |x| < 100) and an approximate reciprocal (__fdividef, 1 ulp): an IEEE division is a
+// subroutine of ~10 instructions with a slow path, the largest cost of the kernel body.
+// Both forms give the right limits: e^-x = inf makes the reciprocal 0, so sigmoid -> 0
+// and silu(x) = x * 0 = -0 for very negative x.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "oasr/common/elementwise.cuh"
 #include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
 #include "oasr/common/vec.cuh"
 
+#ifndef OASR_GLU_UNROLL
+#define OASR_GLU_UNROLL 1
+#endif
+
 namespace oasr {
 namespace activation {
 
 namespace detail {
-constexpr int kThreads = 256;
-constexpr int kUnroll = 4;  // vectors (of each operand) each thread keeps in flight
+constexpr int kGluThreads = elementwise_detail::kThreads;
+constexpr int kGluUnroll = OASR_GLU_UNROLL;  // units (a vector of each half) each thread keeps in flight
 
-// x / (1 + e^-x): IEEE division, so x -> -inf gives -0 rather than NaN from inf/inf in
-// the sigmoid form; __expf is ex2.approx (relative error ~2^-21 for |x| < 100).
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + __expf(-x)); }
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + __expf(-x)); }
+__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
+__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 
-// (row, column-unit) of flat unit u.
-template <bool kFastDiv>
-__device__ __forceinline__ void split(int64_t u, FastDivmod div, int64_t units_per_row, int64_t& row,
-                                      int64_t& col) {
-  if constexpr (kFastDiv) {
-    uint32_t q, r;
-    div.divmod(static_cast<uint32_t>(u), q, r);
-    row = q;
-    col = r;
-  } else {
-    row = u / units_per_row;
-    col = u - row * units_per_row;
-  }
+// (row, column-unit) of flat unit u: a FastDivmod for 32-bit indices, a division otherwise.
+__device__ __forceinline__ void split(int32_t u, FastDivmod div, int32_t&, int32_t& row, int32_t& col) {
+  uint32_t q, r;
+  div.divmod(static_cast<uint32_t>(u), q, r);
+  row = static_cast<int32_t>(q);
+  col = static_cast<int32_t>(r);
 }
+__device__ __forceinline__ void split(int64_t u, FastDivmod, int64_t& units_per_row, int64_t& row, int64_t& col) {
+  row = u / units_per_row;
+  col = u - row * units_per_row;
+}
+
+template <typename Index>
+struct GluShape {
+  Index num_units;
+  Index units_per_row;
+  Index cols;
+  Index in_stride;
+  Index out_stride;
+};
 }  // namespace detail
 
-// One unit = N elements (N = 16 bytes / sizeof(T) on the vector path, 1 on the scalar one).
-template <typename T, int N, bool kFastDiv>
-__global__ void __launch_bounds__(detail::kThreads)
-    GluKernel(const T* input, T* output, int64_t num_units, int64_t units_per_row,
-              FastDivmod row_div, int64_t cols, int64_t in_stride, int64_t out_stride) {
+// One unit = N elements of each half (N = 16 bytes / sizeof(T) on the vector path, 1 on
+// the scalar one).
+template <typename T, int N, typename Index>
+__global__ void __launch_bounds__(detail::kGluThreads)
+    GluKernel(const T* input, T* output, detail::GluShape<Index> shape, FastDivmod row_div) {
   using P = Packed<T, N>;
-  constexpr int kUnroll = detail::kUnroll;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-
-  for (int64_t base = thread; base < num_units; base += stride * kUnroll) {
+  constexpr int kThreads = detail::kGluThreads;
+  constexpr int kUnroll = detail::kGluUnroll;
+  constexpr Index kChunk = Index{kThreads} * kUnroll;
+  for (Index chunk = static_cast<Index>(blockIdx.x) * kChunk + threadIdx.x; chunk < shape.num_units;
+       chunk += static_cast<Index>(gridDim.x) * kChunk) {
     P a[kUnroll], g[kUnroll];
-    int64_t out_offset[kUnroll];
+    Index out_offset[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + u * stride;
-      if (i < num_units) {
-        int64_t row, col;
-        detail::split<kFastDiv>(i, row_div, units_per_row, row, col);
-        const T* src = input + row * in_stride + col * N;
+      const Index i = chunk + u * kThreads;
+      if (i < shape.num_units) {
+        Index row, col;
+        detail::split(i, row_div, shape.units_per_row, row, col);
+        const T* src = input + row * shape.in_stride + col * N;
         a[u] = P::load(src);
-        g[u] = P::load(src + cols);
-        out_offset[u] = row * out_stride + col * N;
+        g[u] = P::load(src + shape.cols);
+        out_offset[u] = row * shape.out_stride + col * N;
       }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = base + u * stride;
-      if (i < num_units) {
+      if (chunk + u * kThreads < shape.num_units) {
         P y;
 #pragma unroll
         for (int k = 0; k < N; ++k) y[k] = from_float<T>(to_float(a[u][k]) * detail::sigmoid(to_float(g[u][k])));
@@ -105,23 +116,31 @@ cudaError_t GLU(const T* input, T* output, int64_t rows, int64_t cols, int64_t i
   const int n = vector ? kVec : 1;
   const int64_t units_per_row = cols / n;
   const int64_t num_units = rows * units_per_row;
-  const bool fast_div = num_units < (int64_t{1} << 31);
-  const FastDivmod row_div(fast_div ? static_cast<uint32_t>(units_per_row) : 1u);
-#define OASR_GLU_LAUNCH(N_, FAST_)                                                                           \
-  do {                                                                                                       \
-    static int cache[kMaxDevices] = {};                                                                      \
-    auto kernel = GluKernel<T, N_, FAST_>;                                                                   \
-    const unsigned blocks =                                                                                  \
-        grid_size(num_units, int64_t{kThreads} * kUnroll, resident_blocks_per_sm(kernel, kThreads, cache)); \
-    kernel<<<blocks, kThreads, 0, stream>>>(input, output, num_units, units_per_row, row_div, cols, in_stride, \
-                                            out_stride);                                                     \
-  } while (0)
+  static int resident[kMaxDevices] = {};
+  const int per_sm = resident_blocks_per_sm(GluKernel<T, kVec, int32_t>, kGluThreads, resident);
+  const unsigned blocks = grid_size(num_units, int64_t{kGluThreads} * kGluUnroll, per_sm * elementwise_detail::kWaves);
+  // 32-bit indices when every offset the kernel forms fits: the last row's start plus 2C,
+  // or a unit index plus two grid strides.
+  const int64_t extent = std::max((rows - 1) * std::max(in_stride, out_stride) + 2 * cols, num_units);
+  const bool narrow = extent + 2 * int64_t{blocks} * kGluThreads * kGluUnroll <= INT32_MAX;
+  auto run = [&](auto vec_size) {
+    constexpr int N = decltype(vec_size)::value;
+    if (narrow) {
+      const GluShape<int32_t> shape{static_cast<int32_t>(num_units), static_cast<int32_t>(units_per_row),
+                                    static_cast<int32_t>(cols), static_cast<int32_t>(in_stride),
+                                    static_cast<int32_t>(out_stride)};
+      GluKernel<T, N><<<blocks, kGluThreads, 0, stream>>>(input, output, shape,
+                                                          FastDivmod(static_cast<uint32_t>(units_per_row)));
+    } else {
+      const GluShape<int64_t> shape{num_units, units_per_row, cols, in_stride, out_stride};
+      GluKernel<T, N><<<blocks, kGluThreads, 0, stream>>>(input, output, shape, FastDivmod());
+    }
+  };
   if (vector) {
-    if (fast_div) OASR_GLU_LAUNCH(kVec, true); else OASR_GLU_LAUNCH(kVec, false);
+    run(std::integral_constant<int, kVec>{});
   } else {
-    if (fast_div) OASR_GLU_LAUNCH(1, true); else OASR_GLU_LAUNCH(1, false);
+    run(std::integral_constant<int, 1>{});
   }
-#undef OASR_GLU_LAUNCH
   return cudaGetLastError();
 }
 

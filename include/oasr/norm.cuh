@@ -5,9 +5,10 @@
 //   Fused residual forms: x = residual + alpha * input (fp32, one fma), optionally
 //   written to residual_out (rounded once), then normalised.
 //
-// A row is read from DRAM once: each thread keeps its share of the row in fp32 registers,
-// so the two-pass statistics (mean, then the sum of squared deviations from it) and the
-// output all come from registers. Three kernels, picked on the row length in "units"
+// A row is read from DRAM once: each thread keeps its share of the row in registers as
+// loaded (RowSlice; the fused forms keep input and residual and redo the one fma), so
+// the two-pass statistics (mean, then the sum of squared deviations from it) and the
+// output all come from registers. Four kernels, picked on the row length in "units"
 // (N elements moved together: N = 16 bytes / sizeof(T) on the vector path, 1 on the
 // scalar path):
 //
@@ -15,16 +16,22 @@
 //     <= 32, the smallest with <= 4 units per thread), 256 / lanes rows per block of 256
 //     threads, reductions by xor shuffles inside the group. Conformer sizes land here:
 //     fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
-//   * BlockNormKernel (vector path, C <= 16384): one block per row, 32 / N units per
-//     thread (32 fp32 registers of row data), blockDim = the units / (32 / N) rounded up
-//     to a warp multiple (<= 512); reductions by warp shuffles plus one shared-memory
-//     exchange.
+//   * BlockNormKernel (vector path, C <= 16384): one block per row, with the fewest units
+//     per thread (1, 2, 4, ... up to 32 elements) that keep it at 128 threads, then up
+//     to 512 threads; reductions by warp shuffles plus one shared-memory exchange.
+//     fp32 C=1024 -> 128 threads x 2 vectors.
 //   * SmemNormKernel  (scalar path beyond 128 elements, vector path beyond 16384): one
 //     block per row; each thread parks its units of the row in dynamic shared memory as
 //     fp32 (it reads back only what it wrote, so no barrier is needed for the cache), up
 //     to the opt-in shared memory per block (~227 KB: C <= ~58000).
 //   * LoopNormKernel  (longer rows): one block per row, scalar, re-reads the row (from L2)
 //     for each pass. Correct for any length, not tuned.
+//
+// Tuned on the H200 with benchmarks/tune_kernels.py (the Conformer shapes and 1 GiB):
+// 4 units per thread in the warp kernel beat 8, and 128-thread blocks beat one warp
+// holding 8 units for fp32 C=1024. Loading the next row before reducing this one (a
+// register double buffer) was tried and dropped: no gain in fp16, and the doubled
+// registers slowed the fused fp32 forms.
 //
 // Grids are persistent: blocks resident on every SM (occupancy query, cached) loop over
 // the rows. The vector path needs C, every row stride and every pointer (input, residual,
@@ -44,6 +51,16 @@
 #include "oasr/common/math.cuh"
 #include "oasr/common/reduce.cuh"
 #include "oasr/common/vec.cuh"
+
+// Tunables (benchmarks/tune_kernels.py sweeps them on a GPU): the most units a thread of
+// the warp kernel holds, and the block size the block kernel aims for (it grows the units
+// per thread, up to kBlockElementsPerThread elements, before going past it).
+#ifndef OASR_NORM_WARP_UNITS
+#define OASR_NORM_WARP_UNITS 4
+#endif
+#ifndef OASR_NORM_BLOCK_THREADS
+#define OASR_NORM_BLOCK_THREADS 128
+#endif
 
 namespace oasr {
 namespace norm {
@@ -70,40 +87,55 @@ struct NormParams {
 
 namespace detail {
 constexpr int kWarpKernelThreads = 256;
-constexpr int kWarpMaxUnitsPerThread = 4;
+constexpr int kWarpMaxUnitsPerThread = OASR_NORM_WARP_UNITS;
 constexpr int kWarpMaxUnits = kWarpSize * kWarpMaxUnitsPerThread;
 constexpr int kBlockElementsPerThread = 32;
+constexpr int kBlockTargetThreads = OASR_NORM_BLOCK_THREADS;
 constexpr int kMaxBlockThreads = 512;
 constexpr int kSmemThreads = 512;
 constexpr int kLoopThreads = 512;
 
-// Normalises one row whose units first, first + step, ... (kUnits of them) belong to
-// this thread. Threads of inactive rows (row >= rows) still join the reductions.
-template <typename T, int N, int kUnits, bool kAdd, typename AllReduce>
-__device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t row, bool active, int first, int step,
-                                              float cols_f, AllReduce&& allreduce) {
+// This thread's units first, first + step, ... (kUnits of them) of one row, kept as
+// loaded (fp16/bf16 stay packed: half the registers of fp32, so more rows in flight per
+// SM) and converted on use. Units past the row, and inactive rows, hold zeros.
+template <typename T, int N, int kUnits, bool kAdd>
+struct RowSlice {
   using P = Packed<T, N>;
-  const int units = static_cast<int>(p.cols / N);
-  float x[kUnits][N];
+  P in[kUnits];
+  P res[kAdd ? kUnits : 1];
+
+  __device__ __forceinline__ void load(const NormParams<T>& p, int64_t row, bool active, int first, int step) {
+    const int units = static_cast<int>(p.cols / N);
 #pragma unroll
-  for (int k = 0; k < kUnits; ++k) {
-    const int u = first + k * step;
-    if (active && u < units) {
-      const P v = P::load(p.input + row * p.input_stride + static_cast<int64_t>(u) * N);
-      if constexpr (kAdd) {
-        const P r = P::load(p.residual + row * p.residual_stride + static_cast<int64_t>(u) * N);
-#pragma unroll
-        for (int i = 0; i < N; ++i) x[k][i] = fmaf(p.alpha, to_float(v[i]), to_float(r[i]));
+    for (int k = 0; k < kUnits; ++k) {
+      const int u = first + k * step;
+      if (active && u < units) {
+        in[k] = P::load(p.input + row * p.input_stride + static_cast<int64_t>(u) * N);
+        if constexpr (kAdd) res[k] = P::load(p.residual + row * p.residual_stride + static_cast<int64_t>(u) * N);
       } else {
 #pragma unroll
-        for (int i = 0; i < N; ++i) x[k][i] = to_float(v[i]);
+        for (int i = 0; i < N; ++i) {
+          in[k][i] = from_float<T>(0.0f);
+          if constexpr (kAdd) res[k][i] = from_float<T>(0.0f);
+        }
       }
-    } else {
-#pragma unroll
-      for (int i = 0; i < N; ++i) x[k][i] = 0.0f;
     }
   }
+  // The value normalised: input, or residual + alpha * input (one fma, the same each call).
+  __device__ __forceinline__ float value(const NormParams<T>& p, int k, int i) const {
+    if constexpr (kAdd) return fmaf(p.alpha, to_float(in[k][i]), to_float(res[k][i]));
+    return to_float(in[k][i]);
+  }
+};
 
+// Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
+// still join the reductions.
+template <typename T, int N, int kUnits, bool kAdd, typename AllReduce>
+__device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const RowSlice<T, N, kUnits, kAdd>& x,
+                                                int64_t row, bool active, int first, int step, float cols_f,
+                                                AllReduce&& allreduce) {
+  using P = Packed<T, N>;
+  const int units = static_cast<int>(p.cols / N);
   if constexpr (kAdd) {
     if (p.residual_out != nullptr) {
 #pragma unroll
@@ -112,7 +144,7 @@ __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t ro
         if (active && u < units) {
           P s;
 #pragma unroll
-          for (int i = 0; i < N; ++i) s[i] = from_float<T>(x[k][i]);
+          for (int i = 0; i < N; ++i) s[i] = from_float<T>(x.value(p, k, i));
           s.store(p.residual_out + row * p.residual_out_stride + static_cast<int64_t>(u) * N);
         }
       }
@@ -125,7 +157,7 @@ __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t ro
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
 #pragma unroll
-      for (int i = 0; i < N; ++i) sum += x[k][i];  // units past the row hold 0
+      for (int i = 0; i < N; ++i) sum += x.value(p, k, i);  // units past the row hold 0
     }
     mean = allreduce(sum) / cols_f;
   }
@@ -135,7 +167,7 @@ __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t ro
     if (first + k * step < units) {
 #pragma unroll
       for (int i = 0; i < N; ++i) {
-        const float d = x[k][i] - mean;
+        const float d = x.value(p, k, i) - mean;
         squares = fmaf(d, d, squares);
       }
     }
@@ -151,13 +183,29 @@ __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t ro
       if (p.bias != nullptr) {
         const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
 #pragma unroll
-        for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf((x[k][i] - mean) * rstd, to_float(w[i]), to_float(b[i])));
+        for (int i = 0; i < N; ++i) {
+          y[i] = from_float<T>(fmaf((x.value(p, k, i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
+        }
       } else {
 #pragma unroll
-        for (int i = 0; i < N; ++i) y[i] = from_float<T>((x[k][i] - mean) * rstd * to_float(w[i]));
+        for (int i = 0; i < N; ++i) y[i] = from_float<T>((x.value(p, k, i) - mean) * rstd * to_float(w[i]));
       }
       y.store(p.output + row * p.output_stride + static_cast<int64_t>(u) * N);
     }
+  }
+}
+
+// Rows base + group, base + row_step + group, ... for base < rows (a bound uniform over
+// the block, so whole warps always reduce together).
+template <typename T, int N, int kUnits, bool kAdd, typename AllReduce>
+__device__ __forceinline__ void normalize_rows(const NormParams<T>& p, int64_t base, int64_t row_step, int group,
+                                               int first, int step, AllReduce&& allreduce) {
+  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
+  for (; base < p.rows; base += row_step) {
+    const int64_t row = base + group;
+    RowSlice<T, N, kUnits, kAdd> x;
+    x.load(p, row, row < p.rows, first, step);
+    normalize_slice(p, x, row, row < p.rows, first, step, cols_f, allreduce);
   }
 }
 }  // namespace detail
@@ -166,17 +214,11 @@ __device__ __forceinline__ void normalize_row(const NormParams<T>& p, int64_t ro
 template <typename T, int N, int kUnits, bool kAdd>
 __global__ void __launch_bounds__(detail::kWarpKernelThreads) WarpNormKernel(NormParams<T> p, int lanes_log2) {
   const int lanes = 1 << lanes_log2;
-  const int lane = threadIdx.x & (lanes - 1);
   const int rows_per_block = detail::kWarpKernelThreads >> lanes_log2;
-  const int group = threadIdx.x >> lanes_log2;
-  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
-  // The loop bound is uniform over the block, so whole warps always shuffle together.
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rows_per_block; base < p.rows;
-       base += static_cast<int64_t>(gridDim.x) * rows_per_block) {
-    const int64_t row = base + group;
-    detail::normalize_row<T, N, kUnits, kAdd>(p, row, row < p.rows, lane, lanes, cols_f,
-                                              [lanes](float v) { return warp_allreduce_sum(v, lanes); });
-  }
+  detail::normalize_rows<T, N, kUnits, kAdd>(
+      p, static_cast<int64_t>(blockIdx.x) * rows_per_block, static_cast<int64_t>(gridDim.x) * rows_per_block,
+      threadIdx.x >> lanes_log2, threadIdx.x & (lanes - 1), lanes,
+      [lanes](float v) { return warp_allreduce_sum(v, lanes); });
 }
 
 // One block per row.
@@ -184,14 +226,11 @@ template <typename T, int N, int kUnits, bool kAdd>
 __global__ void __launch_bounds__(detail::kMaxBlockThreads) BlockNormKernel(NormParams<T> p) {
   __shared__ float partials[2][kWarpSize];
   int parity = 0;
-  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
-  for (int64_t row = blockIdx.x; row < p.rows; row += gridDim.x) {
-    detail::normalize_row<T, N, kUnits, kAdd>(p, row, true, threadIdx.x, blockDim.x, cols_f, [&](float v) {
-      const float total = block_allreduce_sum(v, partials[parity]);
-      parity ^= 1;
-      return total;
-    });
-  }
+  detail::normalize_rows<T, N, kUnits, kAdd>(p, blockIdx.x, gridDim.x, 0, threadIdx.x, blockDim.x, [&](float v) {
+    const float total = block_allreduce_sum(v, partials[parity]);
+    parity ^= 1;
+    return total;
+  });
 }
 
 // One block per row, the row cached in shared memory (cols floats of dynamic smem).
@@ -317,15 +356,27 @@ cudaError_t launch_warp(const NormParams<T>& p, int lanes_log2, cudaStream_t str
   return cudaGetLastError();
 }
 
-template <typename T, int N, bool kAdd>
+template <typename T, int N, int kUnits, bool kAdd>
 cudaError_t launch_block(const NormParams<T>& p, int threads, cudaStream_t stream) {
-  constexpr int kUnits = kBlockElementsPerThread / N;
   static int cache[kMaxBlockThreads / kWarpSize + 1][kMaxDevices] = {};
   auto kernel = BlockNormKernel<T, N, kUnits, kAdd>;
   const int per_sm = resident_blocks_per_sm(kernel, threads, cache[threads / kWarpSize]);
   const unsigned blocks = grid_size(p.rows, 1, per_sm);
   kernel<<<blocks, threads, 0, stream>>>(p);
   return cudaGetLastError();
+}
+
+// The fewest units per thread (a power of two <= kMaxUnits) that keep the block at or
+// under kBlockTargetThreads, else kMaxUnits; rows of up to kMaxBlockThreads * kMaxUnits units.
+template <typename T, int N, bool kAdd, int kUnits = 1>
+cudaError_t launch_block_for(const NormParams<T>& p, int64_t units, cudaStream_t stream) {
+  constexpr int kMaxUnits = std::max(kBlockElementsPerThread / N, 1);
+  if constexpr (kUnits < kMaxUnits) {
+    if (units > int64_t{kBlockTargetThreads} * kUnits) return launch_block_for<T, N, kAdd, kUnits * 2>(p, units, stream);
+  }
+  const int64_t threads = (units + kUnits - 1) / kUnits;
+  return launch_block<T, N, kUnits, kAdd>(p, static_cast<int>((threads + kWarpSize - 1) / kWarpSize * kWarpSize),
+                                          stream);
 }
 
 template <typename T, int N, bool kAdd>
@@ -380,15 +431,11 @@ cudaError_t launch(const NormParams<T>& p, cudaStream_t stream) {
     const int64_t per_thread = (units + (1 << lanes_log2) - 1) >> lanes_log2;
     if (per_thread <= 1) return launch_warp<T, N, 1, kAdd>(p, lanes_log2, stream);
     if (per_thread <= 2) return launch_warp<T, N, 2, kAdd>(p, lanes_log2, stream);
-    return launch_warp<T, N, 4, kAdd>(p, lanes_log2, stream);
+    if (kWarpMaxUnitsPerThread <= 4 || per_thread <= 4) return launch_warp<T, N, 4, kAdd>(p, lanes_log2, stream);
+    return launch_warp<T, N, std::max(kWarpMaxUnitsPerThread, 4), kAdd>(p, lanes_log2, stream);
   }
   if constexpr (N > 1) {
-    constexpr int kUnits = kBlockElementsPerThread / N;
-    if (units <= int64_t{kMaxBlockThreads} * kUnits) {
-      const int64_t threads = (units + kUnits - 1) / kUnits;
-      return launch_block<T, N, kAdd>(p, static_cast<int>((threads + kWarpSize - 1) / kWarpSize * kWarpSize),
-                                       stream);
-    }
+    if (units <= int64_t{kMaxBlockThreads} * (kBlockElementsPerThread / N)) return launch_block_for<T, N, kAdd>(p, units, stream);
   }
   const int64_t smem_bytes = p.cols * static_cast<int64_t>(sizeof(float));
   if (smem_bytes <= static_cast<int64_t>(max_dynamic_smem())) {

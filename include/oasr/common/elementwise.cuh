@@ -1,19 +1,25 @@
 // Element-wise maps out[i] = op(in[i]) over a flat range, computed in fp32: the body
 // shared by scale, swish and any other one-input stream.
 //
-// Memory-bound, so the kernel keeps the memory system busy: 128-bit loads and stores,
-// kUnroll vectors in flight per thread, each block working on contiguous chunks of
-// kThreads * kUnroll vectors (DRAM-page friendly), and a grid-stride loop over chunks
-// for tensors larger than the grid. Pointers that are not 16-byte aligned get a scalar
-// head up to the first boundary and a scalar tail; input and output at different
-// alignments take the scalar path. Indices are 64-bit. n == 0 launches nothing.
+// Memory-bound, so the kernel keeps the memory system busy and does little else: 128-bit
+// loads and stores, kUnroll vectors in flight per thread, each block working on
+// contiguous chunks of kThreads * kUnroll vectors (DRAM-page friendly), and a grid-stride
+// loop over chunks for tensors larger than the grid. Pointers that are not 16-byte
+// aligned get a scalar head up to the first boundary and a scalar tail; input and output
+// at different alignments take the scalar path. n == 0 launches nothing.
+//
+// Small tensors are launch-latency bound, so the path to a thread's first load is kept
+// short: indices are 32-bit unless the tensor needs 64 (the host picks the
+// instantiation), the host precomputes every bound, and the vectors come before the few
+// scalar elements (on the H200, checking for scalars first measurably slowed the
+// smallest tensors).
 //
 // The launch shape can be overridden at compile time (-DOASR_ELEMENTWISE_THREADS=...)
-// so that benchmarks/tune_elementwise.py can sweep it on a GPU. The defaults come from
-// that sweep on the H200: 128 threads and one vector per thread per chunk were the best
-// or within 1% of it at every size (more vectors per thread lost 5-30% below 2 MiB),
-// and a grid of up to 1024 waves beat a single wave by 3-5% above 128 MiB, where a
-// static split of the work leaves SMs idle at the end.
+// so that benchmarks/tune_kernels.py can sweep it on a GPU. The defaults come from that
+// sweep on the H200: 128 threads and one vector per thread per chunk were the best or
+// within 1% of it at every size (more vectors per thread lost 5-30% below 2 MiB), and a
+// grid of up to 1024 waves beat a single wave by 3-5% above 128 MiB, where a static
+// split of the work leaves SMs idle at the end.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -43,28 +49,38 @@ constexpr int kUnroll = OASR_ELEMENTWISE_UNROLL;  // vectors each thread keeps i
 constexpr int kWaves = OASR_ELEMENTWISE_WAVES;    // grid cap, in waves of resident blocks
 }  // namespace elementwise_detail
 
-// Elements [0, head) and [tail_start, n) go one by one; [head, tail_start) in vectors.
-template <typename T, typename Op>
+// Where the elements of a map go: [0, head) and [tail_start, n) one by one (num_scalars
+// of them), [head, tail_start) as num_vectors 128-bit vectors.
+template <typename Index>
+struct MapRange {
+  Index num_vectors;
+  Index num_scalars;
+  Index head;
+  Index tail_start;
+};
+
+template <typename T, typename Op, typename Index>
 __global__ void __launch_bounds__(elementwise_detail::kThreads)
-    MapKernel(const T* input, T* output, int64_t n, int64_t head, int64_t num_vectors, Op op) {
+    MapKernel(const T* input, T* output, MapRange<Index> range, Op op) {
   using VecT = Vec<T>;
   constexpr int kThreads = elementwise_detail::kThreads;
   constexpr int kUnroll = elementwise_detail::kUnroll;
-  constexpr int64_t kChunk = int64_t{kThreads} * kUnroll;
+  constexpr Index kChunk = Index{kThreads} * kUnroll;
 
-  const T* vec_in = input + head;
-  T* vec_out = output + head;
-  for (int64_t chunk = blockIdx.x * kChunk; chunk < num_vectors; chunk += gridDim.x * kChunk) {
+  const T* vec_in = input + range.head;
+  T* vec_out = output + range.head;
+  for (Index chunk = static_cast<Index>(blockIdx.x) * kChunk + threadIdx.x; chunk < range.num_vectors;
+       chunk += static_cast<Index>(gridDim.x) * kChunk) {
     VecT v[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = chunk + u * kThreads + threadIdx.x;
-      if (i < num_vectors) v[u] = VecT::load(vec_in + i * VecT::kSize);
+      const Index i = chunk + u * kThreads;
+      if (i < range.num_vectors) v[u] = VecT::load(vec_in + i * VecT::kSize);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = chunk + u * kThreads + threadIdx.x;
-      if (i < num_vectors) {
+      const Index i = chunk + u * kThreads;
+      if (i < range.num_vectors) {
         VecT r;
 #pragma unroll
         for (int k = 0; k < VecT::kSize; ++k) r[k] = from_float<T>(op(to_float(v[u][k])));
@@ -72,12 +88,9 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
       }
     }
   }
-
-  const int64_t tail_start = head + num_vectors * VecT::kSize;
-  const int64_t num_scalars = head + (n - tail_start);
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t s = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; s < num_scalars; s += stride) {
-    const int64_t i = s < head ? s : tail_start + (s - head);
+  const Index thread = static_cast<Index>(blockIdx.x) * kThreads + threadIdx.x;
+  for (Index s = thread; s < range.num_scalars; s += static_cast<Index>(gridDim.x) * kThreads) {
+    const Index i = s < range.head ? s : range.tail_start + (s - range.head);
     output[i] = from_float<T>(op(to_float(input[i])));
   }
 }
@@ -95,12 +108,19 @@ cudaError_t Map(const T* input, T* output, int64_t n, Op op, cudaStream_t stream
     num_vectors = (n - head) / kVecSize;
   }
   const int64_t num_scalars = n - num_vectors * kVecSize;
+  const int64_t tail_start = head + num_vectors * kVecSize;
   static int resident[kMaxDevices] = {};
-  const auto kernel = MapKernel<T, Op>;
-  const int per_sm = resident_blocks_per_sm(kernel, kThreads, resident) * kWaves;
+  const int per_sm = resident_blocks_per_sm(MapKernel<T, Op, int32_t>, kThreads, resident) * kWaves;
   const unsigned blocks = std::max(grid_size(num_vectors, int64_t{kThreads} * kUnroll, per_sm),
                                    grid_size(num_scalars, kThreads, per_sm));
-  kernel<<<blocks, kThreads, 0, stream>>>(input, output, n, head, num_vectors, op);
+  // 32-bit indices when every index the kernel forms (at most n plus two grid strides) fits.
+  if (n + 2 * int64_t{blocks} * kThreads * kUnroll <= INT32_MAX) {
+    const MapRange<int32_t> range{static_cast<int32_t>(num_vectors), static_cast<int32_t>(num_scalars),
+                                  static_cast<int32_t>(head), static_cast<int32_t>(tail_start)};
+    MapKernel<<<blocks, kThreads, 0, stream>>>(input, output, range, op);
+  } else {
+    MapKernel<<<blocks, kThreads, 0, stream>>>(input, output, MapRange<int64_t>{num_vectors, num_scalars, head, tail_start}, op);
+  }
   return cudaGetLastError();
 }
 
