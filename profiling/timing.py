@@ -17,12 +17,21 @@ the launches cycle through them: :func:`rotation_sets` says how many sets make
 the working set exceed the L2, and :func:`op_input_sets` builds them for an op
 of the registry.
 
+Outputs rotate too. An op that writes into ``out=`` of its input set does so by
+itself; an op that allocates its output (``F.silu(x)``) would get from the caching
+allocator the block its previous output just freed, still in the L2, and save the
+write-back that ``out=`` ops pay. So each timing loop keeps the results of the last
+``len(fns)`` launches alive: allocated outputs then cycle through as many blocks as
+there are input sets, like ``out=`` tensors (``benchmarks/output_reuse.py`` measures
+the difference).
+
 Every function that touches the GPU raises :class:`NoGPUError` (a
 ``RuntimeError``) at once when CUDA is unavailable.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import time
@@ -220,8 +229,10 @@ def _time_graph(fns: list[Callable[[], object]], iters: int, launches: int) -> l
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
+            recent = collections.deque(maxlen=len(fns))  # see "Outputs rotate too" above
             for i in range(launches):
-                fns[i % len(fns)]()
+                recent.append(fns[i % len(fns)]())
+            del recent
     except RuntimeError as error:
         raise RuntimeError(f"CUDA graph capture failed ({error}); time it with method='events'") from error
     graph.replay()  # uploads the graph
@@ -238,11 +249,12 @@ def _time_graph(fns: list[Callable[[], object]], iters: int, launches: int) -> l
 def _time_events(fns: list[Callable[[], object]], iters: int, flush_l2: bool) -> list[float]:
     flush = _flush_buffer(torch.cuda.current_device()) if flush_l2 else None
     pairs = [_event_pair() for _ in range(iters)]
+    recent = collections.deque(maxlen=len(fns))  # see "Outputs rotate too" above
     for i, (start, end) in enumerate(pairs):
         if flush is not None:
             flush.zero_()
         start.record()
-        fns[i % len(fns)]()
+        recent.append(fns[i % len(fns)]())
         end.record()
     torch.cuda.synchronize()
     return [start.elapsed_time(end) for start, end in pairs]
@@ -287,23 +299,10 @@ def rotation_sets(
 def op_input_sets(
     op: OpSpec, config: Config, dtype: str | torch.dtype, *, device: str = "cuda", max_sets: int = MAX_INPUT_SETS
 ) -> list[Inputs]:
-    """Input sets for ``op`` (seeds 0, 1, ...), as many as :func:`rotation_sets` asks for.
-
-    The inputs rotate; the output (the ``"out"`` entry) is one tensor shared by every
-    set. That is what torch's allocating ops get from the caching allocator, which hands
-    a launch the block its previous output freed: a benchmark that gave one side a fresh
-    output address per launch and the other the same one would compare L2 write-back
-    traffic, not kernels.
-    """
+    """Input sets for ``op`` (seeds 0, 1, ...), as many as :func:`rotation_sets` asks for."""
     dtype = parse_dtype(dtype)
     count = rotation_sets(op.work(config, dtype).bytes, max_sets=max_sets)
-    sets = []
-    for seed in range(count):
-        inputs = op.make_inputs(config, dtype, torch.device(device), seed)
-        if sets and "out" in inputs:
-            inputs["out"] = sets[0]["out"]
-        sets.append(inputs)
-    return sets
+    return [op.make_inputs(config, dtype, torch.device(device), seed) for seed in range(count)]
 
 
 def measure_copy_bandwidth(nbytes: int = 256 * 2**20) -> float:
