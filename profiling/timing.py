@@ -311,13 +311,8 @@ def measure_copy_bandwidth(nbytes: int = 256 * 2**20) -> float:
     return _copy_bandwidth(torch.cuda.current_device(), nbytes)
 
 
-def settle(fn: Callable[[], object], seconds: float = 0.5) -> None:
-    """Run ``fn`` back to back for ``seconds``, so that timing starts from the GPU's steady state.
-
-    An idle GPU needs that long to reach full clocks, and after a burst of other work
-    (a float64 reference check) it runs memory-bound kernels slower for a moment:
-    on the H200 the backend timed first after ``--refcheck`` read 12% slow at 1 GiB.
-    """
+def _settle(fn: Callable[[], object], seconds: float = 0.5) -> None:
+    """Run ``fn`` back to back for ``seconds``: an idle GPU needs that long to reach full clocks."""
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
         for _ in range(10):
@@ -327,7 +322,7 @@ def settle(fn: Callable[[], object], seconds: float = 0.5) -> None:
 
 def _best_median_ms(fn: Callable[[], object], repeats: int = 3) -> float:
     """The fastest of a few medians: a ceiling is what the GPU can do, not its average."""
-    settle(fn)
+    _settle(fn)
     return min(time_fn(fn, warmup=3, iters=30).median_ms for _ in range(repeats))
 
 

@@ -38,7 +38,7 @@ from benchmarks.routines.bench_utils import (
 )
 from profiling.nvtx_ranges import RangeName
 from profiling.ops import Config, Inputs, OpSpec, dtype_name, get_op
-from profiling.timing import op_input_sets, settle
+from profiling.timing import op_input_sets
 
 BACKENDS: dict[str, str] = {"cuda": "oasr", "torch": "torch"}
 """CLI backend name -> op registry backend."""
@@ -207,8 +207,6 @@ class RegistryRoutine:
             output.error(f"{op.name} {label} {dtype_name(dtype)}: {', '.join(failed)} differ from the reference")
             if not args.allow_output_mismatch:
                 return
-        if checks:
-            settle(fns[backends[0]][0])  # the reference check's burst would slow the first timing
         timings = {
             b: bench_fn(
                 fns[b], dry_run_iters=args.dry_run_iters, num_iters=args.num_iters, use_cuda_events=args.use_cuda_events
