@@ -7,4 +7,9 @@ cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh dev
 python3 -m ruff check .
 python3 -m nbstripout --verify notebooks/*.ipynb
-python3 -m pytest -q -ra "$@" tests notebooks --nbmake --nbmake-timeout=300
+# The notebooks write summaries (and, live on a GPU, tables and profiles) under the
+# reports root: a scratch copy of reports/ takes them, so testing leaves the checkout as it was.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+cp -r reports "$scratch/reports"
+OASR_REPORTS_DIR="$scratch/reports" python3 -m pytest -q -ra "$@" tests notebooks --nbmake --nbmake-timeout=300
