@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Sweep the compile-time tunables of oasr's kernels on a GPU, against torch.
 
-Each variant is a set of ``-D`` macros (``OASR_ELEMENTWISE_UNROLL=2``, ``OASR_NORM_PREFETCH=0``,
+Each variant is a set of ``-D`` macros (``OASR_ELEMENTWISE_UNROLL=2``, ``OASR_NORM_BLOCK_THREADS=256``,
 ... : the tunables the headers under ``include/oasr/`` declare). The op's family module is
 built once per variant through the JIT, and each op is timed with the benchmark harness
 (graph replay over rotated input sets) on the configs of its benchmark routine (the

@@ -40,7 +40,7 @@ for s in $steps; do
       python3 benchmarks/host_overhead.py 2>&1 | tee "$OUT/overhead.txt" || status=1
       ;;
     reuse)
-      step "output placement and timing (why the harness shares one output)"
+      step "output placement and timing (why the timing loop rotates outputs)"
       python3 benchmarks/output_reuse.py 2>&1 | tee "$OUT/reuse.txt" || status=1
       ;;
     reports)

@@ -96,8 +96,9 @@ constexpr int kSmemThreads = 512;
 constexpr int kLoopThreads = 512;
 
 // This thread's units first, first + step, ... (kUnits of them) of one row, kept as
-// loaded (fp16/bf16 stay packed: half the registers of fp32, so more rows in flight per
-// SM) and converted on use. Units past the row, and inactive rows, hold zeros.
+// loaded and converted on use (ptxas -v, sm_90a, fp16 with 4 vectors per thread: 48
+// registers where fp32 copies took 64; 64 where the fused form's fp32 sums took 74).
+// Units past the row, and inactive rows, hold zeros.
 template <typename T, int N, int kUnits, bool kAdd>
 struct RowSlice {
   using P = Packed<T, N>;
