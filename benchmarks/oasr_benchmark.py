@@ -67,6 +67,7 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--allow_output_mismatch", action="store_true", help="time backends that fail --refcheck")
     group.add_argument("--num_iters", type=int, default=30, help="timed samples (graph replays or launches)")
     group.add_argument("--dry_run_iters", type=int, default=5, help="warm-up launches, not timed")
+    group.add_argument("--rounds", type=int, default=3, help="the backends are timed in turn this many times")
     group.add_argument("--use_cuda_events", action="store_true", help="per-launch CUDA events instead of CUDA graphs")
     group.add_argument("--compare", action="store_true", help="add speedup over torch and %% of a measured ceiling")
     group.add_argument("--profile", action="store_true", help="run --target once per config in NVTX ranges (for ncu)")
@@ -105,8 +106,8 @@ def parse_command(argv: Sequence[str], *, global_flags: bool = True) -> argparse
         args.dtype = dtype_name(parse_dtype(args.dtype))
     except ValueError as error:
         raise UsageError(str(error)) from error
-    if args.num_iters < 1 or args.dry_run_iters < 1:
-        raise UsageError("--num_iters and --dry_run_iters must be at least 1")
+    if args.num_iters < 1 or args.dry_run_iters < 1 or args.rounds < 1:
+        raise UsageError("--num_iters, --dry_run_iters and --rounds must be at least 1")
     if args.profile and importlib.util.find_spec("nvtx") is None:
         raise UsageError("--profile needs the nvtx package (pip install nvtx)")
     return args
@@ -181,7 +182,8 @@ def _main(argv: Sequence[str]) -> int:
     output = OutputWriter(args.output_path, args.verbose)
     for run in runs:
         method = "CUDA events" if run.use_cuda_events else "CUDA graphs"
-        output.write_header(f"{run.routine}/{run.subroutine} {run.dtype}, {method}, {run.num_iters} samples")
+        samples = f"{run.num_iters} samples in {run.rounds} rounds"
+        output.write_header(f"{run.routine}/{run.subroutine} {run.dtype}, {method}, {samples}")
         load_routine(run.routine).run_test(run, output)
     results = output.finalize()
     if args.plot and results:

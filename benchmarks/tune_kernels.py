@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import statistics
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -31,7 +30,7 @@ import torch
 from benchmarks.routines.bench_utils import run_gpu_script
 from oasr.jit import gen_jit_spec
 from profiling.ops import OpSpec, get_op, parse_dtype
-from profiling.timing import op_input_sets, require_cuda, time_fn
+from profiling.timing import op_input_sets, require_cuda, time_interleaved
 
 
 def parse_variant(text: str) -> tuple[str, list[str]]:
@@ -56,34 +55,34 @@ def routine_configs(op: OpSpec, dtype: torch.dtype) -> list[dict[str, int]]:
 def tune(op: OpSpec, dtype: torch.dtype, modules: dict[str, Any], rounds: int) -> pd.DataFrame:
     """Speedup over torch of every variant on every config of ``op``.
 
-    Torch and the variants are timed in turn, ``rounds`` times, and each keeps its median:
-    clock drift over a run then cannot favour whoever is timed first.
+    Torch and the variants are timed in turn, ``rounds`` times
+    (:func:`profiling.timing.time_interleaved`): clock drift over a run then cannot
+    favour whoever is timed first.
     """
     api = importlib.import_module(f"oasr.{op.family}")
     getter = f"_{op.family}_module"
     default_getter = getattr(api, getter)
 
-    def timed(backend: str, module: Any | None, sets: list) -> float:
-        if module is not None:
-            setattr(api, getter, lambda: module)
+    def with_module(module: Any, fn: Any) -> Any:
+        # Runs at warm-up and graph capture only: replays launch what was captured.
+        setattr(api, getter, lambda: module)
         try:
-            return time_fn([partial(op.backends[backend], s) for s in sets]).median_ms
+            return fn()
         finally:
             setattr(api, getter, default_getter)
 
     rows = []
     for config in routine_configs(op, dtype):
         sets = op_input_sets(op, config, dtype)
-        samples: dict[str, list[float]] = {"torch": [], **{name: [] for name in modules}}
-        for _ in range(rounds):
-            samples["torch"].append(timed("torch", None, sets))
-            for name, module in modules.items():
-                samples[name].append(timed("oasr", module, sets))
-        torch_ms = statistics.median(samples["torch"])
+        fns = {"torch": [partial(op.backends["torch"], s) for s in sets]}
+        for name, module in modules.items():
+            fns[name] = [partial(with_module, module, partial(op.backends["oasr"], s)) for s in sets]
+        results = time_interleaved(fns, rounds=rounds, iters=10 * rounds)
+        torch_ms = results["torch"].median_ms
         row: dict[str, Any] = {"op": op.name, "config": op.config_label(config, dtype), "torch_us": torch_ms * 1e3}
-        row.update({name: torch_ms / statistics.median(samples[name]) for name in modules})
+        row.update({name: torch_ms / results[name].median_ms for name in modules})
         rows.append(row)
-        del sets
+        del sets, fns
         torch.cuda.empty_cache()
     return pd.DataFrame(rows)
 

@@ -25,6 +25,11 @@ write-back that ``out=`` ops pay. So each timing loop keeps the results of the l
 there are input sets, like ``out=`` tensors (``benchmarks/output_reuse.py`` measures
 the difference).
 
+Backends are compared with :func:`time_interleaved`: each is timed in turn, for
+several rounds, and its samples pooled. A GPU's speed drifts within a run (clocks,
+what ran just before), and timing one backend after the other would hand the drift
+to whichever came first (``benchmarks/timing_drift.py`` shows it).
+
 Every function that touches the GPU raises :class:`NoGPUError` (a
 ``RuntimeError``) at once when CUDA is unavailable.
 """
@@ -36,7 +41,7 @@ import functools
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -195,6 +200,55 @@ def time_fn(
     if result.noisy:
         warnings.warn(f"noisy timing: IQR is {100 * result.iqr_rel:.0f}% of the median", NoisyTimingWarning, 2)
     return result
+
+
+def time_interleaved(
+    fns: Mapping[str, Sequence[Callable[[], object]]],
+    *,
+    rounds: int = 3,
+    warmup: int = 5,
+    iters: int = 30,
+    method: Method = "graph",
+) -> dict[str, TimingResult]:
+    """Time several backends of one op in turn, ``rounds`` times, pooling each one's samples.
+
+    Parameters
+    ----------
+    fns : mapping of str to sequence of callables
+        Per backend name, its callables (one per input set, as for :func:`time_fn`).
+    rounds : int
+        Passes over the backends; each pass times every backend once, in order.
+    warmup, iters, method
+        As for :func:`time_fn`; ``iters`` samples per backend in all, split over the rounds.
+
+    Returns
+    -------
+    dict[str, TimingResult]
+        Per backend, every round's samples (launches per sample fixed by its first round).
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1 (got {rounds})")
+    per_round = max(1, math.ceil(iters / rounds))
+    pooled: dict[str, list[TimingResult]] = {name: [] for name in fns}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoisyTimingWarning)  # judged on the pooled samples below
+        for _ in range(rounds):
+            for name, backend_fns in fns.items():
+                first = pooled[name][0] if pooled[name] else None
+                launches = first.launches_per_sample if first and method == "graph" else None
+                pooled[name].append(
+                    time_fn(backend_fns, warmup=warmup, iters=per_round, method=method, launches=launches)
+                )
+    results = {
+        name: TimingResult(
+            tuple(s for r in parts for s in r.samples_ms), method, parts[0].launches_per_sample, parts[0].input_sets
+        )
+        for name, parts in pooled.items()
+    }
+    noisy = [name for name, result in results.items() if result.noisy]
+    if noisy:
+        warnings.warn(f"noisy timing of {', '.join(noisy)}", NoisyTimingWarning, 2)
+    return results
 
 
 def _event_pair() -> tuple[torch.cuda.Event, torch.cuda.Event]:

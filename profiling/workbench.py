@@ -318,15 +318,17 @@ def correctness_configs(op: OpSpec) -> list[Config]:
 
 
 def time_op(op: OpSpec, configs: Sequence[Config], dtypes: Sequence[str]) -> pd.DataFrame:
-    """Median per-launch time of each backend (CUDA-graph replay, rotated inputs)."""
+    """Median per-launch time of each backend (CUDA-graph replay, rotated inputs, backends timed in turn)."""
     copy_bytes_per_s = timing.measure_copy_bandwidth() * 1e12
     rows = []
     for config in configs:
         for dtype in map(parse_dtype, dtypes):
             work = op.work(config, dtype)
             sets = timing.op_input_sets(op, config, dtype)
-            for backend, fn in op.backends.items():
-                result = timing.time_fn([functools.partial(fn, inputs) for inputs in sets])
+            results = timing.time_interleaved(
+                {backend: [functools.partial(fn, inputs) for inputs in sets] for backend, fn in op.backends.items()}
+            )
+            for backend, result in results.items():
                 seconds = result.median_ms * 1e-3
                 rows.append(
                     {

@@ -343,6 +343,25 @@ def test_time_fn_validates_arguments_before_touching_the_gpu():
         timing.time_fn(lambda: None, method="wall")  # type: ignore[arg-type]
 
 
+def test_time_interleaved_alternates_backends_and_pools_rounds(monkeypatch):
+    calls = []
+
+    def fake_time_fn(fns, *, warmup, iters, method, launches):
+        calls.append((fns[0](), iters, launches))
+        return timing.TimingResult(tuple([float(len(calls))] * iters), method, launches or 7, len(fns))
+
+    monkeypatch.setattr(timing, "time_fn", fake_time_fn)
+    with pytest.warns(timing.NoisyTimingWarning, match="noisy timing of a, b"):  # rounds 1, 3, 5 differ
+        results = timing.time_interleaved({"a": [lambda: "a"], "b": [lambda: "b", lambda: "b"]}, rounds=3, iters=10)
+    assert [c[0] for c in calls] == ["a", "b"] * 3  # in turn, every round
+    assert [c[1] for c in calls] == [4] * 6  # ceil(10 / 3) samples per round
+    assert [c[2] for c in calls] == [None, None, 7, 7, 7, 7]  # launches fixed by each backend's first round
+    assert results["a"].samples_ms == (1.0,) * 4 + (3.0,) * 4 + (5.0,) * 4
+    assert (results["b"].launches_per_sample, results["b"].input_sets, results["b"].median_ms) == (7, 2, 4.0)
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        timing.time_interleaved({"a": [lambda: None]}, rounds=0)
+
+
 def test_host_overhead_us_on_cpu():
     calls = []
     assert timing.host_overhead_us(lambda: calls.append(1), calls=50, warmup=2) > 0
@@ -354,6 +373,7 @@ def test_host_overhead_us_on_cpu():
     "call",
     [
         lambda: timing.time_fn(lambda: None),
+        lambda: timing.time_interleaved({"torch": [lambda: None]}),
         timing.measure_copy_bandwidth,
         timing.measure_cublas_tflops,
         timing.l2_cache_bytes,
@@ -372,6 +392,17 @@ def test_cli_without_gpu_exits_1_with_one_sentence():
     assert proc.returncode == 1
     assert proc.stderr.startswith("oasr_benchmark.py: no CUDA GPU: ") and proc.stderr.count("\n") == 1
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+@pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU path")
+@pytest.mark.parametrize(
+    "argv", [["timing_drift.py"], ["output_reuse.py"], ["tune_kernels.py", "--ops", "scale", "--variant", "base="]]
+)
+def test_gpu_scripts_without_gpu_exit_1_with_one_sentence(argv):
+    script = CLI.parent / argv[0]
+    proc = subprocess.run([sys.executable, str(script), *argv[1:]], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stderr.startswith(f"{argv[0]}: no CUDA GPU: ")
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
 
 
 # ---------------------------------------------------------------------------
@@ -395,10 +426,10 @@ def cpu_routines(monkeypatch):
         registry_routine, "op_input_sets", lambda op, cfg, dtype: [op.make_inputs(cfg, dtype, torch.device("cpu"), 0)]
     )
 
-    def fake_bench_fn(fns, **kw):  # oasr (cuda) takes 0.5 ms, torch 1 ms
-        return _timing(*[0.5 if fns[0].func.__name__ == "oasr_stand_in" else 1.0] * 3)
+    def fake_bench_backends(fns, **kw):  # oasr (cuda) takes 0.5 ms, torch 1 ms
+        return {b: _timing(*[0.5 if f[0].func.__name__ == "oasr_stand_in" else 1.0] * 3) for b, f in fns.items()}
 
-    monkeypatch.setattr(registry_routine, "bench_fn", fake_bench_fn)
+    monkeypatch.setattr(registry_routine, "bench_backends", fake_bench_backends)
     monkeypatch.setattr(registry_routine, "memory_ceiling", lambda: Ceiling("copy_bandwidth", 4.0))
 
 
@@ -617,6 +648,16 @@ def test_graph_and_events_agree_at_a_large_size():
     assert graph.method == "graph" and graph.launches_per_sample >= len(sets)
     assert 0.5 < events.median_ms / graph.median_ms < 2.0
     assert 0.5 < flushed.median_ms / graph.median_ms < 2.0
+
+
+@pytest.mark.gpu
+@requires_gpu
+def test_time_interleaved_on_the_gpu():
+    x = torch.randn(2**20, device="cuda")
+    results = timing.time_interleaved({"mul": [lambda: x * 2], "add": [lambda: x + 1]}, rounds=2, iters=20)
+    for result in results.values():
+        assert len(result.samples_ms) == 20 and result.method == "graph" and result.median_ms > 0
+    assert 0.2 < results["mul"].median_ms / results["add"].median_ms < 5
 
 
 @pytest.mark.gpu

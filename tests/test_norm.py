@@ -14,7 +14,8 @@ the launch. Tolerances (rtol, atol) per storage dtype:
 * float16:  2e-3, 1e-3  -- about 2 ulp of the output (one rounding at 2^-11)
 * bfloat16: 1.6e-2, 1e-2 -- about 2 ulp of the output (one rounding at 2^-8)
 
-Hidden sizes reach every kernel: the warp-per-row kernel (C=1..1024 for fp16), the
+Hidden sizes reach every kernel: the warp-per-row kernel (C=1..1024 for fp16; few rows
+spread over more threads, LARGE_SHAPES have enough for 4 vectors per thread), the
 block-per-row register kernel (vector path, up to 16384), the shared-memory row kernel
 (scalar path beyond 128 elements, vector path beyond 16384) and the re-reading loop
 kernel (rows beyond ~58000 elements). Views cover the vector path (aligned pointers and
@@ -262,9 +263,9 @@ NORM_SHAPES = [
     (4, 8),  # warp, one fp16 vector
     (9, 24),  # warp, 3 fp16 vectors per row
     (33, 33),  # warp, scalar, 2 elements per lane
-    (31, 256),  # warp 8 lanes x 4 (fp16)
+    (31, 256),  # warp 32 lanes x 1 (fp16: rows this few spread over more threads)
     (2, 3, 512),
-    (17, 1024),  # warp 32 x 4 (fp16); block of 128 threads x 2 (fp32)
+    (17, 1024),  # block of 128 threads x 1 (fp16, few rows); 128 x 2 (fp32)
     (11, 2048),  # block
     (9, 4097),  # shared-memory row cache, scalar
     (5, 16384),  # block of 512 threads (vector); shared memory (scalar)
@@ -272,8 +273,9 @@ NORM_SHAPES = [
     (2, 70001),  # loop kernel (row larger than shared memory), scalar
     (3, 70000),  # loop kernel, from the vector-capable layout
 ]
-# Many rows: more row groups than resident threads, so the persistent loops iterate.
-LARGE_SHAPES = [(64, 500, 256), (32, 500, 512), (16, 1500, 1024), (8000, 2048)]
+# Enough rows for the warp kernel's 4 units per thread (fp16: 8, 16 and 32 lanes), 2 units
+# ((32, 250, 256): 16 lanes), and a block of 128 threads x 1 for few long rows ((8, 200, 1024)).
+LARGE_SHAPES = [(64, 500, 256), (32, 500, 512), (16, 1500, 1024), (8000, 2048), (32, 250, 256), (8, 200, 1024)]
 
 
 @gpu

@@ -1,7 +1,9 @@
 """Helpers every benchmark routine uses: timing, checks, rates, result rows, CSV and plots.
 
 Timing is :func:`profiling.timing.time_fn` (the implementation the notebooks and
-the profiler use too); :func:`bench_fn` only maps the CLI's flags onto it. The
+the profiler use too); :func:`bench_fn` only maps the CLI's flags onto it, and
+:func:`bench_backends` times the backends of one config in turn
+(:func:`profiling.timing.time_interleaved`). The
 CSV schema (:data:`CSV_COLUMNS`) is documented in ``benchmarks/README.md``.
 """
 
@@ -30,6 +32,7 @@ from profiling.timing import (
     measure_copy_bandwidth,
     measure_cublas_tflops,
     time_fn,
+    time_interleaved,
 )
 
 if TYPE_CHECKING:
@@ -41,6 +44,7 @@ __all__ = [
     "BenchResult",
     "Ceiling",
     "OutputWriter",
+    "bench_backends",
     "bench_fn",
     "check_close",
     "compute_bandwidth_tb_s",
@@ -108,6 +112,30 @@ def bench_fn(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoisyTimingWarning)
         return time_fn(fns, warmup=dry_run_iters, iters=num_iters, method="events" if use_cuda_events else "graph")
+
+
+def bench_backends(
+    fns: dict[str, Sequence[Callable[[], object]]],
+    *,
+    rounds: int = 3,
+    dry_run_iters: int = 5,
+    num_iters: int = 30,
+    use_cuda_events: bool = False,
+) -> dict[str, TimingResult]:
+    """Time each backend's ``fns`` in turn, ``rounds`` times (``num_iters`` samples each in all).
+
+    Interleaving keeps the GPU's drift within a run (clocks, the reference check just
+    before) out of the comparison; see :func:`profiling.timing.time_interleaved`.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", NoisyTimingWarning)
+        return time_interleaved(
+            fns,
+            rounds=rounds,
+            warmup=dry_run_iters,
+            iters=num_iters,
+            method="events" if use_cuda_events else "graph",
+        )
 
 
 @dataclass(frozen=True)

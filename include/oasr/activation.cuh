@@ -44,14 +44,15 @@ constexpr int kGluUnroll = OASR_GLU_UNROLL;  // units (a vector of each half) ea
 __device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 
-// (row, column-unit) of flat unit u: a FastDivmod for 32-bit indices, a division otherwise.
-__device__ __forceinline__ void split(int32_t u, FastDivmod div, int32_t&, int32_t& row, int32_t& col) {
+// (row, column-unit) of flat unit u: a FastDivmod (built from units_per_row) for 32-bit
+// indices, a division otherwise.
+__device__ __forceinline__ void split(int32_t u, FastDivmod div, int32_t, int32_t& row, int32_t& col) {
   uint32_t q, r;
   div.divmod(static_cast<uint32_t>(u), q, r);
   row = static_cast<int32_t>(q);
   col = static_cast<int32_t>(r);
 }
-__device__ __forceinline__ void split(int64_t u, FastDivmod, int64_t& units_per_row, int64_t& row, int64_t& col) {
+__device__ __forceinline__ void split(int64_t u, FastDivmod, int64_t units_per_row, int64_t& row, int64_t& col) {
   row = u / units_per_row;
   col = u - row * units_per_row;
 }
@@ -119,10 +120,9 @@ cudaError_t GLU(const T* input, T* output, int64_t rows, int64_t cols, int64_t i
   static int resident[kMaxDevices] = {};
   const int per_sm = resident_blocks_per_sm(GluKernel<T, kVec, int32_t>, kGluThreads, resident);
   const unsigned blocks = grid_size(num_units, int64_t{kGluThreads} * kGluUnroll, per_sm * elementwise_detail::kWaves);
-  // 32-bit indices when every offset the kernel forms fits: the last row's start plus 2C,
-  // or a unit index plus two grid strides.
+  // The largest offset the kernel forms: the last row's start plus 2C, or a unit index.
   const int64_t extent = std::max((rows - 1) * std::max(in_stride, out_stride) + 2 * cols, num_units);
-  const bool narrow = extent + 2 * int64_t{blocks} * kGluThreads * kGluUnroll <= INT32_MAX;
+  const bool narrow = fits_int32(extent, blocks, int64_t{kGluThreads} * kGluUnroll);
   auto run = [&](auto vec_size) {
     constexpr int N = decltype(vec_size)::value;
     if (narrow) {

@@ -12,10 +12,14 @@
 // (N elements moved together: N = 16 bytes / sizeof(T) on the vector path, 1 on the
 // scalar path):
 //
-//   * WarpNormKernel  (units <= 128): a group of `lanes` threads per row (a power of two
-//     <= 32, the smallest with <= 4 units per thread), 256 / lanes rows per block of 256
-//     threads, reductions by xor shuffles inside the group. Conformer sizes land here:
-//     fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
+//   * WarpNormKernel  (units <= 32 x units per thread): a group of `lanes` threads per row
+//     (a power of two <= 32, the smallest with <= 4 units per thread), 256 / lanes rows per
+//     block of 256 threads, reductions by xor shuffles inside the group. Conformer sizes
+//     land here: fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
+//     When the rows are few (groups of 4 units would keep under a quarter of the GPU's
+//     resident threads busy), the vector path halves the units per thread, down to 1,
+//     and rows that then need more than a warp go to the block kernel: fp16 (8, 200, 1024)
+//     -> one block of 128 threads x 1 vector per row.
 //   * BlockNormKernel (vector path, C <= 16384): one block per row, with the fewest units
 //     per thread (1, 2, 4, ... up to 32 elements) that keep it at 128 threads, then up
 //     to 512 threads; reductions by warp shuffles plus one shared-memory exchange.
@@ -29,14 +33,16 @@
 //
 // Tuned on the H200 with benchmarks/tune_kernels.py (the Conformer shapes and 1 GiB):
 // 4 units per thread in the warp kernel beat 8, and 128-thread blocks beat one warp
-// holding 8 units for fp32 C=1024. Loading the next row before reducing this one (a
-// register double buffer) was tried and dropped: no gain in fp16, and the doubled
-// registers slowed the fused fp32 forms.
+// holding 8 units for fp32 C=1024. Tried and dropped: loading the next row before
+// reducing this one (a register double buffer: no gain in fp16, and the doubled
+// registers slowed the fused fp32 forms); keeping the row as fp32 (more registers,
+// slower on every large case); grids of resident blocks looping over the rows (their
+// last pass runs part-empty: 9-12% slower at 1 GiB than one block per row group).
 //
-// Grids are persistent: blocks resident on every SM (occupancy query, cached) loop over
-// the rows. The vector path needs C, every row stride and every pointer (input, residual,
-// output, residual_out, weight, bias) to be multiples of one 16-byte vector; otherwise
-// the same kernels run with N = 1.
+// The warp and block kernels' grids cover the rows once; the smem and loop kernels'
+// resident blocks loop over them. The vector path needs C, every row stride and every
+// pointer (input, residual, output, residual_out, weight, bias) to be multiples of one
+// 16-byte vector; otherwise the same kernels run with N = 1.
 //
 // In place is safe (output == input, residual_out == residual, ...): every element is
 // read and written by the same thread, all reads before any write.
@@ -53,13 +59,19 @@
 #include "oasr/common/vec.cuh"
 
 // Tunables (benchmarks/tune_kernels.py sweeps them on a GPU): the most units a thread of
-// the warp kernel holds, and the block size the block kernel aims for (it grows the units
-// per thread, up to kBlockElementsPerThread elements, before going past it).
+// the warp kernel holds, the block size the block kernel aims for (it grows the units
+// per thread, up to kBlockElementsPerThread elements, before going past it), and when
+// few rows spread over more threads.
 #ifndef OASR_NORM_WARP_UNITS
 #define OASR_NORM_WARP_UNITS 4
 #endif
 #ifndef OASR_NORM_BLOCK_THREADS
 #define OASR_NORM_BLOCK_THREADS 128
+#endif
+// The vector path halves the warp kernel's units per thread while its threads would be
+// fewer than 1 / OASR_NORM_SPREAD_BELOW of the GPU's resident threads (0: never).
+#ifndef OASR_NORM_SPREAD_BELOW
+#define OASR_NORM_SPREAD_BELOW 4
 #endif
 
 namespace oasr {
@@ -88,12 +100,24 @@ struct NormParams {
 namespace detail {
 constexpr int kWarpKernelThreads = 256;
 constexpr int kWarpMaxUnitsPerThread = OASR_NORM_WARP_UNITS;
-constexpr int kWarpMaxUnits = kWarpSize * kWarpMaxUnitsPerThread;
 constexpr int kBlockElementsPerThread = 32;
 constexpr int kBlockTargetThreads = OASR_NORM_BLOCK_THREADS;
 constexpr int kMaxBlockThreads = 512;
 constexpr int kSmemThreads = 512;
 constexpr int kLoopThreads = 512;
+
+// bf16 -> fp32 is a 16-bit shift, which the compiler computes once and keeps: 32 fp32
+// registers where the packed row takes 16 (63 registers a thread, 95 in the fused form,
+// against fp16's 48 and 64). An opaque conversion is redone at each use instead.
+template <typename T>
+__device__ __forceinline__ float converted_at_use(T x) {
+  return to_float(x);
+}
+__device__ __forceinline__ float converted_at_use(nv_bfloat16 x) {
+  float f;
+  asm volatile("mov.b32 %0, {0, %1};" : "=f"(f) : "h"(__bfloat16_as_ushort(x)));
+  return f;
+}
 
 // This thread's units first, first + step, ... (kUnits of them) of one row, kept as
 // loaded and converted on use (ptxas -v, sm_90a, fp16 with 4 vectors per thread: 48
@@ -124,10 +148,28 @@ struct RowSlice {
   }
   // The value normalised: input, or residual + alpha * input (one fma, the same each call).
   __device__ __forceinline__ float value(const NormParams<T>& p, int k, int i) const {
-    if constexpr (kAdd) return fmaf(p.alpha, to_float(in[k][i]), to_float(res[k][i]));
-    return to_float(in[k][i]);
+    if constexpr (kAdd) return fmaf(p.alpha, converted_at_use(in[k][i]), converted_at_use(res[k][i]));
+    return converted_at_use(in[k][i]);
   }
 };
+
+// out[u * N + i] = (x(i) - mean) * rstd * w (+ b) for the N elements of unit u.
+template <typename T, int N, typename Value>
+__device__ __forceinline__ void store_normalized(const NormParams<T>& p, T* out, int u, float mean, float rstd,
+                                                 Value&& x) {
+  using P = Packed<T, N>;
+  const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
+  P y;
+  if (p.bias != nullptr) {
+    const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
+#pragma unroll
+    for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf((x(i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) y[i] = from_float<T>((x(i) - mean) * rstd * to_float(w[i]));
+  }
+  y.store(out + static_cast<int64_t>(u) * N);
+}
 
 // Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
 // still join the reductions.
@@ -179,19 +221,8 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
   for (int k = 0; k < kUnits; ++k) {
     const int u = first + k * step;
     if (active && u < units) {
-      const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
-      P y;
-      if (p.bias != nullptr) {
-        const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          y[i] = from_float<T>(fmaf((x.value(p, k, i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) y[i] = from_float<T>((x.value(p, k, i) - mean) * rstd * to_float(w[i]));
-      }
-      y.store(p.output + row * p.output_stride + static_cast<int64_t>(u) * N);
+      store_normalized<T, N>(p, p.output + row * p.output_stride, u, mean, rstd,
+                             [&](int i) { return x.value(p, k, i); });
     }
   }
 }
@@ -287,19 +318,7 @@ __global__ void __launch_bounds__(detail::kSmemThreads) SmemNormKernel(NormParam
     const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
     T* out = p.output + row * p.output_stride;
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
-      const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
-      P y;
-      if (p.bias != nullptr) {
-        const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          y[i] = from_float<T>(fmaf((row_cache[u * N + i] - mean) * rstd, to_float(w[i]), to_float(b[i])));
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) y[i] = from_float<T>((row_cache[u * N + i] - mean) * rstd * to_float(w[i]));
-      }
-      y.store(out + static_cast<int64_t>(u) * N);
+      detail::store_normalized<T, N>(p, out, u, mean, rstd, [&](int i) { return row_cache[u * N + i]; });
     }
   }
 }
@@ -349,21 +368,14 @@ namespace detail {
 
 template <typename T, int N, int kUnits, bool kAdd>
 cudaError_t launch_warp(const NormParams<T>& p, int lanes_log2, cudaStream_t stream) {
-  static int cache[kMaxDevices] = {};
-  auto kernel = WarpNormKernel<T, N, kUnits, kAdd>;
-  const int per_sm = resident_blocks_per_sm(kernel, kWarpKernelThreads, cache);
-  const unsigned blocks = grid_size(p.rows, kWarpKernelThreads >> lanes_log2, per_sm);
-  kernel<<<blocks, kWarpKernelThreads, 0, stream>>>(p, lanes_log2);
+  const unsigned blocks = covering_grid(p.rows, kWarpKernelThreads >> lanes_log2);
+  WarpNormKernel<T, N, kUnits, kAdd><<<blocks, kWarpKernelThreads, 0, stream>>>(p, lanes_log2);
   return cudaGetLastError();
 }
 
 template <typename T, int N, int kUnits, bool kAdd>
 cudaError_t launch_block(const NormParams<T>& p, int threads, cudaStream_t stream) {
-  static int cache[kMaxBlockThreads / kWarpSize + 1][kMaxDevices] = {};
-  auto kernel = BlockNormKernel<T, N, kUnits, kAdd>;
-  const int per_sm = resident_blocks_per_sm(kernel, threads, cache[threads / kWarpSize]);
-  const unsigned blocks = grid_size(p.rows, 1, per_sm);
-  kernel<<<blocks, threads, 0, stream>>>(p);
+  BlockNormKernel<T, N, kUnits, kAdd><<<covering_grid(p.rows, 1), threads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -423,12 +435,25 @@ inline size_t max_dynamic_smem() {
   }));
 }
 
+// The most units a warp-kernel thread takes for rows x units: kWarpMaxUnitsPerThread,
+// halved on the vector path while the threads would be too few (OASR_NORM_SPREAD_BELOW).
+template <int N>
+int warp_units_per_thread(int64_t rows, int64_t units) {
+  int per_thread = kWarpMaxUnitsPerThread;
+  if constexpr (N > 1 && OASR_NORM_SPREAD_BELOW > 0) {
+    const int64_t busy = resident_threads() / OASR_NORM_SPREAD_BELOW;
+    while (per_thread > 1 && rows * ((units + per_thread - 1) / per_thread) < busy) per_thread /= 2;
+  }
+  return per_thread;
+}
+
 template <typename T, int N, bool kAdd>
 cudaError_t launch(const NormParams<T>& p, cudaStream_t stream) {
   const int64_t units = p.cols / N;
-  if (units <= kWarpMaxUnits) {
-    int lanes_log2 = 0;  // smallest group with at most kWarpMaxUnitsPerThread units per thread
-    while ((int64_t{kWarpMaxUnitsPerThread} << lanes_log2) < units) ++lanes_log2;
+  const int max_per_thread = warp_units_per_thread<N>(p.rows, units);
+  if (units <= int64_t{kWarpSize} * max_per_thread) {
+    int lanes_log2 = 0;  // smallest group with at most max_per_thread units per thread
+    while ((int64_t{max_per_thread} << lanes_log2) < units) ++lanes_log2;
     const int64_t per_thread = (units + (1 << lanes_log2) - 1) >> lanes_log2;
     if (per_thread <= 1) return launch_warp<T, N, 1, kAdd>(p, lanes_log2, stream);
     if (per_thread <= 2) return launch_warp<T, N, 2, kAdd>(p, lanes_log2, stream);

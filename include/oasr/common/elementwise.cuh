@@ -113,8 +113,7 @@ cudaError_t Map(const T* input, T* output, int64_t n, Op op, cudaStream_t stream
   const int per_sm = resident_blocks_per_sm(MapKernel<T, Op, int32_t>, kThreads, resident) * kWaves;
   const unsigned blocks = std::max(grid_size(num_vectors, int64_t{kThreads} * kUnroll, per_sm),
                                    grid_size(num_scalars, kThreads, per_sm));
-  // 32-bit indices when every index the kernel forms (at most n plus two grid strides) fits.
-  if (n + 2 * int64_t{blocks} * kThreads * kUnroll <= INT32_MAX) {
+  if (fits_int32(n, blocks, int64_t{kThreads} * kUnroll)) {
     const MapRange<int32_t> range{static_cast<int32_t>(num_vectors), static_cast<int32_t>(num_scalars),
                                   static_cast<int32_t>(head), static_cast<int32_t>(tail_start)};
     MapKernel<<<blocks, kThreads, 0, stream>>>(input, output, range, op);

@@ -1,4 +1,4 @@
-// Grid sizing for grid-stride kernels.
+// Grid sizing: grid-stride kernels sized to the GPU, and grids that cover their work once.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,6 +37,31 @@ inline unsigned grid_size(int64_t work, int64_t items_per_block, int blocks_per_
   const int64_t needed = (work + items_per_block - 1) / items_per_block;
   const int64_t cap = static_cast<int64_t>(multiprocessor_count()) * blocks_per_sm;
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(needed, cap)));
+}
+
+// Threads the current device holds at once: SMs x resident threads per SM.
+inline int64_t resident_threads() {
+  static int cache[kMaxDevices] = {};
+  const int per_sm = per_device(cache, [](int device) {
+    int threads = 0;
+    cudaDeviceGetAttribute(&threads, cudaDevAttrMaxThreadsPerMultiProcessor, device);
+    return threads;
+  });
+  return int64_t{multiprocessor_count()} * per_sm;
+}
+
+// One block per `items_per_block` items of `work`, for kernels that take their items once
+// rather than looping over a grid sized to the GPU (up to 2^31 - 1 blocks; a grid-stride
+// loop in the kernel does what is left beyond).
+inline unsigned covering_grid(int64_t work, int64_t items_per_block) {
+  const int64_t needed = (work + items_per_block - 1) / items_per_block;
+  return static_cast<unsigned>(std::clamp<int64_t>(needed, 1, INT32_MAX));
+}
+
+// Whether a grid-stride kernel's indices fit in int32: the largest offset it forms,
+// `extent`, plus two grid strides of `blocks` x `items_per_block` (the loop's last step).
+inline bool fits_int32(int64_t extent, unsigned blocks, int64_t items_per_block) {
+  return extent + 2 * int64_t{blocks} * items_per_block <= INT32_MAX;
 }
 
 // Blocks of `kernel` that fit on one SM at `threads` threads per block (at least 1);
