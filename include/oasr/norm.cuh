@@ -13,8 +13,8 @@
 // scalar path):
 //
 //   * WarpNormKernel  (units <= 32 x units per thread): a group of `lanes` threads per row
-//     (a power of two <= 32, the smallest with <= 4 units per thread), 256 / lanes rows per
-//     block of 256 threads, reductions by xor shuffles inside the group. Conformer sizes
+//     (a power of two <= 32, the smallest with <= 4 units per thread), 128 / lanes rows per
+//     block of 128 threads, reductions by xor shuffles inside the group. Conformer sizes
 //     land here: fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
 //     When the rows are few (groups of 4 units would keep under a quarter of the GPU's
 //     resident threads busy), the vector path halves the units per thread, down to 1,
@@ -33,7 +33,8 @@
 //
 // Tuned on the H200 with benchmarks/tune_kernels.py (the Conformer shapes and 1 GiB):
 // 4 units per thread in the warp kernel beat 8, and 128-thread blocks beat one warp
-// holding 8 units for fp32 C=1024. Tried and dropped: loading the next row before
+// holding 8 units for fp32 C=1024; warp-kernel blocks of 128 threads beat 256 by up to
+// 3% and 64 (slower on few rows of C=256). Tried and dropped: loading the next row before
 // reducing this one (a register double buffer: no gain in fp16, and the doubled
 // registers slowed the fused fp32 forms); keeping the row as fp32 (more registers,
 // slower on every large case); grids of resident blocks looping over the rows (their
@@ -64,6 +65,9 @@
 // few rows spread over more threads.
 #ifndef OASR_NORM_WARP_UNITS
 #define OASR_NORM_WARP_UNITS 4
+#endif
+#ifndef OASR_NORM_WARP_BLOCK_THREADS
+#define OASR_NORM_WARP_BLOCK_THREADS 128
 #endif
 #ifndef OASR_NORM_BLOCK_THREADS
 #define OASR_NORM_BLOCK_THREADS 128
@@ -98,8 +102,12 @@ struct NormParams {
 };
 
 namespace detail {
-constexpr int kWarpKernelThreads = 256;
+constexpr int kWarpKernelThreads = OASR_NORM_WARP_BLOCK_THREADS;
 constexpr int kWarpMaxUnitsPerThread = OASR_NORM_WARP_UNITS;
+// Resident blocks the warp kernel asks ptxas for: 40 warps per SM (32 fused), i.e. at
+// most 48 registers a thread (64 fused) at 4 vectors per thread, whatever the block size.
+// Left to itself ptxas takes 54-56 (70-72 fused) at some block sizes, for fewer warps.
+constexpr int warp_min_blocks(bool add) { return (add ? 1024 : 1280) / kWarpKernelThreads; }
 constexpr int kBlockElementsPerThread = 32;
 constexpr int kBlockTargetThreads = OASR_NORM_BLOCK_THREADS;
 constexpr int kMaxBlockThreads = 512;
@@ -244,7 +252,7 @@ __device__ __forceinline__ void normalize_rows(const NormParams<T>& p, int64_t b
 
 // Groups of 2^lanes_log2 threads, one row each.
 template <typename T, int N, int kUnits, bool kAdd>
-__global__ void __launch_bounds__(detail::kWarpKernelThreads) WarpNormKernel(NormParams<T> p, int lanes_log2) {
+__global__ void __launch_bounds__(detail::kWarpKernelThreads, detail::warp_min_blocks(kAdd)) WarpNormKernel(NormParams<T> p, int lanes_log2) {
   const int lanes = 1 << lanes_log2;
   const int rows_per_block = detail::kWarpKernelThreads >> lanes_log2;
   detail::normalize_rows<T, N, kUnits, kAdd>(
