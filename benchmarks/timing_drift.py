@@ -2,8 +2,9 @@
 """How an op's time drifts within one process: the data behind timing backends in turn.
 
 Runs one config of a registry op (by default swish on the 1 GiB fp16 case) the way
-the benchmark routine does, in three phases: after the float64 reference check,
-after the check with the allocator's cache emptied, and with no check. In each phase
+the benchmark routine does, in four phases: after the float64 reference check,
+after the check with the allocator's cache emptied, after the check and 50 ms of
+untimed launches per backend (what ``time_interleaved`` does), and with no check. In each phase
 oasr and torch are timed one after the other for several rounds; every round's
 median is printed, so a slow first round (whatever ran just before) shows up, and
 whether it hits the backend timed first.
@@ -24,9 +25,9 @@ import torch
 
 from benchmarks.routines.bench_utils import check_close, run_gpu_script
 from profiling.ops import get_op, parse_dtype
-from profiling.timing import op_input_sets, require_cuda, time_fn
+from profiling.timing import op_input_sets, require_cuda, settle, time_fn
 
-PHASES = ("after refcheck", "after refcheck + empty_cache", "no refcheck")
+PHASES = ("after refcheck", "after refcheck + empty_cache", "after refcheck + settle", "no refcheck")
 
 
 def main() -> int:
@@ -53,6 +54,9 @@ def main() -> int:
             del expected
             if "empty_cache" in phase:
                 torch.cuda.empty_cache()
+            if "settle" in phase:  # what time_interleaved does first
+                for backend_fns in fns.values():
+                    settle(backend_fns, 0.05)
         for round_ in range(args.rounds):
             times = [1e3 * time_fn(backend_fns, iters=10).median_ms for backend_fns in fns.values()]
             print(f"{phase:<30} {round_:>5} " + " ".join(f"{t:>9.2f}" for t in times))

@@ -209,8 +209,13 @@ def time_interleaved(
     warmup: int = 5,
     iters: int = 30,
     method: Method = "graph",
+    settle_s: float = 0.05,
 ) -> dict[str, TimingResult]:
     """Time several backends of one op in turn, ``rounds`` times, pooling each one's samples.
+
+    Each backend first runs untimed for ``settle_s``: after a burst of other work (the
+    float64 reference check of a 1 GiB case) the H200 ran the next ~20-60 ms of
+    launches 7-12% slow (``benchmarks/timing_drift.py``).
 
     Parameters
     ----------
@@ -220,6 +225,8 @@ def time_interleaved(
         Passes over the backends; each pass times every backend once, in order.
     warmup, iters, method
         As for :func:`time_fn`; ``iters`` samples per backend in all, split over the rounds.
+    settle_s : float
+        Untimed run time of each backend before the first round (0: none).
 
     Returns
     -------
@@ -229,6 +236,9 @@ def time_interleaved(
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1 (got {rounds})")
     per_round = max(1, math.ceil(iters / rounds))
+    require_cuda("time_interleaved")
+    for backend_fns in fns.values():
+        settle(backend_fns, settle_s)
     pooled: dict[str, list[TimingResult]] = {name: [] for name in fns}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoisyTimingWarning)  # judged on the pooled samples below
@@ -365,18 +375,19 @@ def measure_copy_bandwidth(nbytes: int = 256 * 2**20) -> float:
     return _copy_bandwidth(torch.cuda.current_device(), nbytes)
 
 
-def _settle(fn: Callable[[], object], seconds: float = 0.5) -> None:
-    """Run ``fn`` back to back for ``seconds``: an idle GPU needs that long to reach full clocks."""
+def settle(fns: Sequence[Callable[[], object]], seconds: float) -> None:
+    """Run ``fns`` in turn, back to back and untimed, for about ``seconds`` of wall time."""
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        for _ in range(10):
-            fn()
+        recent = collections.deque(maxlen=len(fns))  # as in the timing loops
+        for i in range(max(10, len(fns))):
+            recent.append(fns[i % len(fns)]())
         torch.cuda.synchronize()
 
 
 def _best_median_ms(fn: Callable[[], object], repeats: int = 3) -> float:
     """The fastest of a few medians: a ceiling is what the GPU can do, not its average."""
-    _settle(fn)
+    settle([fn], 0.5)  # an idle GPU needs that long to reach full clocks
     return min(time_fn(fn, warmup=3, iters=30).median_ms for _ in range(repeats))
 
 

@@ -350,9 +350,13 @@ def test_time_interleaved_alternates_backends_and_pools_rounds(monkeypatch):
         calls.append((fns[0](), iters, launches))
         return timing.TimingResult(tuple([float(len(calls))] * iters), method, launches or 7, len(fns))
 
+    settled = []
     monkeypatch.setattr(timing, "time_fn", fake_time_fn)
+    monkeypatch.setattr(timing, "require_cuda", lambda what: None)
+    monkeypatch.setattr(timing, "settle", lambda fns, seconds: settled.append((fns[0](), seconds)))
     with pytest.warns(timing.NoisyTimingWarning, match="noisy timing of a, b"):  # rounds 1, 3, 5 differ
         results = timing.time_interleaved({"a": [lambda: "a"], "b": [lambda: "b", lambda: "b"]}, rounds=3, iters=10)
+    assert settled == [("a", 0.05), ("b", 0.05)]  # each backend runs untimed first
     assert [c[0] for c in calls] == ["a", "b"] * 3  # in turn, every round
     assert [c[1] for c in calls] == [4] * 6  # ceil(10 / 3) samples per round
     assert [c[2] for c in calls] == [None, None, 7, 7, 7, 7]  # launches fixed by each backend's first round

@@ -207,8 +207,6 @@ class RegistryRoutine:
             output.error(f"{op.name} {label} {dtype_name(dtype)}: {', '.join(failed)} differ from the reference")
             if not args.allow_output_mismatch:
                 return
-        if checks:
-            torch.cuda.empty_cache()  # the float64 copies of a 1 GiB case are several GiB
         timings = bench_backends(
             {b: fns[b] for b in backends},
             rounds=args.rounds,
