@@ -4,10 +4,11 @@
 Runs one config of a registry op (by default swish on the 1 GiB fp16 case) the way
 the benchmark routine does, in four phases: after the float64 reference check,
 after the check with the allocator's cache emptied, after the check and 50 ms of
-untimed launches per backend (what ``time_interleaved`` does), and with no check. In each phase
+untimed launches per backend, and with no check. In each phase
 oasr and torch are timed one after the other for several rounds; every round's
 median is printed, so a slow first round (whatever ran just before) shows up, and
-whether it hits the backend timed first.
+whether it hits the backend timed first. (It is why the benchmark routines time
+before their reference check.)
 
     python benchmarks/timing_drift.py --op rms_norm --shape 64 8192 1024 --dtype bfloat16
 """
@@ -54,7 +55,7 @@ def main() -> int:
             del expected
             if "empty_cache" in phase:
                 torch.cuda.empty_cache()
-            if "settle" in phase:  # what time_interleaved does first
+            if "settle" in phase:
                 for backend_fns in fns.values():
                     settle(backend_fns, 0.05)
         for round_ in range(args.rounds):

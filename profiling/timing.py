@@ -209,13 +209,8 @@ def time_interleaved(
     warmup: int = 5,
     iters: int = 30,
     method: Method = "graph",
-    settle_s: float = 0.05,
 ) -> dict[str, TimingResult]:
     """Time several backends of one op in turn, ``rounds`` times, pooling each one's samples.
-
-    Each backend first runs untimed for ``settle_s``: after a burst of other work (the
-    float64 reference check of a 1 GiB case) the H200 ran the next ~20-60 ms of
-    launches 7-12% slow (``benchmarks/timing_drift.py``).
 
     Parameters
     ----------
@@ -225,8 +220,6 @@ def time_interleaved(
         Passes over the backends; each pass times every backend once, in order.
     warmup, iters, method
         As for :func:`time_fn`; ``iters`` samples per backend in all, split over the rounds.
-    settle_s : float
-        Untimed run time of each backend before the first round (0: none).
 
     Returns
     -------
@@ -236,9 +229,6 @@ def time_interleaved(
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1 (got {rounds})")
     per_round = max(1, math.ceil(iters / rounds))
-    require_cuda("time_interleaved")
-    for backend_fns in fns.values():
-        settle(backend_fns, settle_s)
     pooled: dict[str, list[TimingResult]] = {name: [] for name in fns}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoisyTimingWarning)  # judged on the pooled samples below
