@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """How an op's time drifts within one process: the data behind timing backends in turn.
 
-Runs one config of a registry op (by default swish on the 1 GiB fp16 case) the way
-the benchmark routine does, in four phases: after the float64 reference check,
+Runs one config of a registry op (by default swish on the 1 GiB fp16 case) with the
+benchmark harness's timing, in four phases: after the float64 reference check,
 after the check with the allocator's cache emptied, after the check and 50 ms of
 untimed launches per backend, and with no check. In each phase
 oasr and torch are timed one after the other for several rounds; every round's
