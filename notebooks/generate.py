@@ -73,9 +73,10 @@ FAMILIES = (
             "(`norm(residual + alpha * input)`), against torch's add followed by the norm."
         ),
         kernel=(
-            "`include/oasr/norm.cuh`: each row is read from DRAM once and kept in fp32 "
-            "registers; a group of lanes per row for short rows, a block per row for long "
-            "ones, two-pass statistics, one rounding on output."
+            "`include/oasr/norm.cuh`: each row is read from DRAM once and kept in registers "
+            "as loaded (converted to fp32 at each use); a group of lanes per row for short rows "
+            "(more threads per row when rows are few), a block per row for long ones, two-pass "
+            "fp32 statistics, one rounding on output."
         ),
     ),
 )
