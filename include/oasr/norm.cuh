@@ -252,7 +252,8 @@ __device__ __forceinline__ void normalize_rows(const NormParams<T>& p, int64_t b
 
 // Groups of 2^lanes_log2 threads, one row each.
 template <typename T, int N, int kUnits, bool kAdd>
-__global__ void __launch_bounds__(detail::kWarpKernelThreads, detail::warp_min_blocks(kAdd)) WarpNormKernel(NormParams<T> p, int lanes_log2) {
+__global__ void __launch_bounds__(detail::kWarpKernelThreads, detail::warp_min_blocks(kAdd))
+    WarpNormKernel(NormParams<T> p, int lanes_log2) {
   const int lanes = 1 << lanes_log2;
   const int rows_per_block = detail::kWarpKernelThreads >> lanes_log2;
   detail::normalize_rows<T, N, kUnits, kAdd>(
