@@ -24,7 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch
 
-from benchmarks.routines.bench_utils import check_close, run_gpu_script
+from benchmarks.routines.bench_utils import run_gpu_script
+from benchmarks.routines.registry_routine import BACKENDS, refcheck
 from profiling.ops import get_op, parse_dtype
 from profiling.timing import op_input_sets, require_cuda, settle, time_fn
 
@@ -47,12 +48,10 @@ def main() -> int:
     print(f"{'phase':<30} {'round':>5} " + " ".join(f"{b:>9}" for b in fns))
     for phase in PHASES:
         if phase != "no refcheck":
-            expected = op.reference(sets[0])  # the work of the routine's --refcheck
-            for backend, fn in op.backends.items():
-                passed, _ = check_close(fn(sets[0]), expected, rtol=op.tolerance(dtype)[0], atol=op.tolerance(dtype)[1])
-                if not passed:
-                    print(f"{backend} differs from the reference")
-            del expected
+            checks = refcheck(op, sets[0], list(BACKENDS), dtype)  # the routine's --refcheck
+            failed = [backend for backend, (passed, _) in checks.items() if not passed]
+            if failed:
+                print(f"{', '.join(failed)} differ from the reference")
             if "empty_cache" in phase:
                 torch.cuda.empty_cache()
             if "settle" in phase:

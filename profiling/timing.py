@@ -203,7 +203,7 @@ def time_fn(
 
 
 def time_interleaved(
-    fns: Mapping[str, Sequence[Callable[[], object]]],
+    fns: Mapping[str, Callable[[], object] | Sequence[Callable[[], object]]],
     *,
     rounds: int = 3,
     warmup: int = 5,
@@ -214,7 +214,7 @@ def time_interleaved(
 
     Parameters
     ----------
-    fns : mapping of str to sequence of callables
+    fns : mapping of str to callable or sequence of callables
         Per backend name, its callables (one per input set, as for :func:`time_fn`).
     rounds : int
         Passes over the backends; each pass times every backend once, in order.

@@ -31,7 +31,6 @@ from profiling.timing import (
     TimingResult,
     measure_copy_bandwidth,
     measure_cublas_tflops,
-    time_fn,
     time_interleaved,
 )
 
@@ -107,15 +106,17 @@ def bench_fn(
     """Time ``fns`` with :func:`profiling.timing.time_fn`: CUDA graphs, or per-launch events.
 
     The result unpacks as ``median_ms, std_ms``. Noise is reported in the result
-    line (``NOISY``) rather than as a Python warning.
+    line (``NOISY``) rather than as a Python warning. One backend, one round of
+    :func:`bench_backends`.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NoisyTimingWarning)
-        return time_fn(fns, warmup=dry_run_iters, iters=num_iters, method="events" if use_cuda_events else "graph")
+    timings = bench_backends(
+        {"fns": fns}, rounds=1, dry_run_iters=dry_run_iters, num_iters=num_iters, use_cuda_events=use_cuda_events
+    )
+    return timings["fns"]
 
 
 def bench_backends(
-    fns: dict[str, Sequence[Callable[[], object]]],
+    fns: dict[str, Callable[[], object] | Sequence[Callable[[], object]]],
     *,
     rounds: int = 3,
     dry_run_iters: int = 5,

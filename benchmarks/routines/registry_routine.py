@@ -210,7 +210,7 @@ class RegistryRoutine:
             num_iters=args.num_iters,
             use_cuda_events=args.use_cuda_events,
         )
-        checks = _refcheck(op, sets[0], backends, dtype) if args.refcheck else {}
+        checks = refcheck(op, sets[0], backends, dtype) if args.refcheck else {}
         failed = [b for b, (passed, _) in checks.items() if not passed]
         if failed:
             output.error(f"{op.name} {label} {dtype_name(dtype)}: {', '.join(failed)} differ from the reference")
@@ -262,7 +262,7 @@ class RegistryRoutine:
             output.info(f"profiled {name}; select with --nvtx --nvtx-include '{name.nvtx_filter()}'")
 
 
-def _refcheck(op: OpSpec, inputs: Inputs, backends: list[str], dtype: torch.dtype) -> dict[str, tuple[bool, float]]:
+def refcheck(op: OpSpec, inputs: Inputs, backends: list[str], dtype: torch.dtype) -> dict[str, tuple[bool, float]]:
     """``{backend: (passed, max_diff)}`` against the float64 reference, at the op's tolerance."""
     expected = op.reference(inputs)
     rtol, atol = op.tolerance(dtype)
