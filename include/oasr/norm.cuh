@@ -77,11 +77,6 @@
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
 #endif
-// How far ahead the warp and block kernels prefetch rows into L2, in percent of the rows
-// the GPU holds at once (0: never).
-#ifndef OASR_NORM_PREFETCH_AHEAD
-#define OASR_NORM_PREFETCH_AHEAD 100
-#endif
 
 namespace oasr {
 namespace norm {
@@ -104,9 +99,6 @@ struct NormParams {
   float eps = 1e-5f;
   float alpha = 1.0f;            // x = residual + alpha * input
   bool rms = false;              // RMSNorm instead of LayerNorm
-  // Set by the launcher: a row's threads ask L2 for row + prefetch_rows's input (and
-  // residual), the row a block launched a while later takes (0: no prefetch).
-  int64_t prefetch_rows = 0;
 };
 
 namespace detail {
@@ -251,12 +243,6 @@ __device__ __forceinline__ void normalize_rows(const NormParams<T>& p, int64_t b
   const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
   for (; base < p.rows; base += row_step) {
     const int64_t row = base + group;
-    if (p.prefetch_rows > 0 && row + p.prefetch_rows < p.rows) {
-      const int64_t ahead = row + p.prefetch_rows;
-      const int64_t bytes = p.cols * static_cast<int64_t>(sizeof(T));
-      prefetch_l2(p.input + ahead * p.input_stride, bytes, first, step);
-      if constexpr (kAdd) prefetch_l2(p.residual + ahead * p.residual_stride, bytes, first, step);
-    }
     RowSlice<T, N, kUnits, kAdd> x;
     x.load(p, row, row < p.rows, first, step);
     normalize_slice(p, x, row, row < p.rows, first, step, cols_f, allreduce);
@@ -389,32 +375,16 @@ __global__ void __launch_bounds__(detail::kLoopThreads) LoopNormKernel(NormParam
 
 namespace detail {
 
-// p with prefetch_rows set for a kernel that holds `resident_rows` rows on the GPU at once.
-template <typename T>
-NormParams<T> with_prefetch(NormParams<T> p, int64_t resident_rows) {
-  if (OASR_NORM_PREFETCH_AHEAD > 0 && p.rows > resident_rows) {
-    p.prefetch_rows = std::max<int64_t>(resident_rows * OASR_NORM_PREFETCH_AHEAD / 100, 1);
-  }
-  return p;
-}
-
 template <typename T, int N, int kUnits, bool kAdd>
 cudaError_t launch_warp(const NormParams<T>& p, int lanes_log2, cudaStream_t stream) {
-  static int resident[kMaxDevices] = {};
-  auto kernel = WarpNormKernel<T, N, kUnits, kAdd>;
-  const int rows_per_block = kWarpKernelThreads >> lanes_log2;
-  const unsigned blocks = covering_grid(p.rows, rows_per_block);
-  const int64_t resident_rows = int64_t{resident_blocks_per_sm(kernel, kWarpKernelThreads, resident)} *
-                                multiprocessor_count() * rows_per_block;
-  kernel<<<blocks, kWarpKernelThreads, 0, stream>>>(with_prefetch(p, resident_rows), lanes_log2);
+  const unsigned blocks = covering_grid(p.rows, kWarpKernelThreads >> lanes_log2);
+  WarpNormKernel<T, N, kUnits, kAdd><<<blocks, kWarpKernelThreads, 0, stream>>>(p, lanes_log2);
   return cudaGetLastError();
 }
 
 template <typename T, int N, int kUnits, bool kAdd>
 cudaError_t launch_block(const NormParams<T>& p, int threads, cudaStream_t stream) {
-  // Blocks of up to 512 threads, registers permitting: about a full SM of threads.
-  BlockNormKernel<T, N, kUnits, kAdd><<<covering_grid(p.rows, 1), threads, 0, stream>>>(
-      with_prefetch(p, resident_threads() / threads));
+  BlockNormKernel<T, N, kUnits, kAdd><<<covering_grid(p.rows, 1), threads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

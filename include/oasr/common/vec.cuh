@@ -7,10 +7,6 @@
 
 #include <cstdint>
 
-#ifndef OASR_PREFETCH_BULK
-#define OASR_PREFETCH_BULK 1
-#endif
-
 namespace oasr {
 
 constexpr int kVecBytes = 16;
@@ -81,27 +77,6 @@ using Vec = Packed<T, kVecBytes / static_cast<int>(sizeof(T))>;
 // True when ptr sits on a 16-byte boundary.
 __host__ __device__ __forceinline__ bool is_vector_aligned(const void* ptr) {
   return reinterpret_cast<uintptr_t>(ptr) % kVecBytes == 0;
-}
-
-// Asks L2 to fetch [ptr, ptr + bytes) from DRAM without waiting for it and without a
-// register to land in: thread `lane` of `lanes` cooperating threads takes its share.
-// On sm_90 one thread issues a single bulk prefetch (ptr and bytes multiples of 16);
-// elsewhere each thread prefetches its share of the 128-byte lines.
-__device__ __forceinline__ void prefetch_l2(const void* ptr, int64_t bytes, int lane, int lanes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && OASR_PREFETCH_BULK
-  if (bytes % kVecBytes == 0 && is_vector_aligned(ptr)) {
-    if (lane == 0) {
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(ptr), "r"(static_cast<uint32_t>(bytes)) : "memory");
-    }
-    return;
-  }
-#endif
-  constexpr uintptr_t kLine = 128;
-  const uintptr_t end = reinterpret_cast<uintptr_t>(ptr) + bytes;
-  for (uintptr_t line = (reinterpret_cast<uintptr_t>(ptr) & ~(kLine - 1)) + lane * kLine; line < end;
-       line += lanes * kLine) {
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
-  }
 }
 
 }  // namespace oasr
