@@ -87,8 +87,13 @@ __global__ void __launch_bounds__(detail::kGluThreads)
         Index row, col;
         detail::split(i, row_div, shape.units_per_row, row, col);
         const T* src = input + row * shape.in_stride + col * N;
-        a[u] = P::load(src);
-        g[u] = P::load(src + shape.cols);
+        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 1) {
+          a[u] = P::load_streaming(src);
+          g[u] = P::load_streaming(src + shape.cols);
+        } else {
+          a[u] = P::load(src);
+          g[u] = P::load(src + shape.cols);
+        }
         out_offset[u] = row * shape.out_stride + col * N;
       }
     }
@@ -98,7 +103,11 @@ __global__ void __launch_bounds__(detail::kGluThreads)
         P y;
 #pragma unroll
         for (int k = 0; k < N; ++k) y[k] = from_float<T>(to_float(a[u][k]) * detail::sigmoid(to_float(g[u][k])));
-        y.store(output + out_offset[u]);
+        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 2) {
+          y.store_streaming(output + out_offset[u]);
+        } else {
+          y.store(output + out_offset[u]);
+        }
       }
     }
   }

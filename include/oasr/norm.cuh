@@ -53,6 +53,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
@@ -76,6 +77,15 @@
 // fewer than 1 / OASR_NORM_SPREAD_BELOW of the GPU's resident threads (0: never).
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
+#endif
+#ifndef OASR_NORM_CACHE_HINTS
+#define OASR_NORM_CACHE_HINTS 3
+#endif
+#ifndef OASR_NORM_CLAMPED_LOADS
+#define OASR_NORM_CLAMPED_LOADS 1
+#endif
+#ifndef OASR_NORM_BF16_WORDS
+#define OASR_NORM_BF16_WORDS 0
 #endif
 
 namespace oasr {
@@ -131,6 +141,12 @@ __device__ __forceinline__ float converted_at_use(nv_bfloat16 x) {
 // loaded and converted on use (ptxas -v, sm_90a, fp16 with 4 vectors per thread: 48
 // registers where fp32 copies took 64; 64 where the fused form's fp32 sums took 74).
 // Units past the row, and inactive rows, hold zeros.
+template <typename T, int N>
+__device__ __forceinline__ Packed<T, N> load_row_unit(const T* ptr) {
+  if constexpr (OASR_NORM_CACHE_HINTS & 1) return Packed<T, N>::load_streaming(ptr);
+  return Packed<T, N>::load(ptr);
+}
+
 template <typename T, int N, int kUnits, bool kAdd>
 struct RowSlice {
   using P = Packed<T, N>;
@@ -139,12 +155,22 @@ struct RowSlice {
 
   __device__ __forceinline__ void load(const NormParams<T>& p, int64_t row, bool active, int first, int step) {
     const int units = static_cast<int>(p.cols / N);
+    if constexpr (OASR_NORM_CLAMPED_LOADS) {
+      const int64_t safe_row = active ? row : 0;
+#pragma unroll
+      for (int k = 0; k < kUnits; ++k) {
+        const int u = min(first + k * step, units - 1);
+        in[k] = load_row_unit<T, N>(p.input + safe_row * p.input_stride + static_cast<int64_t>(u) * N);
+        if constexpr (kAdd) res[k] = load_row_unit<T, N>(p.residual + safe_row * p.residual_stride + static_cast<int64_t>(u) * N);
+      }
+      return;
+    }
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
       const int u = first + k * step;
       if (active && u < units) {
-        in[k] = P::load(p.input + row * p.input_stride + static_cast<int64_t>(u) * N);
-        if constexpr (kAdd) res[k] = P::load(p.residual + row * p.residual_stride + static_cast<int64_t>(u) * N);
+        in[k] = load_row_unit<T, N>(p.input + row * p.input_stride + static_cast<int64_t>(u) * N);
+        if constexpr (kAdd) res[k] = load_row_unit<T, N>(p.residual + row * p.residual_stride + static_cast<int64_t>(u) * N);
       } else {
 #pragma unroll
         for (int i = 0; i < N; ++i) {
@@ -155,9 +181,22 @@ struct RowSlice {
     }
   }
   // The value normalised: input, or residual + alpha * input (one fma, the same each call).
+  __device__ __forceinline__ static float element(const P& v, int i) {
+    if constexpr (std::is_same_v<T, nv_bfloat16> && OASR_NORM_BF16_WORDS) {
+      uint32_t w, f;
+      memcpy(&w, &v.data[i & ~1], 4);
+      if (i & 1) {
+        asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(f) : "r"(w));
+      } else {
+        asm volatile("shl.b32 %0, %1, 16;" : "=r"(f) : "r"(w));
+      }
+      return __uint_as_float(f);
+    }
+    return converted_at_use(v[i]);
+  }
   __device__ __forceinline__ float value(const NormParams<T>& p, int k, int i) const {
-    if constexpr (kAdd) return fmaf(p.alpha, converted_at_use(in[k][i]), converted_at_use(res[k][i]));
-    return converted_at_use(in[k][i]);
+    if constexpr (kAdd) return fmaf(p.alpha, element(in[k], i), element(res[k], i));
+    return element(in[k], i);
   }
 };
 
@@ -167,16 +206,26 @@ __device__ __forceinline__ void store_normalized(const NormParams<T>& p, T* out,
                                                  Value&& x) {
   using P = Packed<T, N>;
   const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
+#if OASR_NORM_FMA_NORMALIZE
+  const float shift = -mean * rstd;
+#define OASR_NORMALIZED(i) (sizeof(T) < 4 ? fmaf(x(i), rstd, shift) : (x(i) - mean) * rstd)
+#else
+#define OASR_NORMALIZED(i) ((x(i) - mean) * rstd)
+#endif
   P y;
   if (p.bias != nullptr) {
     const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
 #pragma unroll
-    for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf((x(i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
+    for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf(OASR_NORMALIZED(i), to_float(w[i]), to_float(b[i])));
   } else {
 #pragma unroll
-    for (int i = 0; i < N; ++i) y[i] = from_float<T>((x(i) - mean) * rstd * to_float(w[i]));
+    for (int i = 0; i < N; ++i) y[i] = from_float<T>(OASR_NORMALIZED(i) * to_float(w[i]));
   }
-  y.store(out + static_cast<int64_t>(u) * N);
+  if constexpr (OASR_NORM_CACHE_HINTS & 2) {
+    y.store_streaming(out + static_cast<int64_t>(u) * N);
+  } else {
+    y.store(out + static_cast<int64_t>(u) * N);
+  }
 }
 
 // Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
@@ -207,8 +256,10 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
+      if (!OASR_NORM_CLAMPED_LOADS || first + k * step < units) {
 #pragma unroll
-      for (int i = 0; i < N; ++i) sum += x.value(p, k, i);  // units past the row hold 0
+        for (int i = 0; i < N; ++i) sum += x.value(p, k, i);  // units past the row hold 0
+      }
     }
     mean = allreduce(sum) / cols_f;
   }

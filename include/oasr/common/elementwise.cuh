@@ -40,6 +40,9 @@
 #ifndef OASR_ELEMENTWISE_WAVES
 #define OASR_ELEMENTWISE_WAVES 1024
 #endif
+#ifndef OASR_ELEMENTWISE_CACHE_HINTS
+#define OASR_ELEMENTWISE_CACHE_HINTS 0
+#endif
 
 namespace oasr {
 
@@ -75,7 +78,13 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const Index i = chunk + u * kThreads;
-      if (i < range.num_vectors) v[u] = VecT::load(vec_in + i * VecT::kSize);
+      if (i < range.num_vectors) {
+        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 1) {
+          v[u] = VecT::load_streaming(vec_in + i * VecT::kSize);
+        } else {
+          v[u] = VecT::load(vec_in + i * VecT::kSize);
+        }
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -84,7 +93,11 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
         VecT r;
 #pragma unroll
         for (int k = 0; k < VecT::kSize; ++k) r[k] = from_float<T>(op(to_float(v[u][k])));
-        r.store(vec_out + i * VecT::kSize);
+        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 2) {
+          r.store_streaming(vec_out + i * VecT::kSize);
+        } else {
+          r.store(vec_out + i * VecT::kSize);
+        }
       }
     }
   }

@@ -66,6 +66,18 @@ struct alignas(sizeof(T) * N) Packed {
       *reinterpret_cast<WordT*>(ptr) = bits;
     }
   }
+  // The same for data touched once (ld/st.global.cs: evict-first in L1 and L2).
+  __device__ __forceinline__ static Packed load_streaming(const T* ptr) {
+    const WordT bits = __ldcs(reinterpret_cast<const WordT*>(ptr));
+    Packed p;
+    memcpy(p.data, &bits, sizeof(WordT));
+    return p;
+  }
+  __device__ __forceinline__ void store_streaming(T* ptr) const {
+    WordT bits;
+    memcpy(&bits, data, sizeof(WordT));
+    __stcs(reinterpret_cast<WordT*>(ptr), bits);
+  }
   __device__ __forceinline__ T& operator[](int i) { return data[i]; }
   __device__ __forceinline__ const T& operator[](int i) const { return data[i]; }
 };
