@@ -39,7 +39,7 @@ FAMILIES = (
         intro="The simplest memory-bound kernel, walked through end to end.",
         kernel=(
             "`include/oasr/scale.cuh` is a functor on the shared element-wise body "
-            "`include/oasr/common/elementwise.cuh`: 128-bit loads and stores, contiguous "
+            "`include/oasr/common/elementwise.cuh`: 128-bit streaming loads and stores, contiguous "
             "chunks per block, a grid-stride loop, and a scalar head and tail for pointers "
             "that are not 16-byte aligned. `csrc/scale.cu` checks the tensors and dispatches "
             "on dtype; `oasr/scale.py` is the Python API."
@@ -57,9 +57,9 @@ FAMILIES = (
         ),
         kernel=(
             "`include/oasr/activation.cuh`: GLU reads both halves of each row as 128-bit "
-            "vectors when C, the row strides and the pointers allow (a scalar path otherwise); "
-            "Swish is a functor on the shared element-wise body. Math is fp32 on fp32, fp16 "
-            "and bf16 storage."
+            "streaming vectors when C, the row strides and the pointers allow (a scalar path "
+            "otherwise); Swish is a functor on the shared element-wise body. Math is fp32 on "
+            "fp32, fp16 and bf16 storage."
         ),
     ),
     Family(
@@ -73,8 +73,8 @@ FAMILIES = (
             "(`norm(residual + alpha * input)`), against torch's add followed by the norm."
         ),
         kernel=(
-            "`include/oasr/norm.cuh`: each row is read from DRAM once and kept in registers "
-            "as loaded (converted to fp32 at each use); a group of lanes per row for short rows "
+            "`include/oasr/norm.cuh`: each row is streamed from DRAM once and kept in "
+            "registers as loaded (converted to fp32 at each use); a group of lanes per row for short rows "
             "(more threads per row when rows are few), a block per row for long ones, two-pass "
             "fp32 statistics, one rounding on output."
         ),

@@ -4,9 +4,10 @@
 //   Swish: out[i]    = in[i] * sigmoid(in[i])             (SiLU, element-wise)
 //
 // Both are memory-bound streams. Swish is a flat element-wise map (common/elementwise.cuh,
-// shared with scale). GLU is built the same way on a 2-D view with row strides (the last
-// dimension contiguous): a "unit" is one vector of each half, kUnroll units per thread in
-// flight, blocks on contiguous chunks of units, 32-bit indices when they suffice. Its
+// shared with scale). GLU is built the same way, streaming loads and stores included, on
+// a 2-D view with row strides (the last dimension contiguous): a "unit" is one vector of
+// each half, kUnroll units per thread in flight, blocks on contiguous chunks of units,
+// 32-bit indices when they suffice. Its
 // vector path needs C, both row strides and both base pointers to be multiples of one
 // 16-byte vector; anything else takes the scalar path (same kernel body, one element per
 // unit). The flat unit index is split into (row, column) with a FastDivmod on the 32-bit
@@ -87,13 +88,8 @@ __global__ void __launch_bounds__(detail::kGluThreads)
         Index row, col;
         detail::split(i, row_div, shape.units_per_row, row, col);
         const T* src = input + row * shape.in_stride + col * N;
-        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 1) {
-          a[u] = P::load_streaming(src);
-          g[u] = P::load_streaming(src + shape.cols);
-        } else {
-          a[u] = P::load(src);
-          g[u] = P::load(src + shape.cols);
-        }
+        a[u] = P::load_streaming(src);
+        g[u] = P::load_streaming(src + shape.cols);
         out_offset[u] = row * shape.out_stride + col * N;
       }
     }
@@ -103,11 +99,7 @@ __global__ void __launch_bounds__(detail::kGluThreads)
         P y;
 #pragma unroll
         for (int k = 0; k < N; ++k) y[k] = from_float<T>(to_float(a[u][k]) * detail::sigmoid(to_float(g[u][k])));
-        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 2) {
-          y.store_streaming(output + out_offset[u]);
-        } else {
-          y.store(output + out_offset[u]);
-        }
+        y.store_streaming(output + out_offset[u]);
       }
     }
   }

@@ -38,7 +38,11 @@
 // reducing this one (a register double buffer: no gain in fp16, and the doubled
 // registers slowed the fused fp32 forms); keeping the row as fp32 (more registers,
 // slower on every large case); grids of resident blocks looping over the rows (their
-// last pass runs part-empty: 9-12% slower at 1 GiB than one block per row group).
+// last pass runs part-empty: 9-12% slower at 1 GiB than one block per row group);
+// prefetching the rows of a later wave into L2 (bulk or per line: up to 25% slower one
+// wave ahead; half a wave ahead, from 9% slower to 2% faster); converting bf16 on
+// 32-bit words (no change). Streaming loads and stores of the rows were 0.5-14% faster
+// than plain ones on the Conformer shapes, and up to 4% slower at 1 GiB (LayerNorm).
 //
 // The warp and block kernels' grids cover the rows once; the smem and loop kernels'
 // resident blocks loop over them. The vector path needs C, every row stride and every
@@ -53,7 +57,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
@@ -77,15 +80,6 @@
 // fewer than 1 / OASR_NORM_SPREAD_BELOW of the GPU's resident threads (0: never).
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
-#endif
-#ifndef OASR_NORM_CACHE_HINTS
-#define OASR_NORM_CACHE_HINTS 3
-#endif
-#ifndef OASR_NORM_CLAMPED_LOADS
-#define OASR_NORM_CLAMPED_LOADS 1
-#endif
-#ifndef OASR_NORM_BF16_WORDS
-#define OASR_NORM_BF16_WORDS 0
 #endif
 
 namespace oasr {
@@ -140,13 +134,10 @@ __device__ __forceinline__ float converted_at_use(nv_bfloat16 x) {
 // This thread's units first, first + step, ... (kUnits of them) of one row, kept as
 // loaded and converted on use (ptxas -v, sm_90a, fp16 with 4 vectors per thread: 48
 // registers where fp32 copies took 64; 64 where the fused form's fp32 sums took 74).
-// Units past the row, and inactive rows, hold zeros.
-template <typename T, int N>
-__device__ __forceinline__ Packed<T, N> load_row_unit(const T* ptr) {
-  if constexpr (OASR_NORM_CACHE_HINTS & 1) return Packed<T, N>::load_streaming(ptr);
-  return Packed<T, N>::load(ptr);
-}
-
+// Every load is in bounds and unconditional: units past the row repeat its last unit and
+// inactive rows read row 0, and the passes over the slice skip both. Filling them with
+// zeros instead cost a byte merge per element, and ptxas spilled when the zeros were set
+// as whole words. Rows are streamed (evict-first loads), as are the outputs.
 template <typename T, int N, int kUnits, bool kAdd>
 struct RowSlice {
   using P = Packed<T, N>;
@@ -155,48 +146,18 @@ struct RowSlice {
 
   __device__ __forceinline__ void load(const NormParams<T>& p, int64_t row, bool active, int first, int step) {
     const int units = static_cast<int>(p.cols / N);
-    if constexpr (OASR_NORM_CLAMPED_LOADS) {
-      const int64_t safe_row = active ? row : 0;
-#pragma unroll
-      for (int k = 0; k < kUnits; ++k) {
-        const int u = min(first + k * step, units - 1);
-        in[k] = load_row_unit<T, N>(p.input + safe_row * p.input_stride + static_cast<int64_t>(u) * N);
-        if constexpr (kAdd) res[k] = load_row_unit<T, N>(p.residual + safe_row * p.residual_stride + static_cast<int64_t>(u) * N);
-      }
-      return;
-    }
+    const int64_t safe_row = active ? row : 0;
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
-      const int u = first + k * step;
-      if (active && u < units) {
-        in[k] = load_row_unit<T, N>(p.input + row * p.input_stride + static_cast<int64_t>(u) * N);
-        if constexpr (kAdd) res[k] = load_row_unit<T, N>(p.residual + row * p.residual_stride + static_cast<int64_t>(u) * N);
-      } else {
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          in[k][i] = from_float<T>(0.0f);
-          if constexpr (kAdd) res[k][i] = from_float<T>(0.0f);
-        }
-      }
+      const int64_t offset = static_cast<int64_t>(min(first + k * step, units - 1)) * N;
+      in[k] = P::load_streaming(p.input + safe_row * p.input_stride + offset);
+      if constexpr (kAdd) res[k] = P::load_streaming(p.residual + safe_row * p.residual_stride + offset);
     }
   }
   // The value normalised: input, or residual + alpha * input (one fma, the same each call).
-  __device__ __forceinline__ static float element(const P& v, int i) {
-    if constexpr (std::is_same_v<T, nv_bfloat16> && OASR_NORM_BF16_WORDS) {
-      uint32_t w, f;
-      memcpy(&w, &v.data[i & ~1], 4);
-      if (i & 1) {
-        asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(f) : "r"(w));
-      } else {
-        asm volatile("shl.b32 %0, %1, 16;" : "=r"(f) : "r"(w));
-      }
-      return __uint_as_float(f);
-    }
-    return converted_at_use(v[i]);
-  }
   __device__ __forceinline__ float value(const NormParams<T>& p, int k, int i) const {
-    if constexpr (kAdd) return fmaf(p.alpha, element(in[k], i), element(res[k], i));
-    return element(in[k], i);
+    if constexpr (kAdd) return fmaf(p.alpha, converted_at_use(in[k][i]), converted_at_use(res[k][i]));
+    return converted_at_use(in[k][i]);
   }
 };
 
@@ -206,26 +167,16 @@ __device__ __forceinline__ void store_normalized(const NormParams<T>& p, T* out,
                                                  Value&& x) {
   using P = Packed<T, N>;
   const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
-#if OASR_NORM_FMA_NORMALIZE
-  const float shift = -mean * rstd;
-#define OASR_NORMALIZED(i) (sizeof(T) < 4 ? fmaf(x(i), rstd, shift) : (x(i) - mean) * rstd)
-#else
-#define OASR_NORMALIZED(i) ((x(i) - mean) * rstd)
-#endif
   P y;
   if (p.bias != nullptr) {
     const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
 #pragma unroll
-    for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf(OASR_NORMALIZED(i), to_float(w[i]), to_float(b[i])));
+    for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf((x(i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
   } else {
 #pragma unroll
-    for (int i = 0; i < N; ++i) y[i] = from_float<T>(OASR_NORMALIZED(i) * to_float(w[i]));
+    for (int i = 0; i < N; ++i) y[i] = from_float<T>((x(i) - mean) * rstd * to_float(w[i]));
   }
-  if constexpr (OASR_NORM_CACHE_HINTS & 2) {
-    y.store_streaming(out + static_cast<int64_t>(u) * N);
-  } else {
-    y.store(out + static_cast<int64_t>(u) * N);
-  }
+  y.store_streaming(out + static_cast<int64_t>(u) * N);
 }
 
 // Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
@@ -256,9 +207,9 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
-      if (!OASR_NORM_CLAMPED_LOADS || first + k * step < units) {
+      if (first + k * step < units) {
 #pragma unroll
-        for (int i = 0; i < N; ++i) sum += x.value(p, k, i);  // units past the row hold 0
+        for (int i = 0; i < N; ++i) sum += x.value(p, k, i);
       }
     }
     mean = allreduce(sum) / cols_f;

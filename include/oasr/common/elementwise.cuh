@@ -4,7 +4,10 @@
 // Memory-bound, so the kernel keeps the memory system busy and does little else: 128-bit
 // loads and stores, kUnroll vectors in flight per thread, each block working on
 // contiguous chunks of kThreads * kUnroll vectors (DRAM-page friendly), and a grid-stride
-// loop over chunks for tensors larger than the grid. Pointers that are not 16-byte
+// loop over chunks for tensors larger than the grid. The vectors are loaded and stored
+// as streaming (evict-first) data: on the H200 that made scale 1-12% faster than plain
+// loads and stores from 32K to 8M elements and no slower elsewhere; swish and GLU gained
+// up to 5% on the Conformer shapes. Either hint alone was no faster or slower. Pointers that are not 16-byte
 // aligned get a scalar head up to the first boundary and a scalar tail; input and output
 // at different alignments take the scalar path. n == 0 launches nothing.
 //
@@ -39,9 +42,6 @@
 #endif
 #ifndef OASR_ELEMENTWISE_WAVES
 #define OASR_ELEMENTWISE_WAVES 1024
-#endif
-#ifndef OASR_ELEMENTWISE_CACHE_HINTS
-#define OASR_ELEMENTWISE_CACHE_HINTS 0
 #endif
 
 namespace oasr {
@@ -78,13 +78,7 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const Index i = chunk + u * kThreads;
-      if (i < range.num_vectors) {
-        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 1) {
-          v[u] = VecT::load_streaming(vec_in + i * VecT::kSize);
-        } else {
-          v[u] = VecT::load(vec_in + i * VecT::kSize);
-        }
-      }
+      if (i < range.num_vectors) v[u] = VecT::load_streaming(vec_in + i * VecT::kSize);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -93,11 +87,7 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
         VecT r;
 #pragma unroll
         for (int k = 0; k < VecT::kSize; ++k) r[k] = from_float<T>(op(to_float(v[u][k])));
-        if constexpr (OASR_ELEMENTWISE_CACHE_HINTS & 2) {
-          r.store_streaming(vec_out + i * VecT::kSize);
-        } else {
-          r.store(vec_out + i * VecT::kSize);
-        }
+        r.store_streaming(vec_out + i * VecT::kSize);
       }
     }
   }
