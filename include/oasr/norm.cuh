@@ -81,10 +81,6 @@
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
 #endif
-// Threads per SM the warp kernel asks ptxas to fit (the fused forms: 1024).
-#ifndef OASR_NORM_WARP_RESIDENT
-#define OASR_NORM_WARP_RESIDENT 1536
-#endif
 
 namespace oasr {
 namespace norm {
@@ -112,10 +108,10 @@ struct NormParams {
 namespace detail {
 constexpr int kWarpKernelThreads = OASR_NORM_WARP_BLOCK_THREADS;
 constexpr int kWarpMaxUnitsPerThread = OASR_NORM_WARP_UNITS;
-// Resident blocks the warp kernel asks ptxas for: 48 warps per SM (32 fused), i.e. at
-// most 40 registers a thread (64 fused) at 4 vectors per thread, whatever the block size.
+// Resident blocks the warp kernel asks ptxas for: 40 warps per SM (32 fused), i.e. at
+// most 48 registers a thread (64 fused) at 4 vectors per thread, whatever the block size.
 // Left to itself ptxas takes 54-56 (70-72 fused) at some block sizes, for fewer warps.
-constexpr int warp_min_blocks(bool add) { return (add ? 1024 : OASR_NORM_WARP_RESIDENT) / kWarpKernelThreads; }
+constexpr int warp_min_blocks(bool add) { return (add ? 1024 : 1280) / kWarpKernelThreads; }
 constexpr int kBlockElementsPerThread = 32;
 constexpr int kBlockTargetThreads = OASR_NORM_BLOCK_THREADS;
 constexpr int kMaxBlockThreads = 512;
