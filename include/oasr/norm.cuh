@@ -110,7 +110,8 @@ constexpr int kWarpKernelThreads = OASR_NORM_WARP_BLOCK_THREADS;
 constexpr int kWarpMaxUnitsPerThread = OASR_NORM_WARP_UNITS;
 // Resident blocks the warp kernel asks ptxas for: 40 warps per SM (32 fused), i.e. at
 // most 48 registers a thread (64 fused) at 4 vectors per thread, whatever the block size.
-// Left to itself ptxas takes 54-56 (70-72 fused) at some block sizes, for fewer warps.
+// Left to itself ptxas takes 54-56 (70-72 fused) at some block sizes, for fewer warps;
+// 48 warps (40 registers) were up to 3% slower than 40 (at best 1% faster).
 constexpr int warp_min_blocks(bool add) { return (add ? 1024 : 1280) / kWarpKernelThreads; }
 constexpr int kBlockElementsPerThread = 32;
 constexpr int kBlockTargetThreads = OASR_NORM_BLOCK_THREADS;
