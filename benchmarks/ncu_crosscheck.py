@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,7 +30,11 @@ def crosscheck(op_name: str, dtype: str, min_bytes: int) -> pd.DataFrame:
     op = get_op(op_name)
     configs = [c for c in op.default_sweep if op.work(c, parse_dtype(dtype)).bytes >= min_bytes]
     bench = time_op(op, configs, [dtype])
-    profiled = profile_sweep(op_name, configs=configs, dtypes=[dtype], preset="timing", force=True, live=True)
+    # The profiles are this check's own, not recordings: kept out of reports/.
+    with tempfile.TemporaryDirectory(prefix="oasr-crosscheck-") as scratch:
+        profiled = profile_sweep(
+            op_name, configs=configs, dtypes=[dtype], preset="timing", force=True, live=True, reports_dir=Path(scratch)
+        )
     ncu = profiled.launches[["backend", "config", "duration_s"]]
     table = bench.merge(ncu, on=["backend", "config"], how="left")
     table["bench_us"] = table["seconds"] * 1e6
