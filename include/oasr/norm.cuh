@@ -135,10 +135,11 @@ __device__ __forceinline__ float converted_at_use(nv_bfloat16 x) {
 // This thread's units first, first + step, ... (kUnits of them) of one row, kept as
 // loaded and converted on use (ptxas -v, sm_90a, fp16 with 4 vectors per thread: 48
 // registers where fp32 copies took 64; 64 where the fused form's fp32 sums took 74).
-// Every load is in bounds and unconditional: units past the row repeat its last unit and
-// inactive rows read row 0, and the passes over the slice skip both. Filling them with
-// zeros instead cost a byte merge per element, and ptxas spilled when the zeros were set
-// as whole words. Rows are streamed (evict-first loads), as are the outputs.
+// Every load is in bounds and unconditional: units past the row repeat its last unit,
+// which the passes over the slice skip, and inactive rows read row 0, whose results are
+// never stored. Filling them with zeros instead cost a byte merge per element, and ptxas
+// spilled when the zeros were set as whole words. Rows are streamed (evict-first loads),
+// as are the outputs.
 template <typename T, int N, int kUnits, bool kAdd>
 struct RowSlice {
   using P = Packed<T, N>;

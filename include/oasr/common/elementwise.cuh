@@ -7,9 +7,11 @@
 // loop over chunks for tensors larger than the grid. The vectors are loaded and stored
 // as streaming (evict-first) data: on the H200 that made scale 1-12% faster than plain
 // loads and stores from 32K to 8M elements and no slower elsewhere; swish and GLU gained
-// up to 5% on the Conformer shapes. Either hint alone was no faster or slower. Pointers that are not 16-byte
-// aligned get a scalar head up to the first boundary and a scalar tail; input and output
-// at different alignments take the scalar path. n == 0 launches nothing.
+// up to 5% on the Conformer shapes. Either hint alone was no faster or slower.
+//
+// Pointers that are not 16-byte aligned get a scalar head up to the first boundary and a
+// scalar tail; input and output at different alignments take the scalar path. n == 0
+// launches nothing.
 //
 // Small tensors are launch-latency bound, so the path to a thread's first load is kept
 // short: indices are 32-bit unless the tensor needs 64 (the host picks the

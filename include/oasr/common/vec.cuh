@@ -58,12 +58,10 @@ struct alignas(sizeof(T) * N) Packed {
     return p;
   }
   __device__ __forceinline__ void store(T* ptr) const {
-    WordT bits;
-    memcpy(&bits, data, sizeof(WordT));
     if constexpr (sizeof(WordT) == kVecBytes) {
-      __stwb(reinterpret_cast<WordT*>(ptr), bits);
+      __stwb(reinterpret_cast<WordT*>(ptr), word());
     } else {
-      *reinterpret_cast<WordT*>(ptr) = bits;
+      *reinterpret_cast<WordT*>(ptr) = word();
     }
   }
   // The same for data touched once (ld/st.global.cs: evict-first in L1 and L2).
@@ -73,10 +71,12 @@ struct alignas(sizeof(T) * N) Packed {
     memcpy(p.data, &bits, sizeof(WordT));
     return p;
   }
-  __device__ __forceinline__ void store_streaming(T* ptr) const {
+  __device__ __forceinline__ void store_streaming(T* ptr) const { __stcs(reinterpret_cast<WordT*>(ptr), word()); }
+  // The elements as one machine word.
+  __device__ __forceinline__ WordT word() const {
     WordT bits;
     memcpy(&bits, data, sizeof(WordT));
-    __stcs(reinterpret_cast<WordT*>(ptr), bits);
+    return bits;
   }
   __device__ __forceinline__ T& operator[](int i) { return data[i]; }
   __device__ __forceinline__ const T& operator[](int i) const { return data[i]; }
