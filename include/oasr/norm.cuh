@@ -78,6 +78,11 @@
 #endif
 // The vector path halves the warp kernel's units per thread while its threads would be
 // fewer than 1 / OASR_NORM_SPREAD_BELOW of the GPU's resident threads (0: never).
+// Row statistics (experiment): 0 two passes, one sum chain; 1 two passes, a chain per
+// unit; 2 one pass shifted by the row's first value.
+#ifndef OASR_NORM_STATS
+#define OASR_NORM_STATS 0
+#endif
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
 #endif
@@ -145,6 +150,9 @@ struct RowSlice {
   using P = Packed<T, N>;
   P in[kUnits];
   P res[kAdd ? kUnits : 1];
+#if OASR_NORM_STATS == 2
+  float shift;  // the row's first value
+#endif
 
   __device__ __forceinline__ void load(const NormParams<T>& p, int64_t row, bool active, int first, int step) {
     const int units = static_cast<int>(p.cols / N);
@@ -155,6 +163,10 @@ struct RowSlice {
       in[k] = P::load_streaming(p.input + safe_row * p.input_stride + offset);
       if constexpr (kAdd) res[k] = P::load_streaming(p.residual + safe_row * p.residual_stride + offset);
     }
+#if OASR_NORM_STATS == 2
+    shift = to_float(p.input[safe_row * p.input_stride]);
+    if constexpr (kAdd) shift = fmaf(p.alpha, shift, to_float(p.residual[safe_row * p.residual_stride]));
+#endif
   }
   // The value normalised: input, or residual + alpha * input (one fma, the same each call).
   __device__ __forceinline__ float value(const NormParams<T>& p, int k, int i) const {
@@ -181,6 +193,18 @@ __device__ __forceinline__ void store_normalized(const NormParams<T>& p, T* out,
   y.store_streaming(out + static_cast<int64_t>(u) * N);
 }
 
+// v[0] + v[1] + ... as a balanced tree (K a power of two): short dependency chains.
+template <int K>
+__device__ __forceinline__ float tree_sum(float (&v)[K]) {
+  static_assert((K & (K - 1)) == 0, "K must be a power of two");
+#pragma unroll
+  for (int width = K / 2; width > 0; width /= 2) {
+#pragma unroll
+    for (int k = 0; k < width; ++k) v[k] += v[k + width];
+  }
+  return v[0];
+}
+
 // Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
 // still join the reductions.
 template <typename T, int N, int kUnits, bool kAdd, typename AllReduce>
@@ -204,6 +228,72 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
     }
   }
 
+#if OASR_NORM_STATS == 2
+  // One pass, shifted by the row's first element: sum and squares of d = x - shift.
+  float mean = 0.0f;
+  float rstd;
+  if (p.rms) {
+    float squares[kUnits];
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+      squares[k] = 0.0f;
+      if (first + k * step < units) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const float v = x.value(p, k, i);
+          squares[k] = fmaf(v, v, squares[k]);
+        }
+      }
+    }
+    rstd = rsqrtf(allreduce(tree_sum(squares)) / cols_f + p.eps);
+  } else {
+    float sums[kUnits], squares[kUnits];
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+      sums[k] = 0.0f;
+      squares[k] = 0.0f;
+      if (first + k * step < units) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+          const float d = x.value(p, k, i) - x.shift;
+          sums[k] += d;
+          squares[k] = fmaf(d, d, squares[k]);
+        }
+      }
+    }
+    const float2 totals = allreduce(make_float2(tree_sum(sums), tree_sum(squares)));
+    const float shifted_mean = totals.x / cols_f;
+    mean = x.shift + shifted_mean;
+    rstd = rsqrtf(fmaxf(totals.y / cols_f - shifted_mean * shifted_mean, 0.0f) + p.eps);
+  }
+#elif OASR_NORM_STATS == 1
+  float mean = 0.0f;
+  if (!p.rms) {
+    float sums[kUnits];
+#pragma unroll
+    for (int k = 0; k < kUnits; ++k) {
+      sums[k] = 0.0f;
+      if (first + k * step < units) {
+#pragma unroll
+        for (int i = 0; i < N; ++i) sums[k] += x.value(p, k, i);
+      }
+    }
+    mean = allreduce(tree_sum(sums)) / cols_f;
+  }
+  float squares[kUnits];
+#pragma unroll
+  for (int k = 0; k < kUnits; ++k) {
+    squares[k] = 0.0f;
+    if (first + k * step < units) {
+#pragma unroll
+      for (int i = 0; i < N; ++i) {
+        const float d = x.value(p, k, i) - mean;
+        squares[k] = fmaf(d, d, squares[k]);
+      }
+    }
+  }
+  const float rstd = rsqrtf(allreduce(tree_sum(squares)) / cols_f + p.eps);
+#else
   float mean = 0.0f;
   if (!p.rms) {
     float sum = 0.0f;
@@ -228,6 +318,7 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
     }
   }
   const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
+#endif
 
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
@@ -263,16 +354,16 @@ __global__ void __launch_bounds__(detail::kWarpKernelThreads, detail::warp_min_b
   detail::normalize_rows<T, N, kUnits, kAdd>(
       p, static_cast<int64_t>(blockIdx.x) * rows_per_block, static_cast<int64_t>(gridDim.x) * rows_per_block,
       threadIdx.x >> lanes_log2, threadIdx.x & (lanes - 1), lanes,
-      [lanes](float v) { return warp_allreduce_sum(v, lanes); });
+      [lanes](auto v) { return warp_allreduce_sum(v, lanes); });
 }
 
 // One block per row.
 template <typename T, int N, int kUnits, bool kAdd>
 __global__ void __launch_bounds__(detail::kMaxBlockThreads) BlockNormKernel(NormParams<T> p) {
-  __shared__ float partials[2][kWarpSize];
+  __shared__ float2 partials[2][kWarpSize];
   int parity = 0;
-  detail::normalize_rows<T, N, kUnits, kAdd>(p, blockIdx.x, gridDim.x, 0, threadIdx.x, blockDim.x, [&](float v) {
-    const float total = block_allreduce_sum(v, partials[parity]);
+  detail::normalize_rows<T, N, kUnits, kAdd>(p, blockIdx.x, gridDim.x, 0, threadIdx.x, blockDim.x, [&](auto v) {
+    const auto total = block_allreduce_sum(v, reinterpret_cast<decltype(v)*>(partials[parity]));
     parity ^= 1;
     return total;
   });
