@@ -83,6 +83,10 @@
 #ifndef OASR_NORM_STATS
 #define OASR_NORM_STATS 0
 #endif
+// Diagnostics (wrong results): 1 ignore the bias, 2 also the weight, 3 also the statistics.
+#ifndef OASR_NORM_DIAG
+#define OASR_NORM_DIAG 0
+#endif
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
 #endif
@@ -164,8 +168,10 @@ struct RowSlice {
       if constexpr (kAdd) res[k] = P::load_streaming(p.residual + safe_row * p.residual_stride + offset);
     }
 #if OASR_NORM_STATS == 2
-    shift = to_float(p.input[safe_row * p.input_stride]);
-    if constexpr (kAdd) shift = fmaf(p.alpha, shift, to_float(p.residual[safe_row * p.residual_stride]));
+    if (!p.rms) {
+      shift = to_float(p.input[safe_row * p.input_stride]);
+      if constexpr (kAdd) shift = fmaf(p.alpha, shift, to_float(p.residual[safe_row * p.residual_stride]));
+    }
 #endif
   }
   // The value normalised: input, or residual + alpha * input (one fma, the same each call).
@@ -180,9 +186,15 @@ template <typename T, int N, typename Value>
 __device__ __forceinline__ void store_normalized(const NormParams<T>& p, T* out, int u, float mean, float rstd,
                                                  Value&& x) {
   using P = Packed<T, N>;
-  const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
   P y;
-  if (p.bias != nullptr) {
+#if OASR_NORM_DIAG >= 2
+#pragma unroll
+  for (int i = 0; i < N; ++i) y[i] = from_float<T>((x(i) - mean) * rstd);
+  y.store_streaming(out + static_cast<int64_t>(u) * N);
+  return;
+#endif
+  const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
+  if (OASR_NORM_DIAG == 0 && p.bias != nullptr) {
     const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
 #pragma unroll
     for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf((x(i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
@@ -318,6 +330,10 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
     }
   }
   const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
+#endif
+#if OASR_NORM_DIAG == 3
+  mean = 0.0f;
+  rstd = 1.0f;
 #endif
 
 #pragma unroll
