@@ -87,6 +87,10 @@
 #ifndef OASR_NORM_DIAG
 #define OASR_NORM_DIAG 0
 #endif
+// Warp kernel: weight and bias converted to fp32 in shared memory once per block (1).
+#ifndef OASR_NORM_STAGE_AFFINE
+#define OASR_NORM_STAGE_AFFINE 0
+#endif
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
 #endif
@@ -181,10 +185,78 @@ struct RowSlice {
   }
 };
 
+// Weight and bias read from global memory and converted at each use.
+template <typename T, int N>
+struct GlobalAffine {
+  const T* weight;
+  const T* bias;  // or null
+  __device__ __forceinline__ void stage(const NormParams<T>&) const {}
+  __device__ __forceinline__ bool has_bias() const { return bias != nullptr; }
+  __device__ __forceinline__ Packed<T, N> weight_at(int u) const { return Packed<T, N>::load(weight + int64_t{u} * N); }
+  __device__ __forceinline__ Packed<T, N> bias_at(int u) const { return Packed<T, N>::load(bias + int64_t{u} * N); }
+};
+
+// Weight and bias converted to fp32 once per block and kept in shared memory, in planes
+// of kWidth floats (plane j holds elements j * kWidth .. of every unit), so that lanes
+// reading consecutive units read consecutive 16-byte words: no bank conflicts.
+template <int N>
+struct SharedAffine {
+  static constexpr int kWidth = N < 4 ? N : 4;
+  static constexpr int kPlanes = N / kWidth;
+  using F = Packed<float, kWidth>;
+  struct Floats {
+    float v[N];
+    __device__ __forceinline__ float operator[](int i) const { return v[i]; }
+  };
+  int units;
+  bool with_bias;
+
+  // The block's dynamic shared memory: the weight's planes, then the bias's.
+  __device__ __forceinline__ static float* staged() {
+    extern __shared__ float staged_affine[];
+    return staged_affine;
+  }
+  __device__ __forceinline__ bool has_bias() const { return with_bias; }
+  __device__ __forceinline__ Floats get(int vector, int u) const {
+    const float* source = staged() + vector * units * N;
+    Floats v;
+#pragma unroll
+    for (int j = 0; j < kPlanes; ++j) {
+      const F f = F::load(source + (j * units + u) * kWidth);
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) v.v[j * kWidth + i] = f[i];
+    }
+    return v;
+  }
+  __device__ __forceinline__ Floats weight_at(int u) const { return get(0, u); }
+  __device__ __forceinline__ Floats bias_at(int u) const { return get(1, u); }
+
+  // The block's threads convert the weight (and bias) into shared memory; ends with a barrier.
+  template <typename T>
+  __device__ __forceinline__ void stage(const NormParams<T>& p) const {
+    for (int u = threadIdx.x; u < units; u += blockDim.x) {
+      put(0, u, Packed<T, N>::load(p.weight + int64_t{u} * N));
+      if (with_bias) put(1, u, Packed<T, N>::load(p.bias + int64_t{u} * N));
+    }
+    __syncthreads();
+  }
+  template <typename P>
+  __device__ __forceinline__ void put(int vector, int u, const P& packed) const {
+    float* target = staged() + vector * units * N;
+#pragma unroll
+    for (int j = 0; j < kPlanes; ++j) {
+      F f;
+#pragma unroll
+      for (int i = 0; i < kWidth; ++i) f[i] = to_float(packed[j * kWidth + i]);
+      f.store(target + (j * units + u) * kWidth);
+    }
+  }
+};
+
 // out[u * N + i] = (x(i) - mean) * rstd * w (+ b) for the N elements of unit u.
-template <typename T, int N, typename Value>
-__device__ __forceinline__ void store_normalized(const NormParams<T>& p, T* out, int u, float mean, float rstd,
-                                                 Value&& x) {
+template <typename T, int N, typename Value, typename Affine>
+__device__ __forceinline__ void store_normalized(T* out, int u, float mean, float rstd, Value&& x,
+                                                 const Affine& affine) {
   using P = Packed<T, N>;
   P y;
 #if OASR_NORM_DIAG >= 2
@@ -193,9 +265,9 @@ __device__ __forceinline__ void store_normalized(const NormParams<T>& p, T* out,
   y.store_streaming(out + static_cast<int64_t>(u) * N);
   return;
 #endif
-  const P w = P::load(p.weight + static_cast<int64_t>(u) * N);
-  if (OASR_NORM_DIAG == 0 && p.bias != nullptr) {
-    const P b = P::load(p.bias + static_cast<int64_t>(u) * N);
+  const auto w = affine.weight_at(u);
+  if (OASR_NORM_DIAG == 0 && affine.has_bias()) {
+    const auto b = affine.bias_at(u);
 #pragma unroll
     for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf((x(i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
   } else {
@@ -219,10 +291,10 @@ __device__ __forceinline__ float tree_sum(float (&v)[K]) {
 
 // Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
 // still join the reductions.
-template <typename T, int N, int kUnits, bool kAdd, typename AllReduce>
+template <typename T, int N, int kUnits, bool kAdd, typename AllReduce, typename Affine>
 __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const RowSlice<T, N, kUnits, kAdd>& x,
                                                 int64_t row, bool active, int first, int step, float cols_f,
-                                                AllReduce&& allreduce) {
+                                                AllReduce&& allreduce, const Affine& affine) {
   using P = Packed<T, N>;
   const int units = static_cast<int>(p.cols / N);
   if constexpr (kAdd) {
@@ -340,23 +412,25 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
   for (int k = 0; k < kUnits; ++k) {
     const int u = first + k * step;
     if (active && u < units) {
-      store_normalized<T, N>(p, p.output + row * p.output_stride, u, mean, rstd,
-                             [&](int i) { return x.value(p, k, i); });
+      store_normalized<T, N>(p.output + row * p.output_stride, u, mean, rstd,
+                             [&](int i) { return x.value(p, k, i); }, affine);
     }
   }
 }
 
 // Rows base + group, base + row_step + group, ... for base < rows (a bound uniform over
-// the block, so whole warps always reduce together).
-template <typename T, int N, int kUnits, bool kAdd, typename AllReduce>
+// the block, so whole warps always reduce together). The affine is staged once, while
+// the first row's loads are in flight.
+template <typename T, int N, int kUnits, bool kAdd, typename AllReduce, typename Affine>
 __device__ __forceinline__ void normalize_rows(const NormParams<T>& p, int64_t base, int64_t row_step, int group,
-                                               int first, int step, AllReduce&& allreduce) {
+                                               int first, int step, AllReduce&& allreduce, const Affine& affine) {
   const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
-  for (; base < p.rows; base += row_step) {
-    const int64_t row = base + group;
+  for (int64_t block_base = base; block_base < p.rows; block_base += row_step) {
+    const int64_t row = block_base + group;
     RowSlice<T, N, kUnits, kAdd> x;
     x.load(p, row, row < p.rows, first, step);
-    normalize_slice(p, x, row, row < p.rows, first, step, cols_f, allreduce);
+    if (block_base == base) affine.stage(p);
+    normalize_slice(p, x, row, row < p.rows, first, step, cols_f, allreduce, affine);
   }
 }
 }  // namespace detail
@@ -370,7 +444,12 @@ __global__ void __launch_bounds__(detail::kWarpKernelThreads, detail::warp_min_b
   detail::normalize_rows<T, N, kUnits, kAdd>(
       p, static_cast<int64_t>(blockIdx.x) * rows_per_block, static_cast<int64_t>(gridDim.x) * rows_per_block,
       threadIdx.x >> lanes_log2, threadIdx.x & (lanes - 1), lanes,
-      [lanes](auto v) { return warp_allreduce_sum(v, lanes); });
+      [lanes](auto v) { return warp_allreduce_sum(v, lanes); },
+#if OASR_NORM_STAGE_AFFINE
+      detail::SharedAffine<N>{static_cast<int>(p.cols / N), p.bias != nullptr});
+#else
+      detail::GlobalAffine<T, N>{p.weight, p.bias});
+#endif
 }
 
 // One block per row.
@@ -382,7 +461,7 @@ __global__ void __launch_bounds__(detail::kMaxBlockThreads) BlockNormKernel(Norm
     const auto total = block_allreduce_sum(v, reinterpret_cast<decltype(v)*>(partials[parity]));
     parity ^= 1;
     return total;
-  });
+  }, detail::GlobalAffine<T, N>{p.weight, p.bias});
 }
 
 // One block per row, the row cached in shared memory (cols floats of dynamic smem).
@@ -438,7 +517,8 @@ __global__ void __launch_bounds__(detail::kSmemThreads) SmemNormKernel(NormParam
     const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
     T* out = p.output + row * p.output_stride;
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
-      detail::store_normalized<T, N>(p, out, u, mean, rstd, [&](int i) { return row_cache[u * N + i]; });
+      detail::store_normalized<T, N>(out, u, mean, rstd, [&](int i) { return row_cache[u * N + i]; },
+                                     detail::GlobalAffine<T, N>{p.weight, p.bias});
     }
   }
 }
@@ -489,7 +569,8 @@ namespace detail {
 template <typename T, int N, int kUnits, bool kAdd>
 cudaError_t launch_warp(const NormParams<T>& p, int lanes_log2, cudaStream_t stream) {
   const unsigned blocks = covering_grid(p.rows, kWarpKernelThreads >> lanes_log2);
-  WarpNormKernel<T, N, kUnits, kAdd><<<blocks, kWarpKernelThreads, 0, stream>>>(p, lanes_log2);
+  const size_t staged_bytes = OASR_NORM_STAGE_AFFINE ? (p.bias != nullptr ? 2 : 1) * p.cols * sizeof(float) : 0;
+  WarpNormKernel<T, N, kUnits, kAdd><<<blocks, kWarpKernelThreads, staged_bytes, stream>>>(p, lanes_log2);
   return cudaGetLastError();
 }
 
