@@ -248,7 +248,8 @@ struct SharedAffine {
       F f;
 #pragma unroll
       for (int i = 0; i < kWidth; ++i) f[i] = to_float(packed[j * kWidth + i]);
-      f.store(target + (j * units + u) * kWidth);
+      // A plain store: Packed::store is a global-memory (st.global) instruction.
+      *reinterpret_cast<typename F::WordT*>(target + (j * units + u) * kWidth) = f.word();
     }
   }
 };
