@@ -14,8 +14,9 @@
 //
 //   * WarpNormKernel  (units <= 32 x units per thread): a group of `lanes` threads per row
 //     (a power of two <= 32, the smallest with <= 4 units per thread), 128 / lanes rows per
-//     block of 128 threads, reductions by xor shuffles inside the group. Conformer sizes
-//     land here: fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
+//     block of 128 threads, reductions by xor shuffles inside the group. Each block
+//     converts the weight and bias to fp32 into shared memory once (SharedAffine), while
+//     its rows load, and its rows read them from there. Conformer sizes land here: fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
 //     When the rows are few (groups of 4 units would keep under a quarter of the GPU's
 //     resident threads busy), the vector path halves the units per thread, down to 1,
 //     and rows that then need more than a warp go to the block kernel: fp16 (8, 200, 1024)
@@ -41,8 +42,13 @@
 // last pass runs part-empty: 9-12% slower at 1 GiB than one block per row group);
 // prefetching the rows of a later wave into L2 (bulk or per line: up to 25% slower one
 // wave ahead; half a wave ahead, from 9% slower to 2% faster); converting bf16 on
-// 32-bit words (no change). Streaming loads and stores of the rows were 0.5-14% faster
-// than plain ones on the Conformer shapes, and up to 4% slower at 1 GiB (LayerNorm).
+// 32-bit words (no change); one-pass statistics shifted by the row's first value, or the
+// sums split into a chain per unit (no change at (16, 1500, 1024), and slower than two
+// passes once the affine was staged). Streaming loads and stores of the rows were
+// 0.5-14% faster than plain ones on the Conformer shapes, and up to 4% slower at 1 GiB
+// (LayerNorm). Staging the affine in shared memory made the warp kernel up to 13% faster
+// (LayerNorm (64, 500, 256) bf16; (16, 1500, 1024) fp16 +3%, fused +6%): dropping the
+// weight and bias altogether had been worth 5% there, each element converting both.
 //
 // The warp and block kernels' grids cover the rows once; the smem and loop kernels'
 // resident blocks loop over them. The vector path needs C, every row stride and every
@@ -78,19 +84,6 @@
 #endif
 // The vector path halves the warp kernel's units per thread while its threads would be
 // fewer than 1 / OASR_NORM_SPREAD_BELOW of the GPU's resident threads (0: never).
-// Row statistics (experiment): 0 two passes, one sum chain; 1 two passes, a chain per
-// unit; 2 one pass shifted by the row's first value.
-#ifndef OASR_NORM_STATS
-#define OASR_NORM_STATS 0
-#endif
-// Diagnostics (wrong results): 1 ignore the bias, 2 also the weight, 3 also the statistics.
-#ifndef OASR_NORM_DIAG
-#define OASR_NORM_DIAG 0
-#endif
-// Warp kernel: weight and bias converted to fp32 in shared memory once per block (1).
-#ifndef OASR_NORM_STAGE_AFFINE
-#define OASR_NORM_STAGE_AFFINE 0
-#endif
 #ifndef OASR_NORM_SPREAD_BELOW
 #define OASR_NORM_SPREAD_BELOW 4
 #endif
@@ -158,9 +151,6 @@ struct RowSlice {
   using P = Packed<T, N>;
   P in[kUnits];
   P res[kAdd ? kUnits : 1];
-#if OASR_NORM_STATS == 2
-  float shift;  // the row's first value
-#endif
 
   __device__ __forceinline__ void load(const NormParams<T>& p, int64_t row, bool active, int first, int step) {
     const int units = static_cast<int>(p.cols / N);
@@ -171,12 +161,6 @@ struct RowSlice {
       in[k] = P::load_streaming(p.input + safe_row * p.input_stride + offset);
       if constexpr (kAdd) res[k] = P::load_streaming(p.residual + safe_row * p.residual_stride + offset);
     }
-#if OASR_NORM_STATS == 2
-    if (!p.rms) {
-      shift = to_float(p.input[safe_row * p.input_stride]);
-      if constexpr (kAdd) shift = fmaf(p.alpha, shift, to_float(p.residual[safe_row * p.residual_stride]));
-    }
-#endif
   }
   // The value normalised: input, or residual + alpha * input (one fma, the same each call).
   __device__ __forceinline__ float value(const NormParams<T>& p, int k, int i) const {
@@ -196,9 +180,10 @@ struct GlobalAffine {
   __device__ __forceinline__ Packed<T, N> bias_at(int u) const { return Packed<T, N>::load(bias + int64_t{u} * N); }
 };
 
-// Weight and bias converted to fp32 once per block and kept in shared memory, in planes
-// of kWidth floats (plane j holds elements j * kWidth .. of every unit), so that lanes
-// reading consecutive units read consecutive 16-byte words: no bank conflicts.
+// Weight and bias converted to fp32 once per block and kept in the block's dynamic shared
+// memory (cols floats each), in planes of kWidth floats (plane j holds elements
+// j * kWidth .. of every unit), so that lanes reading consecutive units read consecutive
+// 16-byte words: no bank conflicts.
 template <int N>
 struct SharedAffine {
   static constexpr int kWidth = N < 4 ? N : 4;
@@ -211,14 +196,14 @@ struct SharedAffine {
   int units;
   bool with_bias;
 
-  // The block's dynamic shared memory: the weight's planes, then the bias's.
-  __device__ __forceinline__ static float* staged() {
+  // The weight's planes (which = 0), then the bias's (which = 1).
+  __device__ __forceinline__ float* staged(int which) const {
     extern __shared__ float staged_affine[];
-    return staged_affine;
+    return staged_affine + which * units * N;
   }
   __device__ __forceinline__ bool has_bias() const { return with_bias; }
-  __device__ __forceinline__ Floats get(int vector, int u) const {
-    const float* source = staged() + vector * units * N;
+  __device__ __forceinline__ Floats get(int which, int u) const {
+    const float* source = staged(which);
     Floats v;
 #pragma unroll
     for (int j = 0; j < kPlanes; ++j) {
@@ -241,8 +226,8 @@ struct SharedAffine {
     __syncthreads();
   }
   template <typename P>
-  __device__ __forceinline__ void put(int vector, int u, const P& packed) const {
-    float* target = staged() + vector * units * N;
+  __device__ __forceinline__ void put(int which, int u, const P& packed) const {
+    float* target = staged(which);
 #pragma unroll
     for (int j = 0; j < kPlanes; ++j) {
       F f;
@@ -260,14 +245,8 @@ __device__ __forceinline__ void store_normalized(T* out, int u, float mean, floa
                                                  const Affine& affine) {
   using P = Packed<T, N>;
   P y;
-#if OASR_NORM_DIAG >= 2
-#pragma unroll
-  for (int i = 0; i < N; ++i) y[i] = from_float<T>((x(i) - mean) * rstd);
-  y.store_streaming(out + static_cast<int64_t>(u) * N);
-  return;
-#endif
   const auto w = affine.weight_at(u);
-  if (OASR_NORM_DIAG == 0 && affine.has_bias()) {
+  if (affine.has_bias()) {
     const auto b = affine.bias_at(u);
 #pragma unroll
     for (int i = 0; i < N; ++i) y[i] = from_float<T>(fmaf((x(i) - mean) * rstd, to_float(w[i]), to_float(b[i])));
@@ -276,18 +255,6 @@ __device__ __forceinline__ void store_normalized(T* out, int u, float mean, floa
     for (int i = 0; i < N; ++i) y[i] = from_float<T>((x(i) - mean) * rstd * to_float(w[i]));
   }
   y.store_streaming(out + static_cast<int64_t>(u) * N);
-}
-
-// v[0] + v[1] + ... as a balanced tree (K a power of two): short dependency chains.
-template <int K>
-__device__ __forceinline__ float tree_sum(float (&v)[K]) {
-  static_assert((K & (K - 1)) == 0, "K must be a power of two");
-#pragma unroll
-  for (int width = K / 2; width > 0; width /= 2) {
-#pragma unroll
-    for (int k = 0; k < width; ++k) v[k] += v[k + width];
-  }
-  return v[0];
 }
 
 // Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
@@ -313,72 +280,6 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
     }
   }
 
-#if OASR_NORM_STATS == 2
-  // One pass, shifted by the row's first element: sum and squares of d = x - shift.
-  float mean = 0.0f;
-  float rstd;
-  if (p.rms) {
-    float squares[kUnits];
-#pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-      squares[k] = 0.0f;
-      if (first + k * step < units) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float v = x.value(p, k, i);
-          squares[k] = fmaf(v, v, squares[k]);
-        }
-      }
-    }
-    rstd = rsqrtf(allreduce(tree_sum(squares)) / cols_f + p.eps);
-  } else {
-    float sums[kUnits], squares[kUnits];
-#pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-      sums[k] = 0.0f;
-      squares[k] = 0.0f;
-      if (first + k * step < units) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) {
-          const float d = x.value(p, k, i) - x.shift;
-          sums[k] += d;
-          squares[k] = fmaf(d, d, squares[k]);
-        }
-      }
-    }
-    const float2 totals = allreduce(make_float2(tree_sum(sums), tree_sum(squares)));
-    const float shifted_mean = totals.x / cols_f;
-    mean = x.shift + shifted_mean;
-    rstd = rsqrtf(fmaxf(totals.y / cols_f - shifted_mean * shifted_mean, 0.0f) + p.eps);
-  }
-#elif OASR_NORM_STATS == 1
-  float mean = 0.0f;
-  if (!p.rms) {
-    float sums[kUnits];
-#pragma unroll
-    for (int k = 0; k < kUnits; ++k) {
-      sums[k] = 0.0f;
-      if (first + k * step < units) {
-#pragma unroll
-        for (int i = 0; i < N; ++i) sums[k] += x.value(p, k, i);
-      }
-    }
-    mean = allreduce(tree_sum(sums)) / cols_f;
-  }
-  float squares[kUnits];
-#pragma unroll
-  for (int k = 0; k < kUnits; ++k) {
-    squares[k] = 0.0f;
-    if (first + k * step < units) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float d = x.value(p, k, i) - mean;
-        squares[k] = fmaf(d, d, squares[k]);
-      }
-    }
-  }
-  const float rstd = rsqrtf(allreduce(tree_sum(squares)) / cols_f + p.eps);
-#else
   float mean = 0.0f;
   if (!p.rms) {
     float sum = 0.0f;
@@ -403,11 +304,6 @@ __device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const Ro
     }
   }
   const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
-#endif
-#if OASR_NORM_DIAG == 3
-  mean = 0.0f;
-  rstd = 1.0f;
-#endif
 
 #pragma unroll
   for (int k = 0; k < kUnits; ++k) {
@@ -445,21 +341,17 @@ __global__ void __launch_bounds__(detail::kWarpKernelThreads, detail::warp_min_b
   detail::normalize_rows<T, N, kUnits, kAdd>(
       p, static_cast<int64_t>(blockIdx.x) * rows_per_block, static_cast<int64_t>(gridDim.x) * rows_per_block,
       threadIdx.x >> lanes_log2, threadIdx.x & (lanes - 1), lanes,
-      [lanes](auto v) { return warp_allreduce_sum(v, lanes); },
-#if OASR_NORM_STAGE_AFFINE
+      [lanes](float v) { return warp_allreduce_sum(v, lanes); },
       detail::SharedAffine<N>{static_cast<int>(p.cols / N), p.bias != nullptr});
-#else
-      detail::GlobalAffine<T, N>{p.weight, p.bias});
-#endif
 }
 
 // One block per row.
 template <typename T, int N, int kUnits, bool kAdd>
 __global__ void __launch_bounds__(detail::kMaxBlockThreads) BlockNormKernel(NormParams<T> p) {
-  __shared__ float2 partials[2][kWarpSize];
+  __shared__ float partials[2][kWarpSize];
   int parity = 0;
-  detail::normalize_rows<T, N, kUnits, kAdd>(p, blockIdx.x, gridDim.x, 0, threadIdx.x, blockDim.x, [&](auto v) {
-    const auto total = block_allreduce_sum(v, reinterpret_cast<decltype(v)*>(partials[parity]));
+  detail::normalize_rows<T, N, kUnits, kAdd>(p, blockIdx.x, gridDim.x, 0, threadIdx.x, blockDim.x, [&](float v) {
+    const float total = block_allreduce_sum(v, partials[parity]);
     parity ^= 1;
     return total;
   }, detail::GlobalAffine<T, N>{p.weight, p.bias});
@@ -570,7 +462,8 @@ namespace detail {
 template <typename T, int N, int kUnits, bool kAdd>
 cudaError_t launch_warp(const NormParams<T>& p, int lanes_log2, cudaStream_t stream) {
   const unsigned blocks = covering_grid(p.rows, kWarpKernelThreads >> lanes_log2);
-  const size_t staged_bytes = OASR_NORM_STAGE_AFFINE ? (p.bias != nullptr ? 2 : 1) * p.cols * sizeof(float) : 0;
+  // The staged affine: 8 KB at most with the default 4 units per thread.
+  const size_t staged_bytes = (p.bias != nullptr ? 2 : 1) * p.cols * sizeof(float);
   WarpNormKernel<T, N, kUnits, kAdd><<<blocks, kWarpKernelThreads, staged_bytes, stream>>>(p, lanes_log2);
   return cudaGetLastError();
 }

@@ -37,15 +37,6 @@ __device__ __forceinline__ float warp_allreduce_sum(float v, int width) {
   return v;
 }
 
-// The same for two sums at once (their shuffles interleave).
-__device__ __forceinline__ float2 warp_allreduce_sum(float2 v, int width) {
-  for (int offset = width / 2; offset > 0; offset /= 2) {
-    v.x += __shfl_xor_sync(kFullWarpMask, v.x, offset);
-    v.y += __shfl_xor_sync(kFullWarpMask, v.y, offset);
-  }
-  return v;
-}
-
 // Sum over the whole block (blockDim.x a multiple of 32, at most 1024). `smem` holds at
 // least 32 floats. One __syncthreads: the caller must not hand the same `smem` to the
 // next call before every thread has returned from this one -- alternate two buffers
@@ -60,17 +51,6 @@ __device__ __forceinline__ float block_allreduce_sum(float v, float* smem) {
   __syncthreads();
   // Every warp reduces the same partials in the same order: identical results.
   return warp_allreduce_sum(lane < num_warps ? smem[lane] : 0.0f);
-}
-
-__device__ __forceinline__ float2 block_allreduce_sum(float2 v, float2* smem) {
-  const int lane = threadIdx.x % kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
-  const int num_warps = blockDim.x / kWarpSize;
-  v = warp_allreduce_sum(v, kWarpSize);
-  if (num_warps == 1) return v;
-  if (lane == 0) smem[warp] = v;
-  __syncthreads();
-  return warp_allreduce_sum(lane < num_warps ? smem[lane] : make_float2(0.0f, 0.0f), kWarpSize);
 }
 
 }  // namespace oasr
