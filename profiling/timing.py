@@ -28,7 +28,10 @@ the difference).
 Backends are compared with :func:`time_interleaved`: each is timed in turn, for
 several rounds, and its samples pooled. A GPU's speed drifts within a run (clocks,
 what ran just before), and timing one backend after the other would hand the drift
-to whichever came first (``benchmarks/timing_drift.py`` shows it).
+to whichever came first (``benchmarks/timing_drift.py`` shows it). A first round,
+discarded, absorbs the slow start after another op or the reference check (on the
+H200, 12% at 1 GiB in ``timing_drift.py``; the first of 4 KiB configs after a 1 GiB
+one came out 25% slow).
 
 Every function that touches the GPU raises :class:`NoGPUError` (a
 ``RuntimeError``) at once when CUDA is unavailable.
@@ -209,6 +212,7 @@ def time_interleaved(
     warmup: int = 5,
     iters: int = 30,
     method: Method = "graph",
+    discarded_rounds: int = 1,
 ) -> dict[str, TimingResult]:
     """Time several backends of one op in turn, ``rounds`` times, pooling each one's samples.
 
@@ -220,19 +224,23 @@ def time_interleaved(
         Passes over the backends; each pass times every backend once, in order.
     warmup, iters, method
         As for :func:`time_fn`; ``iters`` samples per backend in all, split over the rounds.
+    discarded_rounds : int
+        Rounds run first, the same way, and dropped.
 
     Returns
     -------
     dict[str, TimingResult]
-        Per backend, every round's samples (launches per sample fixed by its first round).
+        Per backend, the kept rounds' samples (launches per sample fixed by its first round).
     """
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1 (got {rounds})")
+    if discarded_rounds < 0:
+        raise ValueError(f"discarded_rounds must be >= 0 (got {discarded_rounds})")
     per_round = max(1, math.ceil(iters / rounds))
     pooled: dict[str, list[TimingResult]] = {name: [] for name in fns}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoisyTimingWarning)  # judged on the pooled samples below
-        for _ in range(rounds):
+        for _ in range(discarded_rounds + rounds):
             for name, backend_fns in fns.items():
                 first = pooled[name][0] if pooled[name] else None
                 launches = first.launches_per_sample if first and method == "graph" else None
@@ -241,7 +249,10 @@ def time_interleaved(
                 )
     results = {
         name: TimingResult(
-            tuple(s for r in parts for s in r.samples_ms), method, parts[0].launches_per_sample, parts[0].input_sets
+            tuple(s for r in parts[discarded_rounds:] for s in r.samples_ms),
+            method,
+            parts[0].launches_per_sample,
+            parts[0].input_sets,
         )
         for name, parts in pooled.items()
     }

@@ -351,15 +351,21 @@ def test_time_interleaved_alternates_backends_and_pools_rounds(monkeypatch):
         return timing.TimingResult(tuple([float(len(calls))] * iters), method, launches or 7, len(fns))
 
     monkeypatch.setattr(timing, "time_fn", fake_time_fn)
-    with pytest.warns(timing.NoisyTimingWarning, match="noisy timing of a, b"):  # rounds 1, 3, 5 differ
+    with pytest.warns(timing.NoisyTimingWarning, match="noisy timing of a, b"):  # rounds 3, 5, 7 differ
         results = timing.time_interleaved({"a": [lambda: "a"], "b": [lambda: "b", lambda: "b"]}, rounds=3, iters=10)
-    assert [c[0] for c in calls] == ["a", "b"] * 3  # in turn, every round
-    assert [c[1] for c in calls] == [4] * 6  # ceil(10 / 3) samples per round
-    assert [c[2] for c in calls] == [None, None, 7, 7, 7, 7]  # launches fixed by each backend's first round
-    assert results["a"].samples_ms == (1.0,) * 4 + (3.0,) * 4 + (5.0,) * 4
-    assert (results["b"].launches_per_sample, results["b"].input_sets, results["b"].median_ms) == (7, 2, 4.0)
+    assert [c[0] for c in calls] == ["a", "b"] * 4  # in turn, every round (the first discarded)
+    assert [c[1] for c in calls] == [4] * 8  # ceil(10 / 3) samples per round
+    assert [c[2] for c in calls] == [None, None] + [7] * 6  # launches fixed by each backend's first round
+    assert results["a"].samples_ms == (3.0,) * 4 + (5.0,) * 4 + (7.0,) * 4
+    assert (results["b"].launches_per_sample, results["b"].input_sets, results["b"].median_ms) == (7, 2, 6.0)
+    calls.clear()
+    with pytest.warns(timing.NoisyTimingWarning):  # 1 and 2
+        kept = timing.time_interleaved({"a": [lambda: "a"]}, rounds=2, iters=2, discarded_rounds=0)
+    assert len(calls) == 2 and kept["a"].samples_ms == (1.0, 2.0)
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         timing.time_interleaved({"a": [lambda: None]}, rounds=0)
+    with pytest.raises(ValueError, match="discarded_rounds must be >= 0"):
+        timing.time_interleaved({"a": [lambda: None]}, discarded_rounds=-1)
 
 
 def test_host_overhead_us_on_cpu():
