@@ -20,7 +20,7 @@ def check_cuda_tensor(op: str, name: str, tensor: object, dtypes: Sequence[torch
         raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(tensor).__name__}")
     if tensor.dtype not in dtypes:
         raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}; supported: {_names(dtypes)}")
-    if tensor.device.type != "cuda":
+    if not tensor.is_cuda:
         hint = "" if torch.cuda.is_available() else " (this machine has no CUDA GPU)"
         raise ValueError(
             f"oasr.{op}: `{name}` is on {tensor.device}, but Oasr kernels run on CUDA tensors{hint}; "
@@ -35,7 +35,7 @@ def check_out(
     """``out`` must match the result's shape, dtype and device exactly."""
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"oasr.{op}: `out` must be a torch.Tensor, got {type(out).__name__}")
-    if tuple(out.shape) != tuple(shape):
+    if out.shape != shape:
         raise ValueError(f"oasr.{op}: `out` has shape {tuple(out.shape)}, expected {tuple(shape)}")
     if out.dtype != dtype:
         raise TypeError(f"oasr.{op}: `out` has dtype {out.dtype}, expected {dtype}")

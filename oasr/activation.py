@@ -36,7 +36,7 @@ def _check_tensor(op: str, name: str, tensor: object, dtype: torch.dtype | None 
 
 
 def _check_out_shape(op: str, out: torch.Tensor, shape: tuple[int, ...]) -> None:
-    if tuple(out.shape) != tuple(shape):
+    if out.shape != shape:
         raise ValueError(f"oasr.{op}: `out` has shape {tuple(out.shape)}, expected {tuple(shape)}")
 
 
@@ -180,7 +180,7 @@ def swish(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     ):
         _check_swish(input, out)
     if out is None:
-        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
     if out.numel() == 0:
         return out
     source = input if input.is_contiguous() else input.contiguous()

@@ -143,7 +143,7 @@ def _norm(
         _diagnose(op, input, residual, weight, bias, eps, alpha, out, residual_out, fused)
     eps, alpha = float(eps), float(alpha)
     if out is None:
-        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
     if input.numel() == 0:
         return out
     module = _norm_module()
@@ -171,7 +171,7 @@ def _norm(
     sum_target = None if residual_out is None else _out_rows(residual_out, cols)
     if target is None or (residual_out is not None and sum_target is None):
         # A destination with no [rows, C] view: compute into fresh tensors, then copy.
-        fresh_sum = None if residual_out is None else torch.empty(input.shape, dtype=input.dtype, device=input.device)
+        fresh_sum = None if residual_out is None else torch.empty_like(input, memory_format=torch.contiguous_format)
         result = _norm(op, rms, input, residual, weight, bias, eps, alpha, None, fresh_sum)
         out.copy_(result)
         if residual_out is not None:

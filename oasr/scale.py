@@ -49,7 +49,7 @@ def scale(input: torch.Tensor, factor: float, out: torch.Tensor | None = None) -
     check_cuda_tensor("scale", "input", input)
     factor = check_real_scalar("scale", "factor", factor)
     if out is None:
-        out = torch.empty(input.shape, dtype=input.dtype, device=input.device)
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
     else:
         check_out("scale", out, input.shape, input.dtype, input.device)
     source = input if input.is_contiguous() else input.contiguous()
