@@ -48,7 +48,7 @@
 // 0.5-14% faster than plain ones on the Conformer shapes, and up to 4% slower at 1 GiB
 // (LayerNorm). Staging the affine in shared memory made the warp kernel up to 13% faster
 // (LayerNorm (64, 500, 256) bf16; (16, 1500, 1024) fp16 +3%, fused +6%): dropping the
-// weight and bias altogether had been worth 5% there, each element converting both.
+// weight and bias altogether had been worth 5-7% there, each element converting both.
 //
 // The warp and block kernels' grids cover the rows once; the smem and loop kernels'
 // resident blocks loop over them. The vector path needs C, every row stride and every
