@@ -16,7 +16,8 @@
 //     (a power of two <= 32, the smallest with <= 4 units per thread), 128 / lanes rows per
 //     block of 128 threads, reductions by xor shuffles inside the group. Each block
 //     converts the weight and bias to fp32 into shared memory once (SharedAffine), while
-//     its rows load, and its rows read them from there. Conformer sizes land here: fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
+//     its rows load, and its rows read them from there. Conformer sizes land here:
+//     fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
 //     When the rows are few (groups of 4 units would keep under a quarter of the GPU's
 //     resident threads busy), the vector path halves the units per thread, down to 1,
 //     and rows that then need more than a warp go to the block kernel: fp16 (8, 200, 1024)
@@ -196,18 +197,17 @@ struct SharedAffine {
   int units;
   bool with_bias;
 
-  // The weight's planes (which = 0), then the bias's (which = 1).
-  __device__ __forceinline__ float* staged(int which) const {
+  // Plane j of unit u of the weight (which = 0) or of the bias (which = 1), which follows it.
+  __device__ __forceinline__ float* slot(int which, int j, int u) const {
     extern __shared__ float staged_affine[];
-    return staged_affine + which * units * N;
+    return staged_affine + which * units * N + (j * units + u) * kWidth;
   }
   __device__ __forceinline__ bool has_bias() const { return with_bias; }
   __device__ __forceinline__ Floats get(int which, int u) const {
-    const float* source = staged(which);
     Floats v;
 #pragma unroll
     for (int j = 0; j < kPlanes; ++j) {
-      const F f = F::load(source + (j * units + u) * kWidth);
+      const F f = F::load(slot(which, j, u));
 #pragma unroll
       for (int i = 0; i < kWidth; ++i) v.v[j * kWidth + i] = f[i];
     }
@@ -219,22 +219,22 @@ struct SharedAffine {
   // The block's threads convert the weight (and bias) into shared memory; ends with a barrier.
   template <typename T>
   __device__ __forceinline__ void stage(const NormParams<T>& p) const {
+    const GlobalAffine<T, N> source{p.weight, p.bias};
     for (int u = threadIdx.x; u < units; u += blockDim.x) {
-      put(0, u, Packed<T, N>::load(p.weight + int64_t{u} * N));
-      if (with_bias) put(1, u, Packed<T, N>::load(p.bias + int64_t{u} * N));
+      put(0, u, source.weight_at(u));
+      if (with_bias) put(1, u, source.bias_at(u));
     }
     __syncthreads();
   }
   template <typename P>
   __device__ __forceinline__ void put(int which, int u, const P& packed) const {
-    float* target = staged(which);
 #pragma unroll
     for (int j = 0; j < kPlanes; ++j) {
       F f;
 #pragma unroll
       for (int i = 0; i < kWidth; ++i) f[i] = to_float(packed[j * kWidth + i]);
       // A plain store: Packed::store is a global-memory (st.global) instruction.
-      *reinterpret_cast<typename F::WordT*>(target + (j * units + u) * kWidth) = f.word();
+      *reinterpret_cast<typename F::WordT*>(slot(which, j, u)) = f.word();
     }
   }
 };
