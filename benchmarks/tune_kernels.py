@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -28,6 +29,7 @@ import pandas as pd
 import torch
 
 from benchmarks.routines.bench_utils import run_gpu_script
+from benchmarks.routines.norm import large_reference_check
 from oasr.jit import gen_jit_spec
 from profiling.ops import OpSpec, get_op, parse_dtype
 from profiling.timing import op_input_sets, require_cuda, time_interleaved
@@ -52,12 +54,14 @@ def routine_configs(op: OpSpec, dtype: torch.dtype) -> list[dict[str, int]]:
     return routine.get_default_configs(dtype)[op.name]
 
 
-def tune(op: OpSpec, dtype: torch.dtype, modules: dict[str, Any], rounds: int) -> pd.DataFrame:
+def tune(
+    op: OpSpec, dtype: torch.dtype, modules: dict[str, Any], rounds: int, before_each: Callable[[], None] | None = None
+) -> pd.DataFrame:
     """Speedup over torch of every variant on every config of ``op``.
 
     Torch and the variants are timed in turn, ``rounds`` times
     (:func:`profiling.timing.time_interleaved`): clock drift over a run then cannot
-    favour whoever is timed first.
+    favour whoever is timed first. ``before_each`` runs before each of those timings.
     """
     api = importlib.import_module(f"oasr.{op.family}")
     getter = f"_{op.family}_module"
@@ -77,7 +81,7 @@ def tune(op: OpSpec, dtype: torch.dtype, modules: dict[str, Any], rounds: int) -
         fns = {"torch": [partial(op.backends["torch"], s) for s in sets]}
         for name, module in modules.items():
             fns[name] = [partial(with_module, module, partial(op.backends["oasr"], s)) for s in sets]
-        results = time_interleaved(fns, rounds=rounds, iters=10 * rounds)
+        results = time_interleaved(fns, rounds=rounds, iters=10 * rounds, before_each=before_each)
         torch_ms = results["torch"].median_ms
         row: dict[str, Any] = {"op": op.name, "config": op.config_label(config, dtype), "torch_us": torch_ms * 1e3}
         row.update({name: torch_ms / results[name].median_ms for name in modules})
@@ -93,6 +97,11 @@ def main() -> int:
     parser.add_argument("--dtypes", nargs="+", default=["float16"])
     parser.add_argument("--variant", type=parse_variant, action="append", required=True, help="NAME=MACRO=VALUE,...")
     parser.add_argument("--rounds", type=int, default=3, help="timings of each backend per config, taken in turn")
+    parser.add_argument(
+        "--after-large-check",
+        action="store_true",
+        help="time each backend right after the 1 GiB float64 reference check (benchmarks/scale_after_large_op.py)",
+    )
     args = parser.parse_args()
     require_cuda("tune_kernels")
     ops = [get_op(name) for name in args.ops]
@@ -105,7 +114,8 @@ def main() -> int:
     for dtype_name in args.dtypes:
         dtype = parse_dtype(dtype_name)
         for op in ops:
-            table = tune(op, dtype, {name: modules[(op.family, name)] for name in variants}, args.rounds)
+            before_each = large_reference_check if args.after_large_check else None
+            table = tune(op, dtype, {name: modules[(op.family, name)] for name in variants}, args.rounds, before_each)
             print(f"\n{op.name} {dtype_name}: torch time / variant time (> 1 is faster than torch)")
             print(table.drop(columns="op").to_string(index=False, float_format=lambda v: f"{v:.3f}"))
             print("worst: " + "  ".join(f"{name} {table[name].min():.3f}" for name in variants))

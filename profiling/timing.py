@@ -214,6 +214,7 @@ def time_interleaved(
     iters: int = 30,
     method: Method = "graph",
     discarded_rounds: int = 1,
+    before_each: Callable[[], object] | None = None,
 ) -> dict[str, TimingResult]:
     """Time several backends of one op in turn, ``rounds`` times, pooling each one's samples.
 
@@ -227,6 +228,9 @@ def time_interleaved(
         As for :func:`time_fn`; ``iters`` samples per backend in all, split over the rounds.
     discarded_rounds : int
         Rounds run first, the same way, and dropped.
+    before_each : callable, optional
+        Run before every timing of every backend, so that each starts from the state it
+        leaves (e.g. the L2 after a large op; ``benchmarks/tune_kernels.py --after-large-check``).
 
     Returns
     -------
@@ -243,6 +247,8 @@ def time_interleaved(
         warnings.simplefilter("ignore", NoisyTimingWarning)  # judged on the pooled samples below
         for _ in range(discarded_rounds + rounds):
             for name, backend_fns in fns.items():
+                if before_each is not None:
+                    before_each()
                 first = pooled[name][0] if pooled[name] else None
                 launches = first.launches_per_sample if first and method == "graph" else None
                 pooled[name].append(

@@ -10,9 +10,24 @@ is 1 GiB in the run's dtype: ``[64, T, 1024]`` with T = 8192 in fp16/bf16 and
 
 from __future__ import annotations
 
-from benchmarks.routines.registry_routine import SHAPE_FLAG, RegistryRoutine, gib_input_case
+import torch
+
+from benchmarks.routines.registry_routine import BACKENDS, SHAPE_FLAG, RegistryRoutine, gib_input_case, refcheck
+from profiling.ops import get_op
 
 ROUTINE = RegistryRoutine(
     "norm", ("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"), SHAPE_FLAG, large_case=gib_input_case()
 )
 SUBROUTINES, parse_args, run_test, get_default_configs, run_standalone = ROUTINE.contract()
+
+
+def large_reference_check() -> None:
+    """The float64 reference check of the 1 GiB fp16 ``add_rms_norm`` case, as ``--refcheck`` runs it.
+
+    It leaves the GPU in the state that slowed the small scale launches timed right
+    after it (``benchmarks/scale_after_large_op.py``).
+    """
+    op, dtype = get_op("add_rms_norm"), torch.float16
+    inputs = op.make_inputs(ROUTINE.large_case(op, dtype), dtype, torch.device("cuda"), 0)
+    refcheck(op, inputs, list(BACKENDS), dtype)
+    torch.cuda.synchronize()

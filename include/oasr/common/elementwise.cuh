@@ -8,6 +8,7 @@
 // as streaming (evict-first) data: on the H200 that made scale 1-12% faster than plain
 // loads and stores from 32K to 8M elements and no slower elsewhere; swish and GLU gained
 // up to 5% on the Conformer shapes. Either hint alone was no faster or slower.
+// Tensors below OASR_ELEMENTWISE_STREAMING_MIN_BYTES of input (experiment) take plain ones.
 //
 // Pointers that are not 16-byte aligned get a scalar head up to the first boundary and a
 // scalar tail; input and output at different alignments take the scalar path. n == 0
@@ -45,6 +46,9 @@
 #ifndef OASR_ELEMENTWISE_WAVES
 #define OASR_ELEMENTWISE_WAVES 1024
 #endif
+#ifndef OASR_ELEMENTWISE_STREAMING_MIN_BYTES
+#define OASR_ELEMENTWISE_STREAMING_MIN_BYTES 0
+#endif
 
 namespace oasr {
 
@@ -52,6 +56,7 @@ namespace elementwise_detail {
 constexpr int kThreads = OASR_ELEMENTWISE_THREADS;
 constexpr int kUnroll = OASR_ELEMENTWISE_UNROLL;  // vectors each thread keeps in flight
 constexpr int kWaves = OASR_ELEMENTWISE_WAVES;    // grid cap, in waves of resident blocks
+constexpr int64_t kStreamingMinBytes = OASR_ELEMENTWISE_STREAMING_MIN_BYTES;  // smaller inputs: plain loads/stores
 }  // namespace elementwise_detail
 
 // Where the elements of a map go: [0, head) and [tail_start, n) one by one (num_scalars
@@ -64,7 +69,7 @@ struct MapRange {
   Index tail_start;
 };
 
-template <typename T, typename Op, typename Index>
+template <typename T, typename Op, typename Index, bool kStreaming>
 __global__ void __launch_bounds__(elementwise_detail::kThreads)
     MapKernel(const T* input, T* output, MapRange<Index> range, Op op) {
   using VecT = Vec<T>;
@@ -80,7 +85,12 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const Index i = chunk + u * kThreads;
-      if (i < range.num_vectors) v[u] = VecT::load_streaming(vec_in + i * VecT::kSize);
+      if (i >= range.num_vectors) continue;
+      if constexpr (kStreaming) {
+        v[u] = VecT::load_streaming(vec_in + i * VecT::kSize);
+      } else {
+        v[u] = VecT::load(vec_in + i * VecT::kSize);
+      }
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
@@ -89,7 +99,11 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
         VecT r;
 #pragma unroll
         for (int k = 0; k < VecT::kSize; ++k) r[k] = from_float<T>(op(to_float(v[u][k])));
-        r.store_streaming(vec_out + i * VecT::kSize);
+        if constexpr (kStreaming) {
+          r.store_streaming(vec_out + i * VecT::kSize);
+        } else {
+          r.store(vec_out + i * VecT::kSize);
+        }
       }
     }
   }
@@ -115,15 +129,20 @@ cudaError_t Map(const T* input, T* output, int64_t n, Op op, cudaStream_t stream
   const int64_t num_scalars = n - num_vectors * kVecSize;
   const int64_t tail_start = head + num_vectors * kVecSize;
   static int resident[kMaxDevices] = {};
-  const int per_sm = resident_blocks_per_sm(MapKernel<T, Op, int32_t>, kThreads, resident) * kWaves;
+  const int per_sm = resident_blocks_per_sm(MapKernel<T, Op, int32_t, true>, kThreads, resident) * kWaves;
   const unsigned blocks = std::max(grid_size(num_vectors, int64_t{kThreads} * kUnroll, per_sm),
                                    grid_size(num_scalars, kThreads, per_sm));
-  if (fits_int32(n, blocks, int64_t{kThreads} * kUnroll)) {
-    const MapRange<int32_t> range{static_cast<int32_t>(num_vectors), static_cast<int32_t>(num_scalars),
-                                  static_cast<int32_t>(head), static_cast<int32_t>(tail_start)};
-    MapKernel<<<blocks, kThreads, 0, stream>>>(input, output, range, op);
+  if (!fits_int32(n, blocks, int64_t{kThreads} * kUnroll)) {
+    const MapRange<int64_t> range{num_vectors, num_scalars, head, tail_start};
+    MapKernel<T, Op, int64_t, true><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
+    return cudaGetLastError();
+  }
+  const MapRange<int32_t> range{static_cast<int32_t>(num_vectors), static_cast<int32_t>(num_scalars),
+                                static_cast<int32_t>(head), static_cast<int32_t>(tail_start)};
+  if (n * static_cast<int64_t>(sizeof(T)) >= kStreamingMinBytes) {
+    MapKernel<T, Op, int32_t, true><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
   } else {
-    MapKernel<<<blocks, kThreads, 0, stream>>>(input, output, MapRange<int64_t>{num_vectors, num_scalars, head, tail_start}, op);
+    MapKernel<T, Op, int32_t, false><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
   }
   return cudaGetLastError();
 }
