@@ -2,12 +2,18 @@
 """Small scale launches right after the float64 check of a 1 GiB op: where the time goes.
 
 In the Conformer testlist, the first scale case after a 1 GiB norm row (4 KiB, bf16)
-timed oasr at 0.80x torch, steady over every round, while the same case alone was
-1.00x (``benchmarks/testlists/scale_after_large_op.txt``). This script times that
-case round by round in three phases: with nothing before it, right after the 1 GiB
+timed oasr at 0.80x torch, while the same case alone was 1.00x
+(``benchmarks/testlists/scale_after_large_op.txt``). This script times that case round
+by round in three phases: with nothing before it, right after the 1 GiB
 ``add_rms_norm`` reference check, and after that check and ``--pause`` seconds idle.
 Each round prints oasr's and torch's per-launch medians and the seconds since the
 phase began, so a slow state shows how long it lasts and whom it hits.
+
+On the H200 (``reports/h200/benchmarks/scale_after_large_op_probe.txt``) it hit oasr
+alone, in fp16 too, for its first 2-3 rounds after the check, pause or not, at full
+clocks; under ncu both kernels took as long. The cause was oasr's evict-first
+(streaming) loads and stores, which lose L2 ways to the lines the check left behind:
+tensors under 64 KiB now take plain ones (``include/oasr/common/elementwise.cuh``).
 
 With ``--ncu`` it launches each backend ``--launches`` times per phase instead, eagerly
 inside the NVTX range ``probe`` (domain ``probe``), oasr's then torch's, for

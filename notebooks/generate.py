@@ -11,6 +11,7 @@ no logic of their own. Notebooks are written without outputs.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,8 @@ FAMILIES = (
         intro="The simplest memory-bound kernel, walked through end to end.",
         kernel=(
             "`include/oasr/scale.cuh` is a functor on the shared element-wise body "
-            "`include/oasr/common/elementwise.cuh`: 128-bit streaming loads and stores, contiguous "
+            "`include/oasr/common/elementwise.cuh`: 128-bit loads and stores (streaming, evict-first, "
+            "from 64 KiB up), contiguous "
             "chunks per block, a grid-stride loop, and a scalar head and tail for pointers "
             "that are not 16-byte aligned. `csrc/scale.cu` checks the tensors and dispatches "
             "on dtype; `oasr/scale.py` is the Python API."
@@ -84,7 +86,7 @@ FAMILIES = (
 
 def build(family: Family) -> nbformat.NotebookNode:
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    ops = ", ".join(repr(op) for op in family.ops)
+    ops = ", ".join(json.dumps(op) for op in family.ops)
     cells = [
         md(
             f"# {family.title}\n\n{family.intro}\n\n"
@@ -106,7 +108,7 @@ def build(family: Family) -> nbformat.NotebookNode:
             "wb.environment()"
         ),
         md(f"## The kernel\n\n{family.kernel}"),
-        code(f"wb.kernel_source({', '.join(repr(h) for h in family.headers)})"),
+        code(f"wb.kernel_source({', '.join(json.dumps(h) for h in family.headers)})"),
         md(
             "JIT-compile it here (nvcc + ninja, cached by content: a second run is a cache "
             "hit; editing any header under `include/` or `csrc/` rebuilds)."

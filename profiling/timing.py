@@ -30,9 +30,7 @@ several rounds, and its samples pooled. A GPU's speed drifts within a run (clock
 what ran just before), and timing one backend after the other would hand the drift
 to whichever came first (``benchmarks/timing_drift.py`` shows it). A first round,
 discarded, absorbs the slow start after the reference check (on the H200, 12% at
-1 GiB in ``timing_drift.py``). It does not absorb the 4 KiB bf16 scale case that runs
-25% slow for every round right after a 1 GiB op
-(``benchmarks/testlists/scale_after_large_op.txt``): that state outlasts the rounds.
+1 GiB in ``timing_drift.py``).
 
 Every function that touches the GPU raises :class:`NoGPUError` (a
 ``RuntimeError``) at once when CUDA is unavailable.

@@ -362,6 +362,12 @@ def test_time_interleaved_alternates_backends_and_pools_rounds(monkeypatch):
     with pytest.warns(timing.NoisyTimingWarning):  # 1 and 2
         kept = timing.time_interleaved({"a": [lambda: "a"]}, rounds=2, iters=2, discarded_rounds=0)
     assert len(calls) == 2 and kept["a"].samples_ms == (1.0, 2.0)
+    calls.clear()
+    with pytest.warns(timing.NoisyTimingWarning):  # the fake's samples grow round by round
+        timing.time_interleaved(
+            {"a": [lambda: "a"], "b": [lambda: "b"]}, rounds=2, iters=2, before_each=lambda: calls.append(("setup",))
+        )
+    assert [c[0] for c in calls] == ["setup", "a", "setup", "b"] * 3  # before every timing, discarded round too
     with pytest.raises(ValueError, match="rounds must be >= 1"):
         timing.time_interleaved({"a": [lambda: None]}, rounds=0)
     with pytest.raises(ValueError, match="discarded_rounds must be >= 0"):

@@ -4,11 +4,14 @@
 // Memory-bound, so the kernel keeps the memory system busy and does little else: 128-bit
 // loads and stores, kUnroll vectors in flight per thread, each block working on
 // contiguous chunks of kThreads * kUnroll vectors (DRAM-page friendly), and a grid-stride
-// loop over chunks for tensors larger than the grid. The vectors are loaded and stored
-// as streaming (evict-first) data: on the H200 that made scale 1-12% faster than plain
-// loads and stores from 32K to 8M elements and no slower elsewhere; swish and GLU gained
-// up to 5% on the Conformer shapes. Either hint alone was no faster or slower.
-// Tensors below OASR_ELEMENTWISE_STREAMING_MIN_BYTES of input (experiment) take plain ones.
+// loop over chunks for tensors larger than the grid. From 64 KiB of input up, the
+// vectors are loaded and stored as streaming (evict-first) data: on the H200 that made
+// scale up to 11% faster than plain loads and stores from 64 KiB to 32 MiB and no slower
+// above; swish and GLU gained up to 5% on the Conformer shapes. Either hint alone was no
+// faster or slower. Smaller tensors are launch-latency bound and gain nothing, and where
+// a large op has just filled the L2 with ordinary lines, evict-first lines lose to them:
+// scale at 4-32 KiB then ran 12-29% slower with the hints than without
+// (reports/h200/benchmarks/tune_scale_streaming_threshold*.txt).
 //
 // Pointers that are not 16-byte aligned get a scalar head up to the first boundary and a
 // scalar tail; input and output at different alignments take the scalar path. n == 0
@@ -47,7 +50,7 @@
 #define OASR_ELEMENTWISE_WAVES 1024
 #endif
 #ifndef OASR_ELEMENTWISE_STREAMING_MIN_BYTES
-#define OASR_ELEMENTWISE_STREAMING_MIN_BYTES 0
+#define OASR_ELEMENTWISE_STREAMING_MIN_BYTES 65536
 #endif
 
 namespace oasr {
