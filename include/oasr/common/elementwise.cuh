@@ -49,6 +49,9 @@
 #ifndef OASR_ELEMENTWISE_WAVES
 #define OASR_ELEMENTWISE_WAVES 1024
 #endif
+#ifndef OASR_ELEMENTWISE_HOST_OFFSET
+#define OASR_ELEMENTWISE_HOST_OFFSET 1
+#endif
 #ifndef OASR_ELEMENTWISE_STREAMING_MIN_BYTES
 #define OASR_ELEMENTWISE_STREAMING_MIN_BYTES 65536
 #endif
@@ -74,14 +77,16 @@ struct MapRange {
 
 template <typename T, typename Op, typename Index, bool kStreaming>
 __global__ void __launch_bounds__(elementwise_detail::kThreads)
-    MapKernel(const T* input, T* output, MapRange<Index> range, Op op) {
+    MapKernel(const T* input, T* output, const T* vec_in, T* vec_out, MapRange<Index> range, Op op) {
   using VecT = Vec<T>;
   constexpr int kThreads = elementwise_detail::kThreads;
   constexpr int kUnroll = elementwise_detail::kUnroll;
   constexpr Index kChunk = Index{kThreads} * kUnroll;
 
-  const T* vec_in = input + range.head;
-  T* vec_out = output + range.head;
+#if !OASR_ELEMENTWISE_HOST_OFFSET
+  vec_in = input + range.head;
+  vec_out = output + range.head;
+#endif
   for (Index chunk = static_cast<Index>(blockIdx.x) * kChunk + threadIdx.x; chunk < range.num_vectors;
        chunk += static_cast<Index>(gridDim.x) * kChunk) {
     VecT v[kUnroll];
@@ -131,21 +136,23 @@ cudaError_t Map(const T* input, T* output, int64_t n, Op op, cudaStream_t stream
   }
   const int64_t num_scalars = n - num_vectors * kVecSize;
   const int64_t tail_start = head + num_vectors * kVecSize;
+  const T* vec_in = input + head;  // the vectors' start, so that a thread's address is one multiply-add
+  T* vec_out = output + head;
   static int resident[kMaxDevices] = {};
   const int per_sm = resident_blocks_per_sm(MapKernel<T, Op, int32_t, true>, kThreads, resident) * kWaves;
   const unsigned blocks = std::max(grid_size(num_vectors, int64_t{kThreads} * kUnroll, per_sm),
                                    grid_size(num_scalars, kThreads, per_sm));
   if (!fits_int32(n, blocks, int64_t{kThreads} * kUnroll)) {
     const MapRange<int64_t> range{num_vectors, num_scalars, head, tail_start};
-    MapKernel<T, Op, int64_t, true><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
+    MapKernel<T, Op, int64_t, true><<<blocks, kThreads, 0, stream>>>(input, output, vec_in, vec_out, range, op);
     return cudaGetLastError();
   }
   const MapRange<int32_t> range{static_cast<int32_t>(num_vectors), static_cast<int32_t>(num_scalars),
                                 static_cast<int32_t>(head), static_cast<int32_t>(tail_start)};
   if (n * static_cast<int64_t>(sizeof(T)) >= kStreamingMinBytes) {
-    MapKernel<T, Op, int32_t, true><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
+    MapKernel<T, Op, int32_t, true><<<blocks, kThreads, 0, stream>>>(input, output, vec_in, vec_out, range, op);
   } else {
-    MapKernel<T, Op, int32_t, false><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
+    MapKernel<T, Op, int32_t, false><<<blocks, kThreads, 0, stream>>>(input, output, vec_in, vec_out, range, op);
   }
   return cudaGetLastError();
 }
