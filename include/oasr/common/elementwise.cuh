@@ -49,8 +49,8 @@
 #ifndef OASR_ELEMENTWISE_WAVES
 #define OASR_ELEMENTWISE_WAVES 1024
 #endif
-#ifndef OASR_ELEMENTWISE_HOST_OFFSET
-#define OASR_ELEMENTWISE_HOST_OFFSET 1
+#ifndef OASR_ELEMENTWISE_PARAMS
+#define OASR_ELEMENTWISE_PARAMS 32
 #endif
 #ifndef OASR_ELEMENTWISE_STREAMING_MIN_BYTES
 #define OASR_ELEMENTWISE_STREAMING_MIN_BYTES 65536
@@ -65,28 +65,31 @@ constexpr int kWaves = OASR_ELEMENTWISE_WAVES;    // grid cap, in waves of resid
 constexpr int64_t kStreamingMinBytes = OASR_ELEMENTWISE_STREAMING_MIN_BYTES;  // smaller inputs: plain loads/stores
 }  // namespace elementwise_detail
 
-// Where the elements of a map go: [0, head) and [tail_start, n) one by one (num_scalars
-// of them), [head, tail_start) as num_vectors 128-bit vectors.
+// Where the elements of a map go: [0, head) and [head + num_vectors * kVecSize, n) one by
+// one (num_scalars of them), the rest as num_vectors 128-bit vectors.
 template <typename Index>
 struct MapRange {
   Index num_vectors;
   Index num_scalars;
   Index head;
-  Index tail_start;
+#if OASR_ELEMENTWISE_PARAMS >= 40
+  Index unused_tail_start;  // experiment: parameter bytes only
+#endif
+#if OASR_ELEMENTWISE_PARAMS >= 56
+  int64_t unused_pointers[2];
+#endif
 };
 
 template <typename T, typename Op, typename Index, bool kStreaming>
 __global__ void __launch_bounds__(elementwise_detail::kThreads)
-    MapKernel(const T* input, T* output, const T* vec_in, T* vec_out, MapRange<Index> range, Op op) {
+    MapKernel(const T* input, T* output, MapRange<Index> range, Op op) {
   using VecT = Vec<T>;
   constexpr int kThreads = elementwise_detail::kThreads;
   constexpr int kUnroll = elementwise_detail::kUnroll;
   constexpr Index kChunk = Index{kThreads} * kUnroll;
 
-#if !OASR_ELEMENTWISE_HOST_OFFSET
-  vec_in = input + range.head;
-  vec_out = output + range.head;
-#endif
+  const T* vec_in = input + range.head;
+  T* vec_out = output + range.head;
   for (Index chunk = static_cast<Index>(blockIdx.x) * kChunk + threadIdx.x; chunk < range.num_vectors;
        chunk += static_cast<Index>(gridDim.x) * kChunk) {
     VecT v[kUnroll];
@@ -117,7 +120,7 @@ __global__ void __launch_bounds__(elementwise_detail::kThreads)
   }
   const Index thread = static_cast<Index>(blockIdx.x) * kThreads + threadIdx.x;
   for (Index s = thread; s < range.num_scalars; s += static_cast<Index>(gridDim.x) * kThreads) {
-    const Index i = s < range.head ? s : range.tail_start + (s - range.head);
+    const Index i = s < range.head ? s : s + range.num_vectors * VecT::kSize;
     output[i] = from_float<T>(op(to_float(input[i])));
   }
 }
@@ -135,24 +138,21 @@ cudaError_t Map(const T* input, T* output, int64_t n, Op op, cudaStream_t stream
     num_vectors = (n - head) / kVecSize;
   }
   const int64_t num_scalars = n - num_vectors * kVecSize;
-  const int64_t tail_start = head + num_vectors * kVecSize;
-  const T* vec_in = input + head;  // the vectors' start, so that a thread's address is one multiply-add
-  T* vec_out = output + head;
   static int resident[kMaxDevices] = {};
   const int per_sm = resident_blocks_per_sm(MapKernel<T, Op, int32_t, true>, kThreads, resident) * kWaves;
   const unsigned blocks = std::max(grid_size(num_vectors, int64_t{kThreads} * kUnroll, per_sm),
                                    grid_size(num_scalars, kThreads, per_sm));
   if (!fits_int32(n, blocks, int64_t{kThreads} * kUnroll)) {
-    const MapRange<int64_t> range{num_vectors, num_scalars, head, tail_start};
-    MapKernel<T, Op, int64_t, true><<<blocks, kThreads, 0, stream>>>(input, output, vec_in, vec_out, range, op);
+    const MapRange<int64_t> range{num_vectors, num_scalars, head};
+    MapKernel<T, Op, int64_t, true><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
     return cudaGetLastError();
   }
   const MapRange<int32_t> range{static_cast<int32_t>(num_vectors), static_cast<int32_t>(num_scalars),
-                                static_cast<int32_t>(head), static_cast<int32_t>(tail_start)};
+                                static_cast<int32_t>(head)};
   if (n * static_cast<int64_t>(sizeof(T)) >= kStreamingMinBytes) {
-    MapKernel<T, Op, int32_t, true><<<blocks, kThreads, 0, stream>>>(input, output, vec_in, vec_out, range, op);
+    MapKernel<T, Op, int32_t, true><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
   } else {
-    MapKernel<T, Op, int32_t, false><<<blocks, kThreads, 0, stream>>>(input, output, vec_in, vec_out, range, op);
+    MapKernel<T, Op, int32_t, false><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
   }
   return cudaGetLastError();
 }
