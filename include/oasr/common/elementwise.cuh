@@ -49,9 +49,6 @@
 #ifndef OASR_ELEMENTWISE_WAVES
 #define OASR_ELEMENTWISE_WAVES 1024
 #endif
-#ifndef OASR_ELEMENTWISE_PARAMS
-#define OASR_ELEMENTWISE_PARAMS 32
-#endif
 #ifndef OASR_ELEMENTWISE_STREAMING_MIN_BYTES
 #define OASR_ELEMENTWISE_STREAMING_MIN_BYTES 65536
 #endif
@@ -66,18 +63,15 @@ constexpr int64_t kStreamingMinBytes = OASR_ELEMENTWISE_STREAMING_MIN_BYTES;  //
 }  // namespace elementwise_detail
 
 // Where the elements of a map go: [0, head) and [head + num_vectors * kVecSize, n) one by
-// one (num_scalars of them), the rest as num_vectors 128-bit vectors.
+// one (num_scalars of them), the rest as num_vectors 128-bit vectors. The tail's start is
+// derived, not passed: every launch copies the kernel's parameters, and on the H200 scale
+// at 4-16 KiB ran 1.6-1.8% slower with 56 bytes of them than with these 32
+// (reports/h200/benchmarks/tune_scale_params.txt).
 template <typename Index>
 struct MapRange {
   Index num_vectors;
   Index num_scalars;
   Index head;
-#if OASR_ELEMENTWISE_PARAMS >= 40
-  Index unused_tail_start;  // experiment: parameter bytes only
-#endif
-#if OASR_ELEMENTWISE_PARAMS >= 56
-  int64_t unused_pointers[2];
-#endif
 };
 
 template <typename T, typename Op, typename Index, bool kStreaming>
