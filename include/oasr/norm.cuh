@@ -480,7 +480,9 @@ template <typename T, int N, bool kAdd, int kUnits = 1>
 cudaError_t launch_block_for(const NormParams<T>& p, int64_t units, cudaStream_t stream) {
   constexpr int kMaxUnits = std::max(kBlockElementsPerThread / N, 1);
   if constexpr (kUnits < kMaxUnits) {
-    if (units > int64_t{kBlockTargetThreads} * kUnits) return launch_block_for<T, N, kAdd, kUnits * 2>(p, units, stream);
+    if (units > int64_t{kBlockTargetThreads} * kUnits) {
+      return launch_block_for<T, N, kAdd, kUnits * 2>(p, units, stream);
+    }
   }
   const int64_t threads = (units + kUnits - 1) / kUnits;
   return launch_block<T, N, kUnits, kAdd>(p, static_cast<int>((threads + kWarpSize - 1) / kWarpSize * kWarpSize),
@@ -501,7 +503,8 @@ cudaError_t launch_smem(const NormParams<T>& p, size_t smem_bytes, cudaStream_t 
     allowed[device] = smem_bytes;
   }
   const int64_t units = p.cols / N;
-  const int threads = static_cast<int>(std::min<int64_t>(kSmemThreads, (units + kWarpSize - 1) / kWarpSize * kWarpSize));
+  const int threads =
+      static_cast<int>(std::min<int64_t>(kSmemThreads, (units + kWarpSize - 1) / kWarpSize * kWarpSize));
   int per_sm = 0;
   status = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem_bytes);
   if (status != cudaSuccess) return status;
@@ -556,7 +559,9 @@ cudaError_t launch(const NormParams<T>& p, cudaStream_t stream) {
     return launch_warp<T, N, std::max(kWarpMaxUnitsPerThread, 4), kAdd>(p, lanes_log2, stream);
   }
   if constexpr (N > 1) {
-    if (units <= int64_t{kMaxBlockThreads} * (kBlockElementsPerThread / N)) return launch_block_for<T, N, kAdd>(p, units, stream);
+    if (units <= int64_t{kMaxBlockThreads} * (kBlockElementsPerThread / N)) {
+      return launch_block_for<T, N, kAdd>(p, units, stream);
+    }
   }
   const int64_t smem_bytes = p.cols * static_cast<int64_t>(sizeof(float));
   if (smem_bytes <= static_cast<int64_t>(max_dynamic_smem())) {
