@@ -408,7 +408,13 @@ def test_cli_without_gpu_exits_1_with_one_sentence():
 
 @pytest.mark.skipif(HAS_CUDA, reason="checks the no-GPU path")
 @pytest.mark.parametrize(
-    "argv", [["timing_drift.py"], ["output_reuse.py"], ["tune_kernels.py", "--ops", "scale", "--variant", "base="]]
+    "argv",
+    [
+        ["timing_drift.py"],
+        ["output_reuse.py"],
+        ["scale_after_large_op.py"],
+        ["tune_kernels.py", "--ops", "scale", "--variant", "base=", "--after-large-check"],
+    ],
 )
 def test_gpu_scripts_without_gpu_exit_1_with_one_sentence(argv):
     script = CLI.parent / argv[0]
