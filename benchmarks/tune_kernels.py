@@ -111,10 +111,10 @@ def main() -> int:
         built = pool.map(lambda fv: family_module(fv[0], variants[fv[1]]), builds)
         modules = dict(zip(builds, built, strict=True))
     pd.set_option("display.width", 250)
+    before_each = large_reference_check if args.after_large_check else None
     for dtype_name in args.dtypes:
         dtype = parse_dtype(dtype_name)
         for op in ops:
-            before_each = large_reference_check if args.after_large_check else None
             table = tune(op, dtype, {name: modules[(op.family, name)] for name in variants}, args.rounds, before_each)
             print(f"\n{op.name} {dtype_name}: torch time / variant time (> 1 is faster than torch)")
             print(table.drop(columns="op").to_string(index=False, float_format=lambda v: f"{v:.3f}"))
