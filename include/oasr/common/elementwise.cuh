@@ -136,7 +136,7 @@ cudaError_t Map(const T* input, T* output, int64_t n, Op op, cudaStream_t stream
   const int per_sm = resident_blocks_per_sm(MapKernel<T, Op, int32_t, true>, kThreads, resident) * kWaves;
   const unsigned blocks = std::max(grid_size(num_vectors, int64_t{kThreads} * kUnroll, per_sm),
                                    grid_size(num_scalars, kThreads, per_sm));
-  if (!fits_int32(n, blocks, int64_t{kThreads} * kUnroll)) {
+  if (!fits_int32(n, blocks, int64_t{kThreads} * kUnroll)) {  // ~2^31 elements: far past the streaming threshold
     const MapRange<int64_t> range{num_vectors, num_scalars, head};
     MapKernel<T, Op, int64_t, true><<<blocks, kThreads, 0, stream>>>(input, output, range, op);
     return cudaGetLastError();
