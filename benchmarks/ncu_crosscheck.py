@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Do the benchmark's times agree with Nsight Compute's ``gpu__time_duration``?
 
-Times each backend of an op with the benchmark harness (``profiling.timing``:
+Times each backend of an op with the benchmark harness (``profiling.harness.timing``:
 CUDA-graph replay, rotated inputs), profiles the same configs with the ``timing``
 preset in one ncu process, and prints both per launch with their difference.
 The benchmark's per-launch time includes the gap between back-to-back kernels,
@@ -21,15 +21,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd
 
-from profiling.ops import get_op, parse_dtype
-from profiling.session import profile_sweep
-from profiling.workbench import time_op
+from profiling.harness.measure import measure
+from profiling.harness.ops import get_op, parse_dtype
+from profiling.nsight.sweep import profile_sweep
 
 
 def crosscheck(op_name: str, dtype: str, min_bytes: int) -> pd.DataFrame:
     op = get_op(op_name)
     configs = [c for c in op.default_sweep if op.work(c, parse_dtype(dtype)).bytes >= min_bytes]
-    bench = time_op(op, configs, [dtype])
+    bench = measure(op, configs, [dtype])
     # The profiles are this check's own, not recordings: kept out of reports/.
     with tempfile.TemporaryDirectory(prefix="oasr-crosscheck-") as scratch:
         profiled = profile_sweep(

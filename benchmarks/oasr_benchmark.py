@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
-"""Unified benchmark CLI: every registered routine, one ``[PERF]`` line per size and backend.
+"""Unified benchmark CLI: every family's ops against torch, one ``[PERF]`` line per size and backend.
 
 Examples::
 
     python benchmarks/oasr_benchmark.py --list
-    python benchmarks/oasr_benchmark.py --routine scale --subroutine scale --backends cuda torch --refcheck --compare
+    python benchmarks/oasr_benchmark.py --routine scale --subroutine scale --backends oasr torch --refcheck --compare
     python benchmarks/oasr_benchmark.py --routine scale --size 16777216 --dtype bfloat16 -vv --output_path scale.csv
     python benchmarks/oasr_benchmark.py --testlist lines.txt --output_path all.csv --plot all.png
     ncu --nvtx --nvtx-include 'oasr@scale:oasr:n=65536,dtype=float16/' \\
         python benchmarks/oasr_benchmark.py --routine scale --size 65536 --profile --target oasr
 
+A routine is a kernel family (``oasr.jit.families.FAMILIES``) and its subroutines are
+the family's ops in the harness (``profiling.harness.ops.OPS``): nothing here lists
+them. An op whose size is one field ``n`` takes ``--size N [N ...]``; others take
+``--shape`` with one value per size field (``--shape B T C``), repeatable.
+
 A testlist holds one run per line (the run flags below, without ``python
 ...oasr_benchmark.py``); ``#`` starts a comment. With ``--testlist`` the command
 line takes only the global flags. Exit codes: 0 success, 1 a failed run (no GPU,
-reference mismatch, unknown backend), 2 a bad command line or testlist.
+reference mismatch), 2 a bad command line or testlist.
 """
 
 from __future__ import annotations
@@ -24,18 +29,25 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.routines import ROUTINE_REGISTRY, load_routine
-from benchmarks.routines.bench_utils import OutputWriter, parse_dtype, plot_results, results_frame
-from profiling.ops import dtype_name
-from profiling.timing import NoGPUError, require_cuda
+import torch
+
+from benchmarks.output import OutputWriter, plot_results
+from oasr.jit.families import FAMILIES
+from profiling.harness.measure import measure
+from profiling.harness.ops import Config, OpSpec, dtype_name, ops_of, parse_dtype
+from profiling.harness.timing import NoGPUError, require_cuda
+from profiling.nsight.naming import RangeName, profile_launches
 
 PROG = "oasr_benchmark.py"
 GLOBAL_FLAGS = ("list", "testlist", "dry_run", "output_path", "plot", "verbose")
+ROUTINES: dict[str, list[OpSpec]] = {f.name: ops_of(f) for f in FAMILIES if ops_of(f)}
+"""Routine (family) -> its subroutines (the family's harness ops)."""
+BACKEND_ALIASES = {"cuda": "oasr"}
+"""Older testlists name oasr's kernels ``cuda``."""
 
 
 class UsageError(Exception):
@@ -47,21 +59,45 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+class _SizeAction(argparse.Action):
+    """``--size``: one list; ``--shape``: a list of tuples, one per occurrence."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
+        if any(v < 1 for v in values):
+            raise argparse.ArgumentError(self, f"sizes must be positive, not {' '.join(map(str, values))}")
+        if self.nargs == "+":
+            setattr(namespace, self.dest, [[v] for v in values])
+        else:
+            setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), list(values)])
+
+
+def _add_size_flag(parser: argparse.ArgumentParser, op: OpSpec) -> None:
+    """``--size N [N ...]`` for ops sized by ``n`` alone, else ``--shape F1 F2 ...`` (repeatable)."""
+    fields = op.config_fields
+    default = "default: the op's benchmark configs"
+    if fields == ("n",):
+        flag, nargs, metavar, text = "--size", "+", "N", f"element counts ({default})"
+    else:
+        flag, nargs, metavar = "--shape", len(fields), tuple(f.upper() for f in fields)
+        text = f"{', '.join(fields)}; repeat for several shapes ({default})"
+    parser.add_argument(flag, dest="sizes", type=int, nargs=nargs, action=_SizeAction, metavar=metavar, help=text)
+
+
 def _add_global_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("global flags (command line only)")
     group.add_argument("--list", action="store_true", help="list routines, subroutines and default configs")
     group.add_argument("--testlist", metavar="FILE", help="run each line of FILE (one run's flags per line)")
     group.add_argument("--dry_run", action="store_true", help="print the runs without running them (no GPU needed)")
     group.add_argument("--output_path", metavar="CSV", help="write all results as CSV (schema: benchmarks/README.md)")
-    group.add_argument("--plot", metavar="PNG", help="save bandwidth (or TFLOP/s) against size per backend")
+    group.add_argument("--plot", metavar="PNG", help="save bandwidth against size per backend")
     group.add_argument("-v", "--verbose", action="count", default=0, help="-v: p10/p90/std; -vv: timing details")
 
 
 def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("run flags (command line or testlist line)")
-    group.add_argument("--routine", help=f"kernel family: {', '.join(sorted(ROUTINE_REGISTRY))}")
-    group.add_argument("--subroutine", help="kernel of the family (default: its first)")
-    group.add_argument("--backends", nargs="+", metavar="NAME", help="backends to time (default: all of the routine)")
+    group.add_argument("--routine", help=f"kernel family: {', '.join(ROUTINES)}")
+    group.add_argument("--subroutine", help="op of the family (default: its first)")
+    group.add_argument("--backends", nargs="+", metavar="NAME", help="backends to time (default: all of the op's)")
     group.add_argument("--dtype", default="float16", help="float32, float16 or bfloat16 (default float16)")
     group.add_argument("--refcheck", action="store_true", help="check each backend against the reference, after timing")
     group.add_argument("--allow_output_mismatch", action="store_true", help="report backends that fail --refcheck")
@@ -69,48 +105,68 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dry_run_iters", type=int, default=5, help="warm-up launches, not timed")
     group.add_argument("--rounds", type=int, default=3, help="the backends are timed in turn this many times")
     group.add_argument("--use_cuda_events", action="store_true", help="per-launch CUDA events instead of CUDA graphs")
-    group.add_argument("--compare", action="store_true", help="add speedup over torch and %% of a measured ceiling")
+    group.add_argument("--compare", action="store_true", help="time torch too (speedup) even if not in --backends")
     group.add_argument("--profile", action="store_true", help="run --target once per config in NVTX ranges (for ncu)")
-    group.add_argument("--target", choices=["oasr", "torch"], default="oasr", help="backend that --profile runs")
+    group.add_argument("--target", default="oasr", help="backend that --profile runs (default oasr)")
 
 
-def build_parser(routine: ModuleType | None = None, *, global_flags: bool = True) -> argparse.ArgumentParser:
-    """The CLI parser; ``routine`` adds its own flags (e.g. ``--size``)."""
+def build_parser(op: OpSpec | None = None, *, global_flags: bool = True) -> argparse.ArgumentParser:
+    """The CLI parser; ``op`` adds its size flag."""
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False, add_help=global_flags)
     if global_flags:
         _add_global_flags(parser)
     _add_run_flags(parser)
-    if routine is not None:
-        routine.parse_args(parser)
+    if op is not None:
+        _add_size_flag(parser, op)
     return parser
+
+
+def _subroutine(routine: str, subroutine: str | None) -> OpSpec:
+    if routine not in ROUTINES:
+        raise UsageError(f"unknown routine {routine!r}; known routines: {', '.join(ROUTINES)}")
+    ops = {op.name: op for op in ROUTINES[routine]}
+    name = subroutine or next(iter(ops))
+    if name not in ops:
+        raise UsageError(f"routine {routine} has subroutines {', '.join(ops)}, not {name}")
+    return ops[name]
 
 
 def parse_command(argv: Sequence[str], *, global_flags: bool = True) -> argparse.Namespace:
     """Parse and validate one command line (or, with ``global_flags=False``, one testlist line)."""
     probe = _Parser(add_help=False, allow_abbrev=False)
     probe.add_argument("--routine")
-    routine_name = probe.parse_known_args(argv)[0].routine
-    try:
-        routine = load_routine(routine_name) if routine_name else None
-    except ValueError as error:
-        raise UsageError(str(error)) from error
-    args = build_parser(routine, global_flags=global_flags).parse_args(argv)
-    if routine is None:
+    probe.add_argument("--subroutine")
+    known = probe.parse_known_args(argv)[0]
+    op = _subroutine(known.routine, known.subroutine) if known.routine else None
+    args = build_parser(op, global_flags=global_flags).parse_args(argv)
+    args.op = op
+    if op is None:
         return args
-    args.subroutine = args.subroutine or routine.SUBROUTINES[0]
-    if args.subroutine not in routine.SUBROUTINES:
-        raise UsageError(
-            f"routine {routine_name} has subroutines {', '.join(routine.SUBROUTINES)}, not {args.subroutine}"
-        )
+    args.subroutine = op.name
     try:
         args.dtype = dtype_name(parse_dtype(args.dtype))
     except ValueError as error:
         raise UsageError(str(error)) from error
+    args.backends = [BACKEND_ALIASES.get(b, b) for b in args.backends or op.backends]
+    if args.compare and "torch" in op.backends and "torch" not in args.backends:
+        args.backends.append("torch")
+    args.target = BACKEND_ALIASES.get(args.target, args.target)
+    unknown = [b for b in [*args.backends, args.target] if b not in op.backends]
+    if unknown:
+        raise UsageError(f"{op.name} has backends {', '.join(op.backends)}, not {', '.join(unknown)}")
     if args.num_iters < 1 or args.dry_run_iters < 1 or args.rounds < 1:
         raise UsageError("--num_iters, --dry_run_iters and --rounds must be at least 1")
     if args.profile and importlib.util.find_spec("nvtx") is None:
         raise UsageError("--profile needs the nvtx package (pip install nvtx)")
     return args
+
+
+def configs_of(args: argparse.Namespace) -> list[Config]:
+    """The configs a run asks for: its size flag's, else the op's benchmark configs in its dtype."""
+    op: OpSpec = args.op
+    if args.sizes:
+        return [dict(zip(op.config_fields, values, strict=True)) for values in args.sizes]
+    return op.benchmark_configs(args.dtype)
 
 
 def read_testlist(path: str | Path) -> list[tuple[int, list[str]]]:
@@ -154,18 +210,54 @@ def _runs(args: argparse.Namespace, argv: Sequence[str]) -> list[argparse.Namesp
 
 
 def _print_routines() -> None:
-    for name in sorted(ROUTINE_REGISTRY):
-        routine = load_routine(name)
-        print(f"{name}: subroutines {', '.join(routine.SUBROUTINES)}")
-        for subroutine, configs in routine.get_default_configs().items():
-            labels = [",".join(f"{k}={v}" for k, v in config.items()) for config in configs]
-            print(f"  {subroutine}: {len(configs)} default configs: {' '.join(labels)}")
+    for routine, ops in ROUTINES.items():
+        print(f"{routine}: subroutines {', '.join(op.name for op in ops)}")
+        for op in ops:
+            configs = op.benchmark_configs()
+            print(f"  {op.name}: {len(configs)} default configs: {' '.join(op.config_label(c) for c in configs)}")
 
 
 def _describe(run: argparse.Namespace) -> str:
-    skip = set(GLOBAL_FLAGS) | (set() if run.profile else {"target"})
+    skip = {*GLOBAL_FLAGS, "op"} | (set() if run.profile else {"target"})
     flags = {k: v for k, v in vars(run).items() if k not in skip and v not in (None, False)}
+    if "sizes" in flags:  # shown as the flag that gave them
+        flag = "size" if run.op.config_fields == ("n",) else "shape"
+        flags[flag] = [",".join(map(str, s)) for s in flags.pop("sizes")]
     return " ".join(f"{k}={' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in flags.items())
+
+
+def run_one(run: argparse.Namespace, output: OutputWriter) -> None:
+    """Time (or, with ``--profile``, run under NVTX ranges) every config of one run."""
+    op: OpSpec = run.op
+    configs = configs_of(run)
+    if run.profile:
+        for config in configs:
+            inputs = op.make_inputs(config, parse_dtype(run.dtype), torch.device("cuda"), 0)
+            name = RangeName(op.name, run.target, dict(config), run.dtype)
+            profile_launches(name, lambda inputs=inputs: op.backends[run.target](inputs), warmup=run.dry_run_iters)
+            output.info(f"profiled {name}; select with --nvtx --nvtx-include '{name.nvtx_filter()}'")
+        return
+
+    def emit(rows: list[dict]) -> None:
+        failed = [r["backend"] for r in rows if r["refcheck"] == "fail"]
+        if failed:
+            output.error(f"{op.name} {rows[0]['config']} {run.dtype}: {', '.join(failed)} differ from the reference")
+            if not run.allow_output_mismatch:
+                return
+        output.write_rows(rows)
+
+    measure(
+        op,
+        configs,
+        [run.dtype],
+        run.backends,
+        rounds=run.rounds,
+        warmup=run.dry_run_iters,
+        iters=run.num_iters,
+        method="events" if run.use_cuda_events else "graph",
+        check=run.refcheck,
+        on_rows=emit,
+    )
 
 
 def _main(argv: Sequence[str]) -> int:
@@ -180,14 +272,16 @@ def _main(argv: Sequence[str]) -> int:
         return 0
     require_cuda("benchmarking")
     output = OutputWriter(args.output_path, args.verbose)
-    for run in runs:
-        method = "CUDA events" if run.use_cuda_events else "CUDA graphs"
-        samples = f"{run.num_iters} samples in {run.rounds} rounds"
-        output.write_header(f"{run.routine}/{run.subroutine} {run.dtype}, {method}, {samples}")
-        load_routine(run.routine).run_test(run, output)
-    results = output.finalize()
-    if args.plot and results:
-        plot_results(results_frame(results), args.plot)
+    try:
+        for run in runs:
+            method = "CUDA events" if run.use_cuda_events else "CUDA graphs"
+            samples = f"{run.num_iters} samples in {run.rounds} rounds"
+            output.write_header(f"{run.routine}/{run.subroutine} {run.dtype}, {method}, {samples}")
+            run_one(run, output)
+    finally:
+        results = output.finalize()
+    if args.plot and not results.empty:
+        plot_results(results, args.plot)
         output.info(f"wrote plot {args.plot}")
     return 1 if output.errors else 0
 
@@ -202,6 +296,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NoGPUError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; the rows measured so far are in the CSV", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 // TVM-FFI launchers of the norm family: LayerNorm, RMSNorm and their fused residual forms.
+// The Python API (oasr/norm.py) validates the arguments; these derive the kernel's parameters.
 //
 // Tensors are row views [..., C]: the last dimension contiguous, the leading dimensions
-// collapsible into one row dimension of any stride (contiguous tensors, x[..., :C]
-// slices; the Python API copies other layouts). weight and bias are [C], contiguous, of
-// the input's dtype.
+// collapsible into one row dimension of any stride (contiguous tensors, x[..., :C] slices).
+// weight and bias are contiguous [C] vectors. A launcher returns false, launching nothing,
+// when a tensor is not laid out so; the Python API then copies it.
 #include <oasr/norm.cuh>
 
 #include "tvm_ffi_utils.h"
@@ -11,67 +12,42 @@
 namespace {
 
 struct Rows {
-  int64_t rows, cols, stride;
+  int64_t rows = 0, cols = 0, stride = 0;
 };
 
-// A row view on `device` of `dtype` (rows x cols when given); ValueError/TypeError naming it.
-Rows check_rows(TensorView t, const char* name, DLDevice device, DLDataType dtype, const Rows* expected) {
-  if (t.device().device_type != kDLCUDA) {
-    TVM_FFI_THROW(ValueError) << "`" << name << "` must be a CUDA tensor";
-  }
-  if (t.device().device_id != device.device_id) {
-    TVM_FFI_THROW(ValueError) << "`" << name << "` must be on the same device as `input`";
-  }
-  if (t.dtype() != dtype) {
-    TVM_FFI_THROW(TypeError) << "`" << name << "` has dtype " << dtype_name(t.dtype()) << ", expected "
-                             << dtype_name(dtype);
-  }
-  Rows r{};
-  if (!as_rows(t, r.rows, r.cols, r.stride)) {
-    TVM_FFI_THROW(ValueError) << "`" << name
-                              << "` must have a contiguous last dimension and evenly strided rows";
-  }
-  if (expected != nullptr && (r.rows != expected->rows || r.cols != expected->cols)) {
-    TVM_FFI_THROW(ValueError) << "`" << name << "` has " << r.rows << " rows of " << r.cols << ", expected "
-                              << expected->rows << " rows of " << expected->cols;
-  }
-  return r;
+// A row view of `in`'s rows and columns (an internal invariant); false when `t` is not a row view.
+bool rows_like(TensorView t, const char* name, TensorView input, const Rows& in, Rows& r) {
+  icheck_like(t, input, name);
+  if (!as_rows(t, r.rows, r.cols, r.stride)) return false;
+  TVM_FFI_ICHECK(r.rows == in.rows && r.cols == in.cols)
+      << "`" << name << "` has " << r.rows << " rows of " << r.cols << ", expected " << in.rows << " rows of "
+      << in.cols;
+  return true;
 }
 
-void check_vector(TensorView t, const char* name, int64_t cols, DLDevice device, DLDataType dtype) {
-  if (t.device().device_type != kDLCUDA || t.device().device_id != device.device_id) {
-    TVM_FFI_THROW(ValueError) << "`" << name << "` must be a CUDA tensor on the device of `input`";
-  }
-  if (t.dtype() != dtype) {
-    TVM_FFI_THROW(TypeError) << "`" << name << "` has dtype " << dtype_name(t.dtype()) << ", expected "
-                             << dtype_name(dtype) << " (the dtype of `input`)";
-  }
-  if (t.ndim() != 1 || t.size(0) != cols || (cols > 1 && t.stride(0) != 1)) {
-    TVM_FFI_THROW(ValueError) << "`" << name << "` must be a contiguous vector of " << cols << " elements";
-  }
+// A contiguous vector of `cols` elements; its size is an internal invariant.
+bool contiguous_vector(TensorView t, const char* name, TensorView input, int64_t cols) {
+  icheck_like(t, input, name);
+  TVM_FFI_ICHECK(t.ndim() == 1 && t.size(0) == cols) << "`" << name << "` must have " << cols << " elements";
+  return cols <= 1 || t.stride(0) == 1;
 }
 
-void run_norm(TensorView output, Optional residual_out, TensorView input, Optional residual, TensorView weight,
+bool run_norm(TensorView output, Optional residual_out, TensorView input, Optional residual, TensorView weight,
               Optional bias, double eps, double alpha, bool rms, const char* op) {
-  if (input.device().device_type != kDLCUDA) {
-    TVM_FFI_THROW(ValueError) << "`input` must be a CUDA tensor";
-  }
-  const DLDevice device = input.device();
-  const DLDataType dtype = input.dtype();
-  const Rows in = check_rows(input, "input", device, dtype, nullptr);
-  const Rows out = check_rows(output, "output", device, dtype, &in);
-  check_vector(weight, "weight", in.cols, device, dtype);
-  if (bias.has_value()) check_vector(bias.value(), "bias", in.cols, device, dtype);
-  Rows res{}, res_out{};
-  if (residual.has_value()) res = check_rows(residual.value(), "residual", device, dtype, &in);
+  icheck_like(input, input, "input");
+  Rows in, out, res, res_out;
+  if (!as_rows(input, in.rows, in.cols, in.stride)) return false;
+  if (!rows_like(output, "output", input, in, out)) return false;
+  if (residual.has_value() && !rows_like(residual.value(), "residual", input, in, res)) return false;
   if (residual_out.has_value()) {
-    if (!residual.has_value()) TVM_FFI_THROW(ValueError) << "`residual_out` needs `residual`";
-    res_out = check_rows(residual_out.value(), "residual_out", device, dtype, &in);
+    TVM_FFI_ICHECK(residual.has_value()) << "`residual_out` needs `residual`";
+    if (!rows_like(residual_out.value(), "residual_out", input, in, res_out)) return false;
   }
-  if (!(eps >= 0.0)) TVM_FFI_THROW(ValueError) << "`eps` must be >= 0, got " << eps;
+  if (!contiguous_vector(weight, "weight", input, in.cols)) return false;
+  if (bias.has_value() && !contiguous_vector(bias.value(), "bias", input, in.cols)) return false;
 
-  cudaStream_t stream = get_stream(device);
-  DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(dtype, c_type, [&] {
+  cudaStream_t stream = get_stream(input.device());
+  return DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {
     oasr::norm::NormParams<c_type> p;
     p.output = data_ptr<c_type>(output);
     p.input = data_ptr<const c_type>(input);
@@ -100,22 +76,22 @@ void run_norm(TensorView output, Optional residual_out, TensorView input, Option
 
 }  // namespace
 
-void layer_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps) {
-  run_norm(output, Optional(), input, Optional(), weight, bias, eps, 1.0, false, "layer_norm kernel launch");
+bool layer_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps) {
+  return run_norm(output, Optional(), input, Optional(), weight, bias, eps, 1.0, false, "layer_norm kernel launch");
 }
 
-void rms_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps) {
-  run_norm(output, Optional(), input, Optional(), weight, bias, eps, 1.0, true, "rms_norm kernel launch");
+bool rms_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps) {
+  return run_norm(output, Optional(), input, Optional(), weight, bias, eps, 1.0, true, "rms_norm kernel launch");
 }
 
-void add_layer_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
+bool add_layer_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
                     TensorView weight, Optional bias, double eps, double alpha) {
-  run_norm(output, residual_out, input, Optional(residual), weight, bias, eps, alpha, false,
-           "add_layer_norm kernel launch");
+  return run_norm(output, residual_out, input, Optional(residual), weight, bias, eps, alpha, false,
+                  "add_layer_norm kernel launch");
 }
 
-void add_rms_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
+bool add_rms_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
                   TensorView weight, Optional bias, double eps, double alpha) {
-  run_norm(output, residual_out, input, Optional(residual), weight, bias, eps, alpha, true,
-           "add_rms_norm kernel launch");
+  return run_norm(output, residual_out, input, Optional(residual), weight, bias, eps, alpha, true,
+                  "add_rms_norm kernel launch");
 }

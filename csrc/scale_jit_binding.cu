@@ -1,5 +1,5 @@
 #include "tvm_ffi_utils.h"
 
-void scale_run(TensorView output, TensorView input, double factor);
+bool scale_run(TensorView output, TensorView input, double factor);
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(run, scale_run);

@@ -1,6 +1,11 @@
-// TVM-FFI glue shared by every launcher in csrc/: type aliases, argument checks,
-// dtype dispatch and the caller's CUDA stream. Kernel templates in include/oasr/
-// never include this file: they stay framework-agnostic.
+// TVM-FFI glue shared by every launcher in csrc/: type aliases, the launchers' internal
+// invariants, dtype dispatch, the caller's CUDA stream and row views. Kernel templates in
+// include/oasr/ never include this file: they stay framework-agnostic.
+//
+// The Python API (oasr/<family>.py) validates every argument before it calls a launcher and
+// raises TypeError/ValueError naming it. A launcher only derives the kernel's parameters; what
+// it assumes is checked with TVM_FFI_ICHECK (a RuntimeError, for callers that skip the Python
+// API), so a bad call never reaches a kernel.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -20,47 +25,12 @@
 using TensorView = tvm::ffi::TensorView;
 using Optional = tvm::ffi::Optional<tvm::ffi::TensorView>;
 
-// User mistakes raise ValueError/TypeError naming the argument; the Python APIs check
-// first, so these are the last line for callers that go straight to the module.
-#define CHECK_CUDA(x)                                                                \
-  if ((x).device().device_type != kDLCUDA) {                                         \
-    TVM_FFI_THROW(ValueError) << "`" #x "` must be a CUDA tensor";                   \
-  }
-
-#define CHECK_CONTIGUOUS(x)                                                          \
-  if (!(x).IsContiguous()) {                                                         \
-    TVM_FFI_THROW(ValueError) << "`" #x "` must be contiguous";                      \
-  }
-
-#define CHECK_LAST_DIM_CONTIGUOUS(x)                                                 \
-  if ((x).ndim() > 0 && (x).size((x).ndim() - 1) > 1 && (x).stride((x).ndim() - 1) != 1) { \
-    TVM_FFI_THROW(ValueError) << "`" #x "` must be contiguous in its last dimension"; \
-  }
-
-#define CHECK_INPUT(x) \
-  CHECK_CUDA(x);       \
-  CHECK_CONTIGUOUS(x)
-
-#define CHECK_LAST_DIM_CONTIGUOUS_INPUT(x) \
-  CHECK_CUDA(x);                           \
-  CHECK_LAST_DIM_CONTIGUOUS(x)
-
-#define CHECK_DIM(d, x)                                                               \
-  if ((x).ndim() != (d)) {                                                            \
-    TVM_FFI_THROW(ValueError) << "`" #x "` must have " << (d) << " dimensions, got " \
-                              << (x).ndim();                                          \
-  }
-
-#define CHECK_DEVICE(x, y)                                                              \
-  if ((x).device().device_type != (y).device().device_type ||                          \
-      (x).device().device_id != (y).device().device_id) {                              \
-    TVM_FFI_THROW(ValueError) << "`" #x "` and `" #y "` must be on the same device";    \
-  }
-
-#define CHECK_SAME_DTYPE(x, y)                                                          \
-  if ((x).dtype() != (y).dtype()) {                                                     \
-    TVM_FFI_THROW(TypeError) << "`" #x "` and `" #y "` must have the same dtype";       \
-  }
+// Internal invariant: `t` is a CUDA tensor on `input`'s device, of `input`'s dtype.
+inline void icheck_like(TensorView t, TensorView input, const char* name) {
+  TVM_FFI_ICHECK(t.device().device_type == kDLCUDA && t.device().device_id == input.device().device_id &&
+                 t.dtype() == input.dtype())
+      << "`" << name << "` must be a CUDA tensor of `input`'s device and dtype (the Python API checks this)";
+}
 
 constexpr DLDataType dl_float32{kDLFloat, 32, 1};
 constexpr DLDataType dl_float16{kDLFloat, 16, 1};
@@ -88,24 +58,6 @@ inline std::string dtype_name(DLDataType dtype) {
     }                                                                                 \
     TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype)      \
                              << "; expected float32, float16 or bfloat16";            \
-    return false;                                                                     \
-  }()
-
-#define DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP32_FP16(dlpack_dtype, c_type, ...) \
-  DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(dlpack_dtype, c_type, __VA_ARGS__)
-
-// Half-precision only (GEMM and conv kernels).
-#define DISPATCH_DLPACK_HALF_DTYPE(dlpack_dtype, c_type, ...)                         \
-  [&]() -> bool {                                                                     \
-    if ((dlpack_dtype) == dl_float16) {                                               \
-      using c_type = half;                                                            \
-      return __VA_ARGS__();                                                           \
-    } else if ((dlpack_dtype) == dl_bfloat16) {                                       \
-      using c_type = nv_bfloat16;                                                     \
-      return __VA_ARGS__();                                                           \
-    }                                                                                 \
-    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype)      \
-                             << "; expected float16 or bfloat16";                     \
     return false;                                                                     \
   }()
 

@@ -4,92 +4,29 @@
     python notebooks/generate.py          # rewrite notebooks/NN_family.ipynb
     python notebooks/generate.py --check  # exit 1 if a committed notebook differs
 
-Family-specific text lives in FAMILIES; the cells call profiling.workbench and hold
+Family-specific text lives in FAMILIES; the cells call profiling.workbench.notebook and hold
 no logic of their own. Notebooks are written without outputs.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 
-
-@dataclass(frozen=True)
-class Family:
-    stem: str
-    title: str
-    ops: tuple[str, ...]
-    headers: tuple[str, ...]
-    intro: str
-    kernel: str
-
-
-FAMILIES = (
-    Family(
-        stem="01_scale",
-        title="01 · scale — `out = input * factor`",
-        ops=("scale",),
-        headers=("oasr/scale.cuh", "oasr/common/elementwise.cuh"),
-        intro="The simplest memory-bound kernel, walked through end to end.",
-        kernel=(
-            "`include/oasr/scale.cuh` is a functor on the shared element-wise body "
-            "`include/oasr/common/elementwise.cuh`: 128-bit loads and stores (streaming, evict-first, "
-            "from 64 KiB up), contiguous "
-            "chunks per block, a grid-stride loop, and a scalar head and tail for pointers "
-            "that are not 16-byte aligned. `csrc/scale.cu` checks the tensors and dispatches "
-            "on dtype; `oasr/scale.py` is the Python API."
-        ),
-    ),
-    Family(
-        stem="02_activation",
-        title="02 · activation — GLU and Swish",
-        ops=("glu", "swish"),
-        headers=("oasr/activation.cuh",),
-        intro=(
-            "The Conformer's activations: `glu(x[..., 2C]) = x[..., :C] * sigmoid(x[..., C:])` "
-            "(as `torch.nn.functional.glu(x, -1)`) and `swish(x) = x * sigmoid(x)` (SiLU), "
-            "on the Conformer shapes `[B, T, C]` and a large case."
-        ),
-        kernel=(
-            "`include/oasr/activation.cuh`: GLU reads both halves of each row as 128-bit "
-            "streaming vectors when C, the row strides and the pointers allow (a scalar path "
-            "otherwise); Swish is a functor on the shared element-wise body. Math is fp32 on "
-            "fp32, fp16 and bf16 storage."
-        ),
-    ),
-    Family(
-        stem="03_norm",
-        title="03 · norm — LayerNorm, RMSNorm and the fused residual forms",
-        ops=("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"),
-        headers=("oasr/norm.cuh",),
-        intro=(
-            "Row norms over the channel dimension: `layer_norm`, `rms_norm`, and the fused "
-            "`add_layer_norm` / `add_rms_norm` that every encoder block runs "
-            "(`norm(residual + alpha * input)`), against torch's add followed by the norm."
-        ),
-        kernel=(
-            "`include/oasr/norm.cuh`: each row is streamed from DRAM once and kept in "
-            "registers as loaded (converted to fp32 at each use); a group of lanes per row for short rows "
-            "(more threads per row when rows are few), a block per row for long ones, two-pass "
-            "fp32 statistics, one rounding on output."
-        ),
-    ),
-)
+from oasr.jit.families import FAMILIES, Family  # noqa: E402  (after the checkout is on the path)
 
 
 def build(family: Family) -> nbformat.NotebookNode:
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    ops = ", ".join(json.dumps(op) for op in family.ops)
     cells = [
         md(
-            f"# {family.title}\n\n{family.intro}\n\n"
+            f"# {family.title}\n\n{family.summary}\n\n"
             "This notebook shows the CUDA source, JIT-compiles it in the session, checks it "
             "next to PyTorch, times it against torch and the measured copy ceiling, profiles a "
             "sweep under Nsight Compute, reads the report into pandas and places every launch "
@@ -102,13 +39,15 @@ def build(family: Family) -> nbformat.NotebookNode:
         code(
             "%matplotlib inline\n"
             "from IPython.display import Markdown, display\n\n"
-            "from profiling.workbench import Workbench\n\n"
-            f'wb = Workbench(\n    "{family.stem}",\n    ops=[{ops}],\n    title="{family.title}",\n)\n'
+            "from oasr.jit import families\n"
+            "from profiling.workbench.notebook import Workbench\n"
+            "from profiling.workbench.panel import SweepPanel\n\n"
+            f"wb = Workbench(families.{family.name.upper()})\n"
             "display(wb.banner())\n"
             "wb.environment()"
         ),
-        md(f"## The kernel\n\n{family.kernel}"),
-        code(f"wb.kernel_source({', '.join(json.dumps(h) for h in family.headers)})"),
+        md(f"## The kernel\n\n{family.design}"),
+        code("wb.kernel_source()"),
         md(
             "JIT-compile it here (nvcc + ninja, cached by content: a second run is a cache "
             "hit; editing any header under `include/` or `csrc/` rebuilds)."
@@ -164,12 +103,12 @@ def build(family: Family) -> nbformat.NotebookNode:
             "(a live run rebuilds a kernel whose sources changed). In a static HTML report the "
             "controls do not run."
         ),
-        code("panel = wb.panel()\npanel.widget"),
+        code("panel = SweepPanel(wb)\npanel.widget"),
         md(
             "## Summary\n\n"
             "Headline figures for `reports/index.html`. The main command "
             "(`bash scripts/make_reports.sh`) runs this notebook headless and writes "
-            f"`reports/<gpu>/{family.stem}.html`."
+            f"`reports/<gpu>/{family.notebook}.html`."
         ),
         code('print("\\n".join(wb.headlines))\nwb.write_summary()'),
     ]
@@ -187,7 +126,7 @@ def main() -> int:
     args = parser.parse_args()
     stale = []
     for family in FAMILIES:
-        path = HERE / f"{family.stem}.ipynb"
+        path = HERE / f"{family.notebook}.ipynb"
         text = nbformat.writes(build(family)) + "\n"
         if args.check:
             if not path.is_file() or path.read_text() != text:

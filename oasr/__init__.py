@@ -2,12 +2,18 @@
 
 Kernels are JIT-compiled on first use (nvcc + ninja, loaded through tvm-ffi) and
 cached under ``~/.cache/oasr/jit``. Every op takes channels-last tensors and an
-optional destination ``out=``.
+optional destination ``out=``. The families and their ops are declared once, in
+:mod:`oasr.jit.families`; ``__all__`` is built from that list.
 """
 
-from .activation import glu, swish
-from .norm import add_layer_norm, add_rms_norm, layer_norm, rms_norm
-from .scale import scale
+from .activation import glu as glu
+from .activation import swish as swish
+from .jit.families import FAMILIES
+from .norm import add_layer_norm as add_layer_norm
+from .norm import add_rms_norm as add_rms_norm
+from .norm import layer_norm as layer_norm
+from .norm import rms_norm as rms_norm
+from .scale import scale as scale
 
 __version__ = "0.1.0"
-__all__ = ["add_layer_norm", "add_rms_norm", "glu", "layer_norm", "rms_norm", "scale", "swish"]
+__all__ = [op for family in FAMILIES for op in family.ops]

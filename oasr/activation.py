@@ -1,51 +1,33 @@
 """Activations of the Conformer encoder: GLU and Swish (SiLU).
 
 Channels-last tensors of float32, float16 or bfloat16; the math runs in fp32 and each
-output is rounded once. Arguments are checked before any launch, shapes and dtypes first
-(so those errors are the same on any machine), then devices.
+output is rounded once. Arguments are checked before any launch (:func:`_check_glu`,
+:func:`_check_swish`), types, dtypes and shapes first (so those errors are the same on any
+machine), then devices. Under ``torch.compile`` each op is the custom op
+``torch.ops.oasr.<op>``.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
+from torch import Tensor
+from torch.compiler import is_compiling
 
-from ._checks import FLOAT_DTYPES, check_cuda_tensor
+from ._checks import FLOATS, bad_input, bad_tensor, check_device, other_device, ready_devices
+from ._custom_ops import define
 from .api_logging import oasr_api
+from .jit.families import ACTIVATION
+
+_READY = ready_devices(ACTIVATION)
 
 
-@functools.cache
-def _activation_module() -> Any:
-    from .jit.activation import gen_activation_module
-
-    return gen_activation_module().build_and_load()
-
-
-def _check_tensor(op: str, name: str, tensor: object, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """A tensor of a supported dtype (``dtype`` exactly, when given); TypeError otherwise."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(tensor).__name__}")
-    if dtype is not None and tensor.dtype != dtype:
-        raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}, expected {dtype} (the dtype of `input`)")
-    if tensor.dtype not in FLOAT_DTYPES:
-        names = ", ".join(str(d).removeprefix("torch.") for d in FLOAT_DTYPES)
-        raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}; supported: {names}")
-    return tensor
+def _rows(tensor: Tensor, cols: int) -> Tensor:
+    """A [rows, cols] view with a unit last stride (copied only when no such view exists)."""
+    view = tensor.reshape(-1, cols)
+    return view if cols <= 1 or view.stride(1) == 1 else view.contiguous()
 
 
-def _check_out_shape(op: str, out: torch.Tensor, shape: tuple[int, ...]) -> None:
-    if out.shape != shape:
-        raise ValueError(f"oasr.{op}: `out` has shape {tuple(out.shape)}, expected {tuple(shape)}")
-
-
-def _check_same_device(op: str, name: str, tensor: torch.Tensor, device: torch.device) -> None:
-    if tensor.device != device:
-        raise ValueError(f"oasr.{op}: `{name}` is on {tensor.device}, expected {device} (the device of `input`)")
-
-
-def _out_rows(out: torch.Tensor, cols: int) -> torch.Tensor | None:
+def _out_rows(out: Tensor, cols: int) -> Tensor | None:
     """A [rows, cols] view of ``out`` with a unit last stride, or None when there is none."""
     try:
         view = out.view(-1, cols)
@@ -54,8 +36,48 @@ def _out_rows(out: torch.Tensor, cols: int) -> torch.Tensor | None:
     return view if cols <= 1 or view.stride(1) == 1 else None
 
 
+def _check_glu(input: object, out: object) -> None:
+    """glu's arguments, in order: types, dtypes and shapes, then devices."""
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
+        raise bad_input("glu", input)
+    shape = input.shape
+    if not shape:
+        raise ValueError("oasr.glu: `input` must have at least one dimension")
+    in_cols = shape[-1]
+    if in_cols % 2 != 0:
+        raise ValueError(f"oasr.glu: `input` last dimension must be even (the two halves), got {in_cols}")
+    if out is not None:
+        expected = (*shape[:-1], in_cols // 2)
+        if not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == expected):
+            raise bad_tensor("glu", "out", out, dtype, expected)
+    device = input.device
+    if device not in _READY:
+        check_device("glu", ACTIVATION, device)
+    if out is not None and out.device != device:
+        raise other_device("glu", "out", out, device)
+
+
+def _glu(input: Tensor, out: Tensor | None) -> Tensor:
+    """The eager op: check, then launch on row views, copying only when the launcher refuses a layout."""
+    _check_glu(input, out)
+    if out is None:
+        out = torch.empty((*input.shape[:-1], input.shape[-1] // 2), dtype=input.dtype, device=input.device)
+    launch = ACTIVATION.module().glu
+    if not launch(out, input):
+        # Layouts that are not row views ([..., 2C] slices are): copied.
+        cols = out.shape[-1]
+        target = _out_rows(out, cols)
+        if target is None:
+            target = torch.empty(out.shape, dtype=out.dtype, device=out.device)
+            launch(target, _rows(input, 2 * cols))
+            out.copy_(target)
+        else:
+            launch(target, _rows(input, 2 * cols))
+    return out
+
+
 @oasr_api
-def glu(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def glu(input: Tensor, out: Tensor | None = None) -> Tensor:
     """Gated linear unit over the last dimension: ``a * sigmoid(b)`` with ``a, b = input.chunk(2, -1)``.
 
     Same result as ``torch.nn.functional.glu(input, dim=-1)``.
@@ -81,66 +103,49 @@ def glu(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         A non-tensor argument or an unsupported/mismatched dtype.
     ValueError
         ``input`` without dimensions or with an odd last dimension, ``out`` of the wrong
-        shape, or tensors not on one CUDA device.
+        shape, tensors not on one CUDA device, or a GPU whose compute capability the
+        activation kernels do not support.
     """
-    if not (
-        isinstance(input, torch.Tensor)
-        and input.is_cuda
-        and input.dtype in FLOAT_DTYPES
-        and input.dim() > 0
-        and (
-            out is None
-            or (
-                isinstance(out, torch.Tensor)
-                and out.dtype == input.dtype
-                and out.shape[:-1] == input.shape[:-1]
-                and 2 * out.shape[-1] == input.shape[-1]
-                and out.device == input.device
-            )
-        )
-    ):
-        _check_glu(input, out)
-    in_cols = input.shape[-1]
-    if in_cols % 2 != 0:
-        raise ValueError(f"oasr.glu: `input` last dimension must be even (the two halves), got {in_cols}")
-    cols = in_cols // 2
+    if is_compiling():
+        if out is None:
+            out = torch.empty((*input.shape[:-1], input.shape[-1] // 2), dtype=input.dtype, device=input.device)
+        _GLU(out, input)
+        return out
+    return _glu(input, out)
+
+
+def _check_swish(input: object, out: object) -> None:
+    """swish's arguments, in order: types, dtypes and shapes, then devices."""
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
+        raise bad_input("swish", input)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
+        raise bad_tensor("swish", "out", out, dtype, input.shape)
+    device = input.device
+    if device not in _READY:
+        check_device("swish", ACTIVATION, device)
+    if out is not None and out.device != device:
+        raise other_device("swish", "out", out, device)
+
+
+def _swish(input: Tensor, out: Tensor | None) -> Tensor:
+    """The eager op: check, then launch, copying non-contiguous tensors."""
+    _check_swish(input, out)
     if out is None:
-        out = torch.empty((*input.shape[:-1], cols), dtype=input.dtype, device=input.device)
-    if out.numel() == 0:
-        return out
-    if input.is_contiguous() and out.is_contiguous():
-        _activation_module().glu(out, input)
-        return out
-    # Other layouts: [rows, C] views where they exist (x[..., :2C] slices), copies otherwise.
-    source = input.reshape(-1, in_cols)
-    if source.stride(1) != 1:
-        source = source.contiguous()
-    target = _out_rows(out, cols)
-    if target is None:
-        out.copy_(glu(input))
-        return out
-    _activation_module().glu(target, source)
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    launch = ACTIVATION.module().swish
+    if not launch(out, input):
+        source = input.contiguous()
+        if out.is_contiguous():
+            launch(out, source)
+        else:
+            target = torch.empty_like(source)
+            launch(target, source)
+            out.copy_(target)
     return out
 
 
-def _check_glu(input: Any, out: Any) -> None:
-    """Ordered checks of glu's arguments: types, dtypes and shapes, then devices."""
-    _check_tensor("glu", "input", input)
-    if input.dim() == 0:
-        raise ValueError("oasr.glu: `input` must have at least one dimension")
-    in_cols = input.shape[-1]
-    if in_cols % 2 != 0:
-        raise ValueError(f"oasr.glu: `input` last dimension must be even (the two halves), got {in_cols}")
-    if out is not None:
-        _check_tensor("glu", "out", out, input.dtype)
-        _check_out_shape("glu", out, (*input.shape[:-1], in_cols // 2))
-    check_cuda_tensor("glu", "input", input)
-    if out is not None:
-        _check_same_device("glu", "out", out, input.device)
-
-
 @oasr_api
-def swish(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+def swish(input: Tensor, out: Tensor | None = None) -> Tensor:
     """Swish / SiLU, element-wise: ``input * sigmoid(input)`` (``torch.nn.functional.silu``).
 
     Parameters
@@ -162,41 +167,26 @@ def swish(input: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     TypeError
         A non-tensor argument or an unsupported/mismatched dtype.
     ValueError
-        ``out`` of the wrong shape, or tensors not on one CUDA device.
+        ``out`` of the wrong shape, tensors not on one CUDA device, or a GPU whose compute
+        capability the activation kernels do not support.
     """
-    if not (
-        isinstance(input, torch.Tensor)
-        and input.is_cuda
-        and input.dtype in FLOAT_DTYPES
-        and (
-            out is None
-            or (
-                isinstance(out, torch.Tensor)
-                and out.dtype == input.dtype
-                and out.shape == input.shape
-                and out.device == input.device
-            )
-        )
-    ):
-        _check_swish(input, out)
-    if out is None:
-        out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    if out.numel() == 0:
+    if is_compiling():
+        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
+        _SWISH(out, input)
         return out
-    source = input if input.is_contiguous() else input.contiguous()
-    if out.is_contiguous():
-        _activation_module().swish(out, source)
-    else:
-        out.copy_(swish(source))
-    return out
+    return _swish(input, out)
 
 
-def _check_swish(input: Any, out: Any) -> None:
-    """Ordered checks of swish's arguments: types, dtypes and shapes, then devices."""
-    _check_tensor("swish", "input", input)
-    if out is not None:
-        _check_tensor("swish", "out", out, input.dtype)
-        _check_out_shape("swish", out, tuple(input.shape))
-    check_cuda_tensor("swish", "input", input)
-    if out is not None:
-        _check_same_device("swish", "out", out, input.device)
+# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures.
+
+
+def _glu_op(out: Tensor, input: Tensor) -> None:
+    _glu(input, out)
+
+
+def _swish_op(out: Tensor, input: Tensor) -> None:
+    _swish(input, out)
+
+
+_GLU = define("glu", "(Tensor(a!) out, Tensor input) -> ()", ("out",), _glu_op)
+_SWISH = define("swish", "(Tensor(a!) out, Tensor input) -> ()", ("out",), _swish_op)

@@ -33,6 +33,8 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from torch.compiler import is_compiling
+
 __all__ = ["describe_tensor", "describe_value", "oasr_api"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -184,7 +186,7 @@ def oasr_api(fn: F) -> F:
     logs the name (level >= 1; ``oasr.<qualname>`` for Oasr's own functions),
     the arguments with defaults applied and the result (level >= 3), and
     tensor statistics (level >= 5; this synchronizes the GPU). Arguments are logged before the call, so they are
-    visible even if the call fails.
+    visible even if the call fails. Calls traced by ``torch.compile`` are not logged.
 
     Parameters
     ----------
@@ -208,6 +210,8 @@ def oasr_api(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if is_compiling():  # torch.compile traces the op, not its logging (which would break the graph)
+            return fn(*args, **kwargs)
         lines = [name]
         if level >= 3:
             lines += [f"  {k}: {describe_value(v, level)}" for k, v in _named_args(sig, args, kwargs)]

@@ -5,198 +5,152 @@ affine transform run in fp32 and each output is rounded once. ``weight`` and ``b
 are ``[C]`` tensors of the input's dtype (an fp32 weight for a half input is refused,
 not converted). Any C >= 1 works; rows up to ~58000 elements are read from DRAM once.
 
-Arguments are checked before any launch, types, dtypes and shapes first (so those errors
-are the same on any machine), then devices.
+Arguments are checked before any launch (:func:`_check_norm`), types, dtypes and shapes
+first (so those errors are the same on any machine), then devices. Under
+``torch.compile`` each op is the custom op ``torch.ops.oasr.<op>``.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
 
 import torch
+from torch import Tensor
+from torch.compiler import is_compiling
 
-from ._checks import FLOAT_DTYPES, check_cuda_tensor, check_real_scalar
-from .activation import _check_out_shape, _check_same_device, _check_tensor, _out_rows
+from ._checks import FLOATS, bad_input, bad_tensor, check_device, check_real_scalar, other_device, ready_devices
+from ._custom_ops import define
+from .activation import _out_rows, _rows
 from .api_logging import oasr_api
+from .jit.families import NORM
+
+_READY = ready_devices(NORM)
+_INF = math.inf
 
 
-@functools.cache
-def _norm_module() -> Any:
-    from .jit.norm import gen_norm_module
-
-    return gen_norm_module().build_and_load()
-
-
-def _rows(tensor: torch.Tensor, cols: int) -> torch.Tensor:
-    """A [rows, cols] view with a unit last stride (copied only when no such view exists)."""
-    view = tensor.reshape(-1, cols)
-    return view if cols <= 1 or view.stride(1) == 1 else view.contiguous()
-
-
-def _well_formed(
-    input: Any,
-    residual: Any,
-    weight: Any,
-    bias: Any,
-    eps: Any,
-    alpha: Any,
-    out: Any,
-    residual_out: Any,
-    fused: bool,
-) -> bool:
-    """The common case, tested quickly: CUDA tensors of one dtype and device, right shapes."""
-    tensor = torch.Tensor
-    if not (isinstance(input, tensor) and input.is_cuda and input.dtype in FLOAT_DTYPES and input.dim() > 0):
-        return False
-    dtype, device, shape = input.dtype, input.device, input.shape
-    c = shape[-1]
-    if not (isinstance(weight, tensor) and weight.dtype == dtype and weight.shape == (c,) and weight.device == device):
-        return False
-    if bias is not None and not (
-        isinstance(bias, tensor) and bias.dtype == dtype and bias.shape == (c,) and bias.device == device
-    ):
-        return False
-    if type(eps) not in (float, int) or not 0.0 <= eps < math.inf:
-        return False
-    if type(alpha) not in (float, int):
-        return False
-    for t in (residual, out, residual_out) if fused else (out,):
-        if t is not None and not (
-            isinstance(t, tensor) and t.dtype == dtype and t.shape == shape and t.device == device
-        ):
-            return False
-    if fused and residual is None:
-        return False
-    return not (out is not None and residual_out is not None and residual_out.data_ptr() == out.data_ptr())
-
-
-def _diagnose(
+def _check_norm(
     op: str,
-    input: Any,
-    residual: Any,
-    weight: Any,
-    bias: Any,
-    eps: Any,
-    alpha: Any,
-    out: Any,
-    residual_out: Any,
+    input: object,
+    residual: object,
+    weight: object,
+    bias: object,
+    eps: object,
+    alpha: object,
+    out: object,
+    residual_out: object,
     fused: bool,
-) -> None:
-    """Raise the error for the first bad argument: types, dtypes and shapes, then devices."""
-    _check_tensor(op, "input", input)
-    if input.dim() == 0:
+) -> tuple[float, float]:
+    """Every argument of a norm, in order (types, dtypes and shapes, scalars, then devices); (eps, alpha)."""
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
+        raise bad_input(op, input)
+    shape = input.shape
+    if not shape:
         raise ValueError(f"oasr.{op}: `input` must have at least one dimension")
-    shape = tuple(input.shape)
-    cols = shape[-1]
-    if fused:
-        _check_tensor(op, "residual", residual, input.dtype)
-        if tuple(residual.shape) != shape:
-            raise ValueError(f"oasr.{op}: `residual` has shape {tuple(residual.shape)}, expected {shape}")
-    _check_tensor(op, "weight", weight, input.dtype)
-    if tuple(weight.shape) != (cols,):
-        raise ValueError(f"oasr.{op}: `weight` has shape {tuple(weight.shape)}, expected ({cols},)")
-    if bias is not None:
-        _check_tensor(op, "bias", bias, input.dtype)
-        if tuple(bias.shape) != (cols,):
-            raise ValueError(f"oasr.{op}: `bias` has shape {tuple(bias.shape)}, expected ({cols},)")
-    eps = check_real_scalar(op, "eps", eps)
-    if not 0.0 <= eps < math.inf:
+    if fused and not (isinstance(residual, Tensor) and residual.dtype is dtype and residual.shape == shape):
+        raise bad_tensor(op, "residual", residual, dtype, shape)
+    vector = (shape[-1],)
+    if not (isinstance(weight, Tensor) and weight.dtype is dtype and weight.shape == vector):
+        raise bad_tensor(op, "weight", weight, dtype, vector)
+    if bias is not None and not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == vector):
+        raise bad_tensor(op, "bias", bias, dtype, vector)
+    if type(eps) is not float:
+        eps = check_real_scalar(op, "eps", eps)
+    if not 0.0 <= eps < _INF:
         raise ValueError(f"oasr.{op}: `eps` must be finite and >= 0, got {eps}")
-    check_real_scalar(op, "alpha", alpha)
-    if out is not None:
-        _check_tensor(op, "out", out, input.dtype)
-        _check_out_shape(op, out, shape)
+    if fused and type(alpha) is not float:
+        alpha = check_real_scalar(op, "alpha", alpha)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
+        raise bad_tensor(op, "out", out, dtype, shape)
     if residual_out is not None:
-        _check_tensor(op, "residual_out", residual_out, input.dtype)
-        if tuple(residual_out.shape) != shape:
-            raise ValueError(f"oasr.{op}: `residual_out` has shape {tuple(residual_out.shape)}, expected {shape}")
+        if not (isinstance(residual_out, Tensor) and residual_out.dtype is dtype and residual_out.shape == shape):
+            raise bad_tensor(op, "residual_out", residual_out, dtype, shape)
         if out is not None and residual_out.data_ptr() == out.data_ptr():
             raise ValueError(f"oasr.{op}: `out` and `residual_out` must be different tensors")
-    check_cuda_tensor(op, "input", input)
-    for name, tensor in (
-        ("residual", residual),
-        ("weight", weight),
-        ("bias", bias),
-        ("out", out),
-        ("residual_out", residual_out),
-    ):
-        if tensor is not None:
-            _check_same_device(op, name, tensor, input.device)
+
+    device = input.device
+    if device not in _READY:
+        check_device(op, NORM, device)
+    if fused and residual.device != device:
+        raise other_device(op, "residual", residual, device)
+    if weight.device != device:
+        raise other_device(op, "weight", weight, device)
+    if bias is not None and bias.device != device:
+        raise other_device(op, "bias", bias, device)
+    if out is not None and out.device != device:
+        raise other_device(op, "out", out, device)
+    if residual_out is not None and residual_out.device != device:
+        raise other_device(op, "residual_out", residual_out, device)
+    return eps, alpha
 
 
 def _norm(
     op: str,
-    rms: bool,
-    input: torch.Tensor,
-    residual: torch.Tensor | None,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None,
+    fused: bool,
+    input: Tensor,
+    residual: Tensor | None,
+    weight: Tensor,
+    bias: Tensor | None,
     eps: float,
     alpha: float,
-    out: torch.Tensor | None,
-    residual_out: torch.Tensor | None,
-) -> torch.Tensor:
-    fused = op.startswith("add_")
-    if not _well_formed(input, residual, weight, bias, eps, alpha, out, residual_out, fused):
-        _diagnose(op, input, residual, weight, bias, eps, alpha, out, residual_out, fused)
-    eps, alpha = float(eps), float(alpha)
+    out: Tensor | None,
+    residual_out: Tensor | None,
+) -> Tensor:
+    """The eager op: check, then launch on the tensors as they are (row views), copying only when
+    the launcher refuses a layout."""
+    eps, alpha = _check_norm(op, input, residual, weight, bias, eps, alpha, out, residual_out, fused)
     if out is None:
         out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    if input.numel() == 0:
-        return out
-    module = _norm_module()
+    launch = getattr(NORM.module(), op)
+    if fused:
+        done = launch(out, residual_out, input, residual, weight, bias, eps, alpha)
+    else:
+        done = launch(out, input, weight, bias, eps)
+    if not done:
+        _norm_copied(launch, fused, input, residual, weight, bias, eps, alpha, out, residual_out)
+    return out
 
-    # Contiguous tensors (the common case) go to the kernel as they are.
-    if (
-        input.is_contiguous()
-        and out.is_contiguous()
-        and weight.is_contiguous()
-        and (bias is None or bias.is_contiguous())
-        and (not fused or residual.is_contiguous())
-        and (residual_out is None or residual_out.is_contiguous())
-    ):
-        if fused:
-            (module.add_rms_norm if rms else module.add_layer_norm)(
-                out, residual_out, input, residual, weight, bias, eps, alpha
-            )
-        else:
-            (module.rms_norm if rms else module.layer_norm)(out, input, weight, bias, eps)
-        return out
 
-    # Other layouts: [rows, C] views where they exist (x[..., :C] slices), copies otherwise.
+def _norm_copied(
+    launch: object,
+    fused: bool,
+    input: Tensor,
+    residual: Tensor | None,
+    weight: Tensor,
+    bias: Tensor | None,
+    eps: float,
+    alpha: float,
+    out: Tensor,
+    residual_out: Tensor | None,
+) -> None:
+    """Layouts the launcher refuses: [rows, C] views where they exist, copies otherwise."""
     cols = input.shape[-1]
+    source = _rows(input, cols)
+    weight, bias = weight.contiguous(), None if bias is None else bias.contiguous()
     target = _out_rows(out, cols)
     sum_target = None if residual_out is None else _out_rows(residual_out, cols)
-    if target is None or (residual_out is not None and sum_target is None):
-        # A destination with no [rows, C] view: compute into fresh tensors, then copy.
-        fresh_sum = None if residual_out is None else torch.empty_like(input, memory_format=torch.contiguous_format)
-        result = _norm(op, rms, input, residual, weight, bias, eps, alpha, None, fresh_sum)
-        out.copy_(result)
-        if residual_out is not None:
-            residual_out.copy_(fresh_sum)
-        return out
-    source = _rows(input, cols)
-    w = weight.contiguous()
-    b = None if bias is None else bias.contiguous()
+    # A destination with no [rows, C] view: computed into a fresh tensor, then copied.
+    fresh = target is None or (residual_out is not None and sum_target is None)
+    if fresh:
+        target = torch.empty(source.shape, dtype=input.dtype, device=input.device)
+        sum_target = None if residual_out is None else torch.empty_like(target)
     if fused:
-        (module.add_rms_norm if rms else module.add_layer_norm)(
-            target, sum_target, source, _rows(residual, cols), w, b, eps, alpha
-        )
+        launch(target, sum_target, source, _rows(residual, cols), weight, bias, eps, alpha)
     else:
-        (module.rms_norm if rms else module.layer_norm)(target, source, w, b, eps)
-    return out
+        launch(target, source, weight, bias, eps)
+    if fresh:
+        out.copy_(target.view(out.shape))
+        if residual_out is not None:
+            residual_out.copy_(sum_target.view(residual_out.shape))
 
 
 @oasr_api
 def layer_norm(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
     eps: float = 1e-5,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
+    out: Tensor | None = None,
+) -> Tensor:
     """LayerNorm over the last dimension: ``(x - mean) / sqrt(var + eps) * weight + bias``.
 
     Two-pass fp32 statistics (the mean, then the biased variance around it) from one read
@@ -228,38 +182,47 @@ def layer_norm(
         differs from ``input``'s; a non-numeric ``eps``.
     ValueError
         Wrong shapes (``weight``/``bias`` not ``[C]``, ``out`` not ``input.shape``), a
-        negative ``eps``, or tensors not on one CUDA device.
+        negative ``eps``, tensors not on one CUDA device, or a GPU whose compute capability
+        the norm kernels do not support.
     """
+    if is_compiling():
+        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
+        _LAYER_NORM(out, input, weight, bias, eps)
+        return out
     return _norm("layer_norm", False, input, None, weight, bias, eps, 1.0, out, None)
 
 
 @oasr_api
 def rms_norm(
-    input: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
     eps: float = 1e-5,
-    out: torch.Tensor | None = None,
-) -> torch.Tensor:
+    out: Tensor | None = None,
+) -> Tensor:
     """RMSNorm over the last dimension: ``x / sqrt(mean(x^2) + eps) * weight (+ bias)``.
 
     Matches ``torch.nn.functional.rms_norm(input, (C,), weight, eps)`` (plus ``bias``).
     Parameters, return value and errors as :func:`layer_norm`.
     """
-    return _norm("rms_norm", True, input, None, weight, bias, eps, 1.0, out, None)
+    if is_compiling():
+        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
+        _RMS_NORM(out, input, weight, bias, eps)
+        return out
+    return _norm("rms_norm", False, input, None, weight, bias, eps, 1.0, out, None)
 
 
 @oasr_api
 def add_layer_norm(
-    input: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
+    input: Tensor,
+    residual: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
     eps: float = 1e-5,
     alpha: float = 1.0,
-    out: torch.Tensor | None = None,
-    residual_out: torch.Tensor | None = None,
-) -> torch.Tensor:
+    out: Tensor | None = None,
+    residual_out: Tensor | None = None,
+) -> Tensor:
     """Fused residual add and LayerNorm: ``layer_norm(residual + alpha * input)``.
 
     The sum is formed in fp32 (one fma per element) and normalised without being rounded;
@@ -289,22 +252,78 @@ def add_layer_norm(
         As :func:`layer_norm`, for every tensor argument; ValueError also when ``out`` and
         ``residual_out`` are the same tensor.
     """
-    return _norm("add_layer_norm", False, input, residual, weight, bias, eps, alpha, out, residual_out)
+    if is_compiling():
+        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
+        _ADD_LAYER_NORM(out, residual_out, input, residual, weight, bias, eps, alpha)
+        return out
+    return _norm("add_layer_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
 
 
 @oasr_api
 def add_rms_norm(
-    input: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    bias: torch.Tensor | None = None,
+    input: Tensor,
+    residual: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
     eps: float = 1e-5,
     alpha: float = 1.0,
-    out: torch.Tensor | None = None,
-    residual_out: torch.Tensor | None = None,
-) -> torch.Tensor:
+    out: Tensor | None = None,
+    residual_out: Tensor | None = None,
+) -> Tensor:
     """Fused residual add and RMSNorm: ``rms_norm(residual + alpha * input)``.
 
     Parameters, return value and errors as :func:`add_layer_norm`.
     """
+    if is_compiling():
+        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
+        _ADD_RMS_NORM(out, residual_out, input, residual, weight, bias, eps, alpha)
+        return out
     return _norm("add_rms_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
+
+
+# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures.
+
+
+def _layer_norm_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
+    _norm("layer_norm", False, input, None, weight, bias, eps, 1.0, out, None)
+
+
+def _rms_norm_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
+    _norm("rms_norm", False, input, None, weight, bias, eps, 1.0, out, None)
+
+
+def _add_layer_norm_op(
+    out: Tensor,
+    residual_out: Tensor | None,
+    input: Tensor,
+    residual: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    eps: float,
+    alpha: float,
+) -> None:
+    _norm("add_layer_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
+
+
+def _add_rms_norm_op(
+    out: Tensor,
+    residual_out: Tensor | None,
+    input: Tensor,
+    residual: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    eps: float,
+    alpha: float,
+) -> None:
+    _norm("add_rms_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
+
+
+_NORM = "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias, float eps) -> ()"
+_ADD_NORM = (
+    "(Tensor(a!) out, Tensor(b!)? residual_out, Tensor input, Tensor residual, Tensor weight, Tensor? bias, "
+    "float eps, float alpha) -> ()"
+)
+_LAYER_NORM = define("layer_norm", _NORM, ("out",), _layer_norm_op)
+_RMS_NORM = define("rms_norm", _NORM, ("out",), _rms_norm_op)
+_ADD_LAYER_NORM = define("add_layer_norm", _ADD_NORM, ("out", "residual_out"), _add_layer_norm_op)
+_ADD_RMS_NORM = define("add_rms_norm", _ADD_NORM, ("out", "residual_out"), _add_rms_norm_op)

@@ -1,25 +1,58 @@
-"""Element-wise scale: ``out = input * factor``."""
+"""Element-wise scale: ``out = input * factor``.
+
+Arguments are checked before any launch (:func:`_check_scale`), types, dtypes and shapes
+first, then devices. Under ``torch.compile`` the op is the custom op ``torch.ops.oasr.scale``.
+"""
 
 from __future__ import annotations
 
-import functools
-from typing import Any
-
 import torch
+from torch import Tensor
+from torch.compiler import is_compiling
 
-from ._checks import check_cuda_tensor, check_out, check_real_scalar
+from ._checks import FLOATS, bad_input, bad_tensor, check_device, check_real_scalar, other_device, ready_devices
+from ._custom_ops import define
 from .api_logging import oasr_api
+from .jit.families import SCALE
+
+_READY = ready_devices(SCALE)
 
 
-@functools.cache
-def _scale_module() -> Any:
-    from .jit.scale import gen_scale_module
+def _check_scale(input: object, factor: object, out: object) -> float:
+    """scale's arguments, in order: types, dtypes and shapes, the factor, then devices; the factor."""
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
+        raise bad_input("scale", input)
+    if type(factor) is not float:
+        factor = check_real_scalar("scale", "factor", factor)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
+        raise bad_tensor("scale", "out", out, dtype, input.shape)
+    device = input.device
+    if device not in _READY:
+        check_device("scale", SCALE, device)
+    if out is not None and out.device != device:
+        raise other_device("scale", "out", out, device)
+    return factor
 
-    return gen_scale_module().build_and_load()
+
+def _scale(input: Tensor, factor: float, out: Tensor | None) -> Tensor:
+    """The eager op: check, then launch, copying non-contiguous tensors."""
+    factor = _check_scale(input, factor, out)
+    if out is None:
+        out = torch.empty_like(input, memory_format=torch.contiguous_format)
+    launch = SCALE.module().run
+    if not launch(out, input, factor):
+        source = input.contiguous()
+        if out.is_contiguous():
+            launch(out, source, factor)
+        else:
+            target = torch.empty_like(source)
+            launch(target, source, factor)
+            out.copy_(target)
+    return out
 
 
 @oasr_api
-def scale(input: torch.Tensor, factor: float, out: torch.Tensor | None = None) -> torch.Tensor:
+def scale(input: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
     """Multiply every element by ``factor``, computing in fp32.
 
     Parameters
@@ -44,17 +77,21 @@ def scale(input: torch.Tensor, factor: float, out: torch.Tensor | None = None) -
     TypeError
         ``input``/``out`` not a tensor, an unsupported dtype, or a non-numeric ``factor``.
     ValueError
-        A tensor not on a CUDA device, or ``out`` of the wrong shape or device.
+        ``out`` of the wrong shape, tensors not on one CUDA device, or a GPU whose compute
+        capability the scale kernel does not support.
     """
-    check_cuda_tensor("scale", "input", input)
-    factor = check_real_scalar("scale", "factor", factor)
-    if out is None:
-        out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    else:
-        check_out("scale", out, input.shape, input.dtype, input.device)
-    source = input if input.is_contiguous() else input.contiguous()
-    if out.is_contiguous():
-        _scale_module().run(out, source, factor)
-    else:
-        out.copy_(scale(source, factor))
-    return out
+    if is_compiling():
+        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
+        _SCALE(out, input, factor)
+        return out
+    return _scale(input, factor, out)
+
+
+# torch.compile: the custom op (see oasr/_custom_ops.py), with the launcher's signature.
+
+
+def _scale_op(out: Tensor, input: Tensor, factor: float) -> None:
+    _scale(input, factor, out)
+
+
+_SCALE = define("scale", "(Tensor(a!) out, Tensor input, float factor) -> ()", ("out",), _scale_op)

@@ -1,1 +1,7 @@
-"""The workbench engine: op registry, timing, Nsight Compute runs, reports, roofline."""
+"""The workbench engine, in parts that import one way (docs/architecture.md).
+
+``harness`` (ops, timing, correctness, the result schema) <- ``nsight`` (Nsight Compute:
+naming, presets, worker, runner, reader, recordings, sweep) <- ``analysis`` (roofline,
+plots) <- ``workbench`` (tables, notebook, panel, publish); ``provenance`` and ``files``
+sit below them all.
+"""

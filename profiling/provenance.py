@@ -15,6 +15,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import torch
+
+import oasr
+from oasr.jit.core import nvcc_version
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -68,10 +73,6 @@ def _driver_version() -> str:
 @functools.cache
 def collect(device_index: int = 0) -> dict[str, Any]:
     """Provenance of the current process's GPU and software (GPU fields empty without one)."""
-    import torch
-
-    import oasr
-
     info: dict[str, Any] = {
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "git_commit": git_commit(),
@@ -92,8 +93,6 @@ def collect(device_index: int = 0) -> dict[str, Any]:
             driver=_driver_version(),
         )
     try:
-        from oasr.jit.core import nvcc_version
-
         info["nvcc"] = ".".join(map(str, nvcc_version()[0]))
     except (RuntimeError, OSError, subprocess.CalledProcessError):
         info["nvcc"] = "none"

@@ -5,7 +5,7 @@
 # and the main command live, which records the profiles and tables that replay uses.
 # Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
 #   bash scripts/h200_session.sh [steps...]
-#   (default: all; steps: tests crosscheck conformer overhead reuse drift reports)
+#   (default: all; steps: tests crosscheck conformer overhead reports)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
@@ -14,7 +14,7 @@ if [ -d .whl ]; then
   export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH JUPYTER_PATH=$PWD/.site/share/jupyter
 fi
 export PYTHONUNBUFFERED=1
-steps=${*:-tests crosscheck conformer overhead reuse drift reports}
+steps=${*:-tests crosscheck conformer overhead reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }
 for s in $steps; do
@@ -39,17 +39,9 @@ for s in $steps; do
       step "host overhead per call"
       python3 benchmarks/host_overhead.py 2>&1 | tee "$OUT/overhead.txt" || status=1
       ;;
-    reuse)
-      step "output placement and timing (why the timing loop rotates outputs)"
-      python3 benchmarks/output_reuse.py 2>&1 | tee "$OUT/reuse.txt" || status=1
-      ;;
-    drift)
-      step "timing drift after the reference check (why backends are timed in turn)"
-      python3 benchmarks/timing_drift.py 2>&1 | tee "$OUT/drift.txt" || status=1
-      ;;
     reports)
       step "main command, live, cold JIT cache"
-      OASR_JIT_DIR=$(mktemp -d) python3 -m profiling.reports ${NOTEBOOKS:-} || status=1
+      OASR_JIT_DIR=$(mktemp -d) python3 -m profiling.workbench.publish ${NOTEBOOKS:-} || status=1
       tar czf "$OUT/reports.tgz" reports
       ;;
     *) echo "unknown step $s"; status=2 ;;

@@ -5,4 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh notebook
-exec python3 -m profiling.reports "$@"
+exec python3 -m profiling.workbench.publish "$@"

@@ -2,7 +2,7 @@
 and reported as skipped, on machines without CUDA.
 
 Tolerances (rtol, atol) against float64 references, per storage dtype, are those
-of ``profiling.ops.base.DEFAULT_TOLERANCES`` (documented there): float32 1e-5/1e-6,
+of ``profiling.harness.ops.base.DEFAULT_TOLERANCES`` (documented there): float32 1e-5/1e-6,
 float16 1e-3/1e-3, bfloat16 1e-2/1e-2 for an op computed in fp32 and rounded once.
 Families with longer fp32 reductions (norms) document wider ones in their tests.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from profiling.ops.base import DEFAULT_TOLERANCES, dtype_name
+from profiling.harness.ops.base import DEFAULT_TOLERANCES, dtype_name
 from profiling.provenance import REPO_ROOT
 
 CUDA = torch.cuda.is_available()

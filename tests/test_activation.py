@@ -3,7 +3,8 @@
 CPU tests (run anywhere): the module compiles for the configured architecture (sm_90a on
 a machine without a GPU) and loads; every bad argument raises TypeError/ValueError naming
 it, before anything is launched, on CPU tensors as well (shape and dtype checks come
-before the device check); the C++ entry points refuse CPU tensors themselves.
+before the device check); the C++ entry points refuse CPU tensors themselves (an internal
+invariant: RuntimeError).
 
 GPU tests: results against float64 references computed from the same (rounded) inputs.
 Inputs are random and never zero; outputs are poisoned with NaN before the launch, so an
@@ -28,6 +29,7 @@ from conftest import poisoned
 from conftest import requires_cuda as requires_gpu
 
 import oasr
+from oasr.jit.families import ACTIVATION, FAMILIES
 
 gpu = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
 
@@ -63,9 +65,7 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtyp
 
 
 def test_activation_module_builds_and_loads():
-    from oasr.jit.activation import gen_activation_module
-
-    spec = gen_activation_module()
+    spec = ACTIVATION.jit_spec()
     info = spec.build()
     assert info.library.is_file()
     assert any(flag.startswith("-gencode") for flag in spec.nvcc_flags)
@@ -75,21 +75,18 @@ def test_activation_module_builds_and_loads():
 
 
 def test_activation_module_registered():
-    from oasr.aot import gen_all_modules
-
-    assert "activation" in [spec.name for spec in gen_all_modules()]
+    assert ACTIVATION in FAMILIES and ACTIVATION.ops == ("glu", "swish")
     assert oasr.glu is not None and oasr.swish is not None
     assert {"glu", "swish"} <= set(oasr.__all__)
 
 
 @pytest.mark.parametrize("name", ["glu", "swish"])
 def test_cpp_entry_refuses_cpu_tensors(name):
-    from oasr.jit.activation import gen_activation_module
-
-    module = gen_activation_module().build_and_load()
+    """The launchers check their invariants (a RuntimeError): a direct call never reaches a kernel."""
+    module = ACTIVATION.jit_spec().build_and_load()
     x = torch.randn(4, 8)
     out = torch.empty(4, 4 if name == "glu" else 8)
-    with pytest.raises(ValueError, match="`input` must be a CUDA tensor"):
+    with pytest.raises(RuntimeError, match="`input` must be a CUDA tensor"):
         getattr(module, name)(out, x)
 
 

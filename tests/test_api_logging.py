@@ -247,3 +247,18 @@ def test_describe_value():
     assert describe_value([1], 3) == "[1]"
     assert describe_value((1,), 3) == "(1,)"
     assert len(describe_value("x" * 1000, 3)) == 200
+
+
+def test_compiled_calls_are_traced_without_logging(log_config, capsys):
+    """torch.compile traces the op itself: logging (I/O) would break the graph."""
+    log_config(3)
+
+    def toy(x):
+        return x * 2
+
+    api = api_logging.oasr_api(toy)
+    compiled = torch.compile(lambda x: api(x) + 1, backend="eager", fullgraph=True)
+    assert torch.equal(compiled(torch.ones(2)), torch.full((2,), 3.0))
+    assert capsys.readouterr().out == ""
+    api(torch.ones(1))  # eager calls still log
+    assert capsys.readouterr().out.startswith("[oasr] test_api_logging.")

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from oasr.aot import gen_all_modules
 from oasr.jit import CompilationContext, JitCompileError, core, env, gen_jit_spec
+from oasr.jit import families as F
 from oasr.jit.compilation_context import parse_arch_list
-from oasr.jit.scale import gen_scale_module
+from oasr.jit.families import FAMILIES, SCALE
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -46,7 +46,7 @@ def _subprocess_env(*front: Path, **extra: str) -> dict[str, str]:
 
 
 def test_every_module_compiles_for_sm90a_and_loads(jit_dir):
-    for spec in gen_all_modules():
+    for spec in (family.jit_spec() for family in FAMILIES):
         assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags
         info = spec.build()
         assert info.library.is_file() and info.library.is_relative_to(jit_dir)
@@ -54,45 +54,94 @@ def test_every_module_compiles_for_sm90a_and_loads(jit_dir):
 
 
 def test_scale_module_exports_run(jit_dir):
-    module = gen_scale_module().build_and_load()
+    module = SCALE.jit_spec().build_and_load()
     assert callable(module.run)
 
 
 def test_second_build_is_a_cache_hit_without_nvcc(jit_dir, monkeypatch):
-    first = gen_scale_module().build()
+    first = SCALE.jit_spec().build()
     assert not first.cache_hit
 
     def no_compiler(*args, **kwargs):
         raise AssertionError(f"a cache hit ran a command: {args}")
 
     monkeypatch.setattr(core.subprocess, "run", no_compiler)
-    second = gen_scale_module().build()
+    second = SCALE.jit_spec().build()
     assert second.cache_hit and second.library == first.library
     assert second.library.stat().st_mtime_ns == first.library.stat().st_mtime_ns
 
 
 def test_editing_a_header_invalidates(jit_dir, source_copy):
-    before = gen_scale_module()
+    before = SCALE.jit_spec()
     assert not before.build().cache_hit
     header = source_copy / "include" / "oasr" / "common" / "math.cuh"
     header.write_text(header.read_text() + "\n// an edit\n")
-    after = gen_scale_module()
+    after = SCALE.jit_spec()
     assert after.key != before.key
     assert not after.build().cache_hit
 
 
 def test_flags_and_sources_change_the_key(jit_dir):
-    base = gen_scale_module()
+    base = SCALE.jit_spec()
     flagged = gen_jit_spec("scale", base.sources, extra_cuda_cflags=["-DOASR_TEST_FLAG=1"])
     assert flagged.key != base.key
-    assert gen_scale_module().key == base.key
+    assert SCALE.jit_spec().key == base.key
+
+
+def test_include_dir_builds_against_a_copy(jit_dir, tmp_path):
+    """A dev/ variant names its own copy of include/: the key, the -I flag and the build follow it."""
+    copy = tmp_path / "variant_include"
+    shutil.copytree(env.OASR_INCLUDE_DIR, copy)
+    base = SCALE.jit_spec()
+    same = SCALE.jit_spec(name="scale_variant", include_dir=copy)
+    assert f"-I{copy}" in same.nvcc_flags and f"-I{env.OASR_INCLUDE_DIR}" not in same.nvcc_flags
+    same_key = same.key  # computed now, before the edit (the key is cached on the spec)
+    header = copy / "oasr" / "scale.cuh"
+    header.write_text(header.read_text() + "\n#error variant header in use\n")
+    variant = SCALE.jit_spec(name="scale_variant", include_dir=copy)
+    assert variant.key not in (base.key, same_key)
+    with pytest.raises(JitCompileError, match="variant header in use"):
+        variant.build()
+
+
+def test_family_module_is_loaded_once_until_forgotten(monkeypatch):
+    built: list[str] = []
+
+    def fake_build_and_load(spec):
+        built.append(spec.name)
+        return object()
+
+    monkeypatch.setattr(F, "_LOADED", {})
+    monkeypatch.setattr(core.JitSpec, "build_and_load", fake_build_and_load)
+    first = SCALE.module()
+    assert SCALE.module() is first and built == ["scale"]
+    stand_in = object()
+    SCALE.use_module(stand_in)
+    assert SCALE.module() is stand_in and built == ["scale"]
+    SCALE.use_module(None)
+    assert SCALE.module() not in (first, stand_in) and built == ["scale", "scale"]
+    F.forget_loaded_modules()
+    SCALE.module()
+    assert built == ["scale", "scale", "scale"]
+
+
+def test_families_name_their_sources_and_ops():
+    import oasr
+
+    for family in FAMILIES:
+        assert all(source.is_file() for source in family.sources), family.name
+        assert all((env.OASR_INCLUDE_DIR / header).is_file() for header in family.headers), family.name
+        assert all(F.family_of(op) is family for op in family.ops)
+    assert sorted(oasr.__all__) == sorted(op for family in FAMILIES for op in family.ops)
+    with pytest.raises(ValueError, match=r"no family has an op 'nope'; the ops are: .*rms_norm"):
+        F.family_of("nope")
 
 
 def test_two_processes_build_once_and_both_load(jit_dir):
     script = textwrap.dedent(
         """
-        from oasr.jit.scale import gen_scale_module
-        spec = gen_scale_module()
+        from oasr.jit.families import SCALE
+        spec = SCALE.jit_spec()
         info = spec.build()
         spec.load()
         print("HIT" if info.cache_hit else "BUILT")
@@ -121,7 +170,7 @@ def test_compile_error_shows_file_and_line(jit_dir, tmp_path):
 
 
 def test_verbose_build_prints_the_commands(jit_dir):
-    script = "from oasr.jit.scale import gen_scale_module; gen_scale_module().build()"
+    script = "from oasr.jit.families import SCALE; SCALE.jit_spec().build()"
     result = subprocess.run(
         [sys.executable, "-c", script],
         env=_subprocess_env(OASR_JIT_DIR=str(jit_dir), OASR_JIT_VERBOSE="1"),
@@ -135,7 +184,7 @@ def test_verbose_build_prints_the_commands(jit_dir):
 
 def test_static_template_stub_flag_on_recent_cuda(jit_dir):
     (major, minor), _ = core.nvcc_version()
-    flags = gen_scale_module().nvcc_flags
+    flags = SCALE.jit_spec().nvcc_flags
     assert ("-static-global-template-stub=false" in flags) == ((major, minor) >= (12, 8))
 
 
@@ -182,7 +231,7 @@ def test_no_gpu_defaults_to_sm90a_and_says_so_once():
 
 
 def test_cache_command_lists_builds_and_clears(jit_dir):
-    gen_scale_module().build()
+    SCALE.jit_spec().build()
 
     def run(*args: str) -> str:
         return subprocess.run(
@@ -222,14 +271,14 @@ def test_installed_wheel_carries_kernel_sources(tmp_path):
     (wheel,) = wheel_dir.glob("oasr-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "oasr/_data/csrc/scale.cu" in names and "oasr/_data/include/oasr/scale.cuh" in names
-    assert "oasr/_data/csrc/tvm_ffi_utils.h" in names and "profiling/ops/scale.py" in names
+    assert "oasr/_data/csrc/tvm_ffi_utils.h" in names and "profiling/harness/ops/scale.py" in names
     zipfile.ZipFile(wheel).extractall(target)
     script = textwrap.dedent(
         """
         from oasr.jit import env
-        from oasr.jit.scale import gen_scale_module
+        from oasr.jit.families import SCALE
         print(env.OASR_CSRC_DIR)
-        print(gen_scale_module().build().library)
+        print(SCALE.jit_spec().build().library)
         """
     )
     result = subprocess.run(

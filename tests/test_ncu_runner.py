@@ -1,4 +1,4 @@
-"""The ncu runner (profiling.ncu) and worker, with fake ``ncu`` executables on PATH.
+"""The ncu runner (profiling.nsight.runner) and worker, with fake ``ncu`` executables on PATH.
 
 Each fake is a small Python script that prints what the real ncu 2025.3 prints
 (``==PROF==`` lines, ``==ERROR== ERR_NVGPUCTRPERM ...``, ``==WARNING== No kernels
@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from profiling import ncu
-from profiling.metrics import ncu_args
-from profiling.ncu import (
+from profiling.nsight import runner
+from profiling.nsight.presets import ncu_args
+from profiling.nsight.runner import (
     CountersNotPermittedError,
     NcuFailedError,
     NcuNotFoundError,
@@ -30,7 +30,7 @@ from profiling.ncu import (
     SweepInterruptedError,
     WorkerCrashedError,
 )
-from profiling.worker import EVENT_PREFIX, SweepSpec
+from profiling.nsight.worker import EVENT_PREFIX, SweepSpec
 
 SPEC = SweepSpec(op="scale", configs=[{"n": 2048}, {"n": 8192}, {"n": 32768}], dtypes=["float16"])
 
@@ -100,7 +100,7 @@ def assert_gone(pids: list[int], within_s: float = 3.0) -> None:
 
 
 def run(tmp_path: Path, **kwargs):
-    return ncu.run_sweep(SPEC, tmp_path / "out.ncu-rep", **kwargs)
+    return runner.run_sweep(SPEC, tmp_path / "out.ncu-rep", **kwargs)
 
 
 # ---------------------------------------------------------------------------
@@ -113,13 +113,13 @@ def test_ncu_not_found(tmp_path, monkeypatch):
     monkeypatch.delenv("OASR_NCU", raising=False)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr(ncu, "DEFAULT_CUDA_HOMES", (str(tmp_path / "cuda"),))
-    monkeypatch.setattr(ncu, "NCU_GLOB_ROOT", tmp_path / "opt")
+    monkeypatch.setattr(runner, "DEFAULT_CUDA_HOMES", (str(tmp_path / "cuda"),))
+    monkeypatch.setattr(runner, "NCU_GLOB_ROOT", tmp_path / "opt")
     with pytest.raises(NcuNotFoundError) as info:
-        ncu.find_ncu()
+        runner.find_ncu()
     message = str(info.value)
     assert "PATH" in message and "OASR_NCU" in message and "Install Nsight Compute" in message
-    assert not ncu.ncu_available()
+    assert not runner.ncu_available()
     with pytest.raises(NcuNotFoundError):
         run(tmp_path, preset_args=[])
 
@@ -129,27 +129,27 @@ def test_find_ncu_order_and_newest(tmp_path, monkeypatch):
     monkeypatch.delenv("OASR_NCU", raising=False)
     monkeypatch.delenv("CUDA_HOME", raising=False)
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr(ncu, "DEFAULT_CUDA_HOMES", ())
-    monkeypatch.setattr(ncu, "NCU_GLOB_ROOT", tmp_path / "opt")
+    monkeypatch.setattr(runner, "DEFAULT_CUDA_HOMES", ())
+    monkeypatch.setattr(runner, "NCU_GLOB_ROOT", tmp_path / "opt")
     for version in ("2024.1.0", "2025.3.1", "2025.10.0"):
         exe = tmp_path / "opt" / version / "ncu"
         exe.parent.mkdir(parents=True)
         exe.write_text("#!/bin/sh\n")
         exe.chmod(0o755)
-    assert ncu.find_ncu() == tmp_path / "opt" / "2025.10.0" / "ncu"
+    assert runner.find_ncu() == tmp_path / "opt" / "2025.10.0" / "ncu"
     on_path = fake_ncu(tmp_path, monkeypatch, "")
-    assert ncu.find_ncu() == on_path  # PATH before /opt
+    assert runner.find_ncu() == on_path  # PATH before /opt
     monkeypatch.setenv("OASR_NCU", str(tmp_path / "opt" / "2024.1.0" / "ncu"))
-    assert ncu.find_ncu() == tmp_path / "opt" / "2024.1.0" / "ncu"  # explicit override first
+    assert runner.find_ncu() == tmp_path / "opt" / "2024.1.0" / "ncu"  # explicit override first
 
 
 def test_ncu_version(tmp_path, monkeypatch):
     exe = fake_ncu(tmp_path, monkeypatch, "")
-    assert ncu.ncu_version(exe) == "2025.3.1.0"
+    assert runner.ncu_version(exe) == "2025.3.1.0"
 
 
 def test_build_command():
-    cmd = ncu.build_command("/x/ncu", "/t/spec.json", "/r/out.ncu-rep", preset="roofline")
+    cmd = runner.build_command("/x/ncu", "/t/spec.json", "/r/out.ncu-rep", preset="roofline")
     assert cmd[0] == "/x/ncu"
     assert cmd[cmd.index("--clock-control") + 1] == "none"
     assert cmd[cmd.index("--cache-control") + 1] == "all"
@@ -158,24 +158,24 @@ def test_build_command():
     start = cmd.index(args[0])
     assert cmd[start : start + len(args)] == args
     assert cmd[cmd.index("-o") + 1] == "/r/out.ncu-rep" and "-f" in cmd
-    assert cmd[-4:] == [sys.executable, "-m", "profiling.worker", "/t/spec.json"]
-    timing = ncu.build_command("ncu", "s", "r", preset="timing", clock_control="base", cache_control="none")
+    assert cmd[-4:] == [sys.executable, "-m", "profiling.nsight.worker", "/t/spec.json"]
+    timing = runner.build_command("ncu", "s", "r", preset="timing", clock_control="base", cache_control="none")
     assert timing[timing.index("--clock-control") + 1] == "base"
     assert timing[timing.index("--cache-control") + 1] == "none"
     assert ncu_args("timing")[1] in timing
     with pytest.raises(ValueError, match="unknown metric preset"):
-        ncu.build_command("ncu", "s", "r", preset="bogus")
+        runner.build_command("ncu", "s", "r", preset="bogus")
 
 
 def test_parse_line():
-    kernel = ncu.parse_line('==PROF== Profiling "ScaleKernel" - 6: 0%....50%....100% - 14 passes')
+    kernel = runner.parse_line('==PROF== Profiling "ScaleKernel" - 6: 0%....50%....100% - 14 passes')
     assert kernel == {"event": "kernel", "kernel": "ScaleKernel", "index": 6, "passes": 14}
-    one = ncu.parse_line('==PROF== Profiling "vectorized_elementwise_kernel" - 0: 0%....50%....100% - 1 pass')
+    one = runner.parse_line('==PROF== Profiling "vectorized_elementwise_kernel" - 0: 0%....50%....100% - 1 pass')
     assert one["passes"] == 1 and one["kernel"] == "vectorized_elementwise_kernel"
-    done = ncu.parse_line(EVENT_PREFIX + json.dumps({"event": "done", "config": {"n": 4}, "dtype": "float16"}))
+    done = runner.parse_line(EVENT_PREFIX + json.dumps({"event": "done", "config": {"n": 4}, "dtype": "float16"}))
     assert done["event"] == "done" and done["config"] == {"n": 4}
     for other in ("==PROF== Connected to process 12 (python3)", "hello", EVENT_PREFIX + "{not json"):
-        assert ncu.parse_line(other) is None
+        assert runner.parse_line(other) is None
 
 
 def test_worker_spec_roundtrip():
@@ -188,8 +188,8 @@ def test_worker_loop_ranges_and_events(tmp_path, monkeypatch, capsys):
     """Warm-ups run outside every range; each measured launch inside sweep/<its range>."""
     from contextlib import contextmanager
 
-    from profiling import nvtx_ranges, worker
-    from profiling.ops import SCALE
+    from profiling.harness.ops import get_op
+    from profiling.nsight import worker
 
     stack: list[str] = []
     seen: list[tuple[str, ...]] = []
@@ -206,13 +206,13 @@ def test_worker_loop_ranges_and_events(tmp_path, monkeypatch, capsys):
         seen.append(tuple(stack))
         return torch.mul(inputs["x"], inputs["factor"], out=inputs["out"])
 
-    monkeypatch.setattr(nvtx_ranges, "nvtx_range", recording_range)
-    monkeypatch.setitem(SCALE.backends, "torch", torch_backend)
+    monkeypatch.setattr(worker, "nvtx_range", recording_range)
+    monkeypatch.setitem(get_op("scale").backends, "torch", torch_backend)
     spec = SweepSpec(op="scale", configs=[{"n": 64}, {"n": 256}], backends=["torch"], warmup=2, device="cpu")
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(spec.to_json())
     assert worker.main([str(spec_path)]) == 0
-    events = [ncu.parse_line(line) for line in capsys.readouterr().out.splitlines()]
+    events = [runner.parse_line(line) for line in capsys.readouterr().out.splitlines()]
     assert [e["event"] for e in events] == ["start", "ready", "done", "done", "end"]
     assert events[0]["pid"] == os.getpid() and events[0]["total"] == 2
     assert events[3] == {"event": "done", "index": 2, "total": 2, "config": {"n": 256}, "dtype": "float16"}
@@ -226,15 +226,42 @@ def test_worker_loop_ranges_and_events(tmp_path, monkeypatch, capsys):
     ]
 
 
+def test_profile_launches_warms_up_outside_the_range(monkeypatch):
+    """The benchmark CLI's --profile: warm-ups, then the launches inside the op's own range."""
+    from contextlib import contextmanager
+
+    from profiling.nsight import naming
+
+    stack: list[str] = []
+    seen: list[object] = []
+
+    @contextmanager
+    def recording_range(name):
+        stack.append(name)
+        try:
+            yield
+        finally:
+            stack.pop()
+
+    monkeypatch.setattr(naming, "nvtx_range", recording_range)
+    monkeypatch.setattr(naming.torch.cuda, "synchronize", lambda: seen.append("sync"))
+    name = naming.RangeName("scale", "oasr", {"n": 64}, "float16")
+    naming.profile_launches(name, lambda: seen.append(tuple(stack)), warmup=2, launches=3)
+    inside = ("scale:oasr:n=64,dtype=float16",)
+    assert seen == [(), (), "sync", inside, inside, inside, "sync"]
+    assert name.nvtx_filter() == "oasr@scale:oasr:n=64,dtype=float16/"
+    assert naming.parse_range_name(str(name)) == name
+
+
 def test_worker_without_nvtx_fails_clearly(tmp_path, monkeypatch, capsys):
-    from profiling import worker
+    from profiling.nsight import worker
 
     monkeypatch.setitem(sys.modules, "nvtx", None)  # import nvtx -> ImportError
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(SPEC.to_json())
     assert worker.main([str(spec_path)]) == worker.EXIT_NO_NVTX
     captured = capsys.readouterr()
-    error = [e for e in map(ncu.parse_line, captured.out.splitlines()) if e and e["event"] == "error"]
+    error = [e for e in map(runner.parse_line, captured.out.splitlines()) if e and e["event"] == "error"]
     assert error[0]["kind"] == "no_nvtx" and "pip install" in error[0]["message"]
     assert "`nvtx` Python package is missing" in captured.err
 
@@ -322,7 +349,7 @@ def test_real_worker_exception(tmp_path, monkeypatch):
     fake_ncu(tmp_path, monkeypatch, PASSTHROUGH)
     bad = SweepSpec(op="no_such_op", configs=[{"n": 1}])
     with pytest.raises(WorkerCrashedError, match="unknown op 'no_such_op'"):
-        ncu.run_sweep(bad, tmp_path / "out.ncu-rep", preset_args=[])
+        runner.run_sweep(bad, tmp_path / "out.ncu-rep", preset_args=[])
 
 
 def test_nothing_matched_the_nvtx_filter(tmp_path, monkeypatch):
@@ -446,31 +473,80 @@ def test_keyboard_interrupt_stops_the_sweep(tmp_path, hang_then_save):
     assert_gone([int(p) for p in hang_then_save.read_text().split()])
 
 
+STALLING_WORKER = """
+import sys, time
+from profiling.nsight import worker
+
+real_emit = worker.emit
+
+def emit(event, **fields):
+    real_emit(event, **fields)
+    if event == "done" and fields["index"] >= int(sys.argv[1]):
+        real_emit("stall", index=fields["index"])
+        while True:  # a hung case, as a stuck kernel or driver call would leave it
+            time.sleep(3600)
+
+worker.emit = emit
+sys.exit(worker.main(sys.argv[2:]))
+"""
+
+
+def stall_worker_after(monkeypatch: pytest.MonkeyPatch, cases: int) -> None:
+    """Make every sweep's worker hang after ``cases`` config x dtype cases (the real worker, wrapped).
+
+    The production worker has no test hook: the ncu command is rewritten to run
+    :data:`STALLING_WORKER` instead of ``-m profiling.nsight.worker``.
+    """
+    real_build_command = runner.build_command
+
+    def build_command(*args, **kwargs):
+        command = real_build_command(*args, **kwargs)
+        assert command[-3:-1] == ["-m", "profiling.nsight.worker"]
+        return [*command[:-3], "-c", STALLING_WORKER, str(cases), command[-1]]
+
+    monkeypatch.setattr(runner, "build_command", build_command)
+
+
+def test_a_stalled_real_worker_times_out_keeping_finished_cases(tmp_path, monkeypatch):
+    """The fault injection the live interrupt test uses, run here with the real worker on CPU."""
+    fake_ncu(tmp_path, monkeypatch, PASSTHROUGH)
+    stall_worker_after(monkeypatch, 2)
+    spec = SweepSpec(op="scale", configs=SPEC.configs, backends=["torch"], warmup=1, device="cpu")
+    start = time.monotonic()
+    with pytest.raises(NcuTimeoutError) as info:
+        runner.run_sweep(spec, tmp_path / "out.ncu-rep", preset_args=[], timeout_s=8.0, kill_grace_s=2.0)
+    assert time.monotonic() - start < 20
+    assert info.value.finished == [({"n": 2048}, "float16"), ({"n": 8192}, "float16")]
+    assert "2 of 3 configs done" in str(info.value)
+
+
 # ---------------------------------------------------------------------------
 # On the GPU machine: a real sweep
 # ---------------------------------------------------------------------------
 
 needs_gpu_and_ncu = pytest.mark.skipif(
-    not torch.cuda.is_available() or not ncu.ncu_available(), reason="needs a CUDA GPU and Nsight Compute's ncu"
+    not torch.cuda.is_available() or not runner.ncu_available(), reason="needs a CUDA GPU and Nsight Compute's ncu"
 )
 
 
 @pytest.mark.gpu
 @needs_gpu_and_ncu
 def test_live_scale_sweep_ten_configs_then_cache(tmp_path):
-    from profiling.ops import SCALE
-    from profiling.session import profile_sweep
+    from profiling.harness.ops import get_op
+    from profiling.nsight.sweep import profile_sweep
+
+    sweep = get_op("scale").default_sweep
 
     kinds: list[str] = []
     start = time.perf_counter()
     result = profile_sweep("scale", reports_dir=tmp_path, progress=lambda p: kinds.append(p.kind))
     live_s = time.perf_counter() - start
-    assert len(SCALE.default_sweep) == 10
+    assert len(sweep) == 10
     assert result.source == "live" and not result.replayed
     assert len(result.report_paths) == 1  # one ncu process for the whole sweep
     assert len(result.launches) == 20
     assert sorted(result.launches.groupby("backend").size().items()) == [("oasr", 10), ("torch", 10)]
-    assert sorted(result.launches["n"].unique()) == sorted(c["n"] for c in SCALE.default_sweep)
+    assert sorted(result.launches["n"].unique()) == sorted(c["n"] for c in sweep)
     assert (result.launches["duration_s"] > 0).all()
     assert kinds.count("kernel") == 20 and kinds.count("config") == 10
     provenance = result.provenance[0]
@@ -487,17 +563,18 @@ def test_live_scale_sweep_ten_configs_then_cache(tmp_path):
 
 @pytest.mark.gpu
 @needs_gpu_and_ncu
-def test_live_interrupted_sweep_keeps_finished_launches(tmp_path):
-    from profiling.report import read_report
+def test_live_interrupted_sweep_keeps_finished_launches(tmp_path, monkeypatch):
+    from profiling.nsight.reader import read_report
 
-    spec = SweepSpec(op="scale", configs=[{"n": 2048 * 4**k} for k in range(5)], stall_after=2)
+    stall_worker_after(monkeypatch, 2)
+    spec = SweepSpec(op="scale", configs=[{"n": 2048 * 4**k} for k in range(5)])
 
     def stop_when_stalled(progress):
         if progress.kind == "config" and progress.configs_done == 2:
             raise KeyboardInterrupt
 
     with pytest.raises(SweepInterruptedError) as info:
-        ncu.run_sweep(spec, tmp_path / "partial.ncu-rep", progress=stop_when_stalled, timeout_s=300)
+        runner.run_sweep(spec, tmp_path / "partial.ncu-rep", progress=stop_when_stalled, timeout_s=300)
     assert len(info.value.finished) == 2
     assert info.value.report is not None, "ncu wrote no report after the worker was interrupted"
     launches = read_report(info.value.report).launches

@@ -3,8 +3,8 @@
 CPU tests (run anywhere): the module compiles for the configured architecture (sm_90a on
 a machine without a GPU) and loads; every bad argument raises TypeError/ValueError naming
 it before anything is launched, on CPU tensors as well (types, dtypes and shapes are
-checked before devices); the C++ entry points refuse CPU tensors themselves; the
-profiling entries' references agree with torch.
+checked before devices); the C++ entry points refuse CPU tensors themselves (an internal
+invariant: RuntimeError); the profiling entries' references agree with torch.
 
 GPU tests: results against float64 references computed from the same (rounded) inputs.
 Inputs are random and never zero; outputs (and residual_out) are poisoned with NaN before
@@ -33,6 +33,7 @@ from conftest import nonzero_randn as rand
 from conftest import poisoned
 
 import oasr
+from oasr.jit.families import FAMILIES, NORM
 
 gpu = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
 
@@ -95,9 +96,7 @@ def make_case(op, shape, dtype, seed=0, bias=True):
 
 
 def test_norm_module_builds_and_loads():
-    from oasr.jit.norm import gen_norm_module
-
-    spec = gen_norm_module()
+    spec = NORM.jit_spec()
     info = spec.build()
     assert info.library.is_file()
     assert any(flag.startswith("-gencode") for flag in spec.nvcc_flags)
@@ -107,24 +106,21 @@ def test_norm_module_builds_and_loads():
 
 
 def test_norm_module_registered():
-    from oasr.aot import gen_all_modules
-
-    assert "norm" in [spec.name for spec in gen_all_modules()]
+    assert NORM in FAMILIES and NORM.ops == tuple(OPS)
     assert set(OPS) <= set(oasr.__all__)
 
 
 def test_cpp_entry_refuses_cpu_tensors():
-    from oasr.jit.norm import gen_norm_module
-
-    module = gen_norm_module().build_and_load()
+    """The launchers check their invariants (a RuntimeError): a direct call never reaches a kernel."""
+    module = NORM.jit_spec().build_and_load()
     x, w = torch.randn(4, 8), torch.ones(8)
-    with pytest.raises(ValueError, match="`input` must be a CUDA tensor"):
+    with pytest.raises(RuntimeError, match="`input` must be a CUDA tensor"):
         module.layer_norm(torch.empty(4, 8), x, w, None, 1e-5)
-    with pytest.raises(ValueError, match="`input` must be a CUDA tensor"):
+    with pytest.raises(RuntimeError, match="`input` must be a CUDA tensor"):
         module.rms_norm(torch.empty(4, 8), x, w, None, 1e-5)
-    with pytest.raises(ValueError, match="`input` must be a CUDA tensor"):
+    with pytest.raises(RuntimeError, match="`input` must be a CUDA tensor"):
         module.add_layer_norm(torch.empty(4, 8), None, x, x, w, None, 1e-5, 1.0)
-    with pytest.raises(ValueError, match="`input` must be a CUDA tensor"):
+    with pytest.raises(RuntimeError, match="`input` must be a CUDA tensor"):
         module.add_rms_norm(torch.empty(4, 8), torch.empty(4, 8), x, x, w, None, 1e-5, 1.0)
 
 
@@ -235,11 +231,11 @@ def test_meta_tensors_reach_the_device_check(op):
 
 
 def test_profiling_entries():
-    from profiling.ops import OPS as REGISTRY
+    from profiling.harness.ops import OPS as REGISTRY
 
     for name in OPS:
         spec = REGISTRY[name]
-        assert spec.family == "norm" and spec.config_fields == ("b", "t", "c")
+        assert spec.family is NORM and spec.config_fields == ("b", "t", "c")
         assert {"b": 16, "t": 1500, "c": 1024} in spec.default_sweep
         config = {"b": 2, "t": 3, "c": 40}
         inputs = spec.make_inputs(config, torch.float32, torch.device("cpu"), 0)

@@ -9,12 +9,25 @@ from pathlib import Path
 
 import pytest
 
+from oasr.jit import families
+from oasr.jit.families import FAMILIES
+
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
 def test_every_family_has_a_notebook():
-    assert [p.stem for p in PATHS] == ["01_scale", "02_activation", "03_norm"]
+    assert [p.stem for p in PATHS] == [family.notebook for family in FAMILIES]
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_each_notebook_opens_the_workbench_of_its_family(family):
+    cells = json.loads((NOTEBOOKS / f"{family.notebook}.ipynb").read_text())["cells"]
+    sources = ["".join(cell["source"]) for cell in cells]
+    (opening,) = [s for s in sources if "Workbench(" in s]
+    name = opening.split("Workbench(families.", 1)[1].split(")", 1)[0]
+    assert getattr(families, name) is family
+    assert sources[0].startswith(f"# {family.title}") and any("SweepPanel(wb)" in s for s in sources)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)

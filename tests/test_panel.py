@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import shutil
+from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from conftest import RECORDINGS
 
-from profiling.workbench import Workbench
+from oasr.jit import families
+from oasr.jit.families import SCALE
+from profiling.harness.ops import get_op
+from profiling.workbench import panel as panel_module
+from profiling.workbench.notebook import Workbench
+from profiling.workbench.panel import SweepPanel
 
 
 @pytest.fixture
@@ -16,7 +23,7 @@ def panel(tmp_path, monkeypatch):
     shutil.copytree(RECORDINGS.parent.parent, copy)
     monkeypatch.setenv("OASR_REPORTS_DIR", str(copy))
     monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
-    return Workbench("01_scale", ops=["scale"], title="01 · scale").panel()
+    return SweepPanel(Workbench(SCALE))
 
 
 def _outputs(panel) -> list[dict]:
@@ -61,3 +68,43 @@ def test_unrecorded_preset_says_so_and_keeps_timing(panel):
     assert panel.note.startswith("No profile:")
     assert panel.comparison()["seconds"].notna().all()
     assert "No profile" in _outputs(panel)[0]["data"]["text/html"]
+
+
+def test_live_run_measures_the_chosen_backends_after_forgetting_loaded_modules(tmp_path, monkeypatch):
+    """Live: each run reloads the kernels (an edited one is rebuilt), then times and profiles the choice."""
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "live")
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setattr(families, "_LOADED", {})
+    calls: list[tuple] = []
+
+    def fake_measure(op, configs, dtypes, backends):
+        calls.append(("measure", op.name, configs, dtypes, backends, "scale" in families._LOADED))
+        rows = [
+            {"backend": b, "config": op.config_label(c), "dtype": d, "seconds": 1e-6, "bandwidth_bytes_per_s": 1e12}
+            | {"pct_of_copy": 25.0}
+            for c in configs
+            for d in dtypes
+            for b in backends
+        ]
+        return pd.DataFrame(rows)
+
+    def fake_profile_sweep(op, *, configs, dtypes, backends, preset, live):
+        calls.append(("profile", op, configs, dtypes, backends, preset, live))
+        launches = pd.DataFrame({"backend": backends, "kernel": [f"K_{b}" for b in backends], "duration_s": 1e-6})
+        return SimpleNamespace(launches=launches)
+
+    monkeypatch.setattr(panel_module, "measure", fake_measure)
+    monkeypatch.setattr(panel_module, "profile_sweep", fake_profile_sweep)
+    live = SweepPanel(Workbench(SCALE))
+    assert "(live)" in live.widget.children[0].value
+    SCALE.use_module(object())  # a module loaded before the run
+    live.size.value, live.dtype.value, live.backends.value, live.preset.value = 2, "bfloat16", ("oasr",), "timing"
+    live.run.click()
+    config = get_op("scale").default_sweep[2]
+    assert calls == [
+        ("measure", "scale", [config], ["bfloat16"], ["oasr"], False),  # the loaded module was forgotten first
+        ("profile", "scale", [config], ["bfloat16"], ["oasr"], "timing", True),
+    ]
+    table = live.comparison()
+    assert list(table["backend"]) == ["oasr"] and (table["mode"] == "live").all()
+    assert table["kernel"].iloc[0] == "K_oasr"

@@ -17,9 +17,10 @@ import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
 from matplotlib.figure import Figure
 
-from profiling import plots as P
-from profiling import roofline as RL
-from profiling.report import ReportTables, read_report
+from profiling.analysis import plots as P
+from profiling.analysis import roofline as RL
+from profiling.nsight.presets import counter_ceilings
+from profiling.nsight.reader import ReportTables, read_report
 
 MEASURED = {"copy_bytes_per_s": 4.3e12, "cublas_flop_per_s": 7.9e14, "provenance": {"gpu": "NVIDIA H200"}}
 
@@ -44,7 +45,7 @@ def tables() -> ReportTables:
 
 @pytest.fixture(scope="module")
 def ceilings(tables: ReportTables) -> pd.DataFrame:
-    return pd.concat([RL.counter_ceilings(tables.device), RL.measured_ceilings(MEASURED)], ignore_index=True)
+    return pd.concat([counter_ceilings(tables.device), RL.measured_ceilings(MEASURED)], ignore_index=True)
 
 
 def _by_gid(fig: Figure) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """Report reader and metric presets, checked against real H200 reports (no GPU, no ncu needed).
 
-The reports are read twice: through :mod:`profiling.report`, and directly with
+The reports are read twice: through :mod:`profiling.nsight.reader`, and directly with
 ``ncu_report`` by name, so units and sums are checked against the raw metrics.
 """
 
@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
 
-from profiling import report as R
-from profiling.metrics import PRESETS, ROOFLINE_METRICS, ncu_args
-from profiling.report import ReportTables, read_report, tables_from_actions
+from profiling.nsight import reader as R
+from profiling.nsight.presets import PRESETS, ROOFLINE_METRICS, ncu_args
+from profiling.nsight.reader import ReportTables, read_report, tables_from_actions
 
 LARGE_BYTES = 16 * 2**20
 """Inputs at least this large count as "large": DRAM reads match the hand count within 2%."""

@@ -1,4 +1,5 @@
-"""Roofline numbers: ceilings from peaks x clocks, scale against hand computation, measured ceilings."""
+"""Roofline numbers: ceilings from peaks x clocks (profiling.nsight.presets), scale against hand
+computation, measured ceilings (profiling.analysis.roofline)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pandas as pd
 import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
 
-from profiling import roofline as RL
-from profiling.report import ReportTables, read_report
+from profiling.analysis import roofline as RL
+from profiling.nsight.presets import CEILING_COLUMNS, counter_ceilings
+from profiling.nsight.reader import ReportTables, read_report
 
 LARGE_BYTES = 16 * 2**20
 ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -50,8 +52,8 @@ def _value(ceilings: pd.DataFrame, name: str) -> float:
 def test_counter_ceilings_are_peak_times_clock(reports: tuple[ReportTables, ...]) -> None:
     for tables in reports:
         device, clocks = tables.device, tables.device["clocks_hz"]
-        ceilings = RL.counter_ceilings(device)
-        assert list(ceilings.columns) == list(RL.CEILING_COLUMNS)
+        ceilings = counter_ceilings(device)
+        assert list(ceilings.columns) == list(CEILING_COLUMNS)
         assert set(ceilings["source"]) == {"counters"}
         sm = clocks["sm"]
         hand = {
@@ -130,7 +132,7 @@ def test_scale_roofline_numbers_match_hand_computation(reports: tuple[ReportTabl
     """bytes = 2*n*itemsize, FLOP = n: the roofline quantities by hand vs the module, large sizes."""
     checked = 0
     for tables in reports:
-        ceilings = RL.counter_ceilings(tables.device)
+        ceilings = counter_ceilings(tables.device)
         dram, fp32 = _value(ceilings, "dram"), _value(ceilings, "fp32")
         l2_size = tables.device["l2_cache_bytes"]
         df = RL.classify(RL.expected_work(tables.launches), ceilings)
@@ -193,7 +195,7 @@ CEILINGS = pd.DataFrame(
         ("tensor_bf16", "compute", 1e15, "FLOP/s", "counters", "tensor_bf16", "", ""),
         ("copy", "memory", 3e12, "byte/s", "measured", "dram", "", ""),
     ],
-    columns=list(RL.CEILING_COLUMNS),
+    columns=list(CEILING_COLUMNS),
 )
 
 

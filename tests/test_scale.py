@@ -9,7 +9,7 @@ import torch
 from conftest import get_rtol_atol, poisoned_like
 
 import oasr
-from oasr._checks import check_out, check_real_scalar
+from oasr._checks import check_real_scalar
 
 FACTOR = 1.7
 SIZES = [0, 1, 7, 4097, 2**20 + 3, 3 * 2**24 + 5]
@@ -136,16 +136,16 @@ def test_non_tensor_input_is_a_type_error():
 
 
 def test_out_checks_name_the_argument():
-    shape, dtype, device = (4, 5), torch.float16, torch.device("cpu")
-    check_out("scale", torch.empty(4, 5, dtype=dtype), shape, dtype, device)
+    """Checked before devices, so on CPU tensors too."""
+    x = torch.empty(4, 5, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"`out` has shape \(5, 4\), expected \(4, 5\)"):
-        check_out("scale", torch.empty(5, 4, dtype=dtype), shape, dtype, device)
+        oasr.scale(x, 2.0, out=torch.empty(5, 4, dtype=torch.float16))
     with pytest.raises(TypeError, match=re.escape("`out` has dtype torch.float32, expected torch.float16")):
-        check_out("scale", torch.empty(4, 5), shape, dtype, device)
-    with pytest.raises(ValueError, match="`out` is on meta"):
-        check_out("scale", torch.empty(4, 5, dtype=dtype, device="meta"), shape, dtype, device)
-    with pytest.raises(TypeError, match=re.escape("`out` must be a torch.Tensor")):
-        check_out("scale", None, shape, dtype, device)
+        oasr.scale(x, 2.0, out=torch.empty(4, 5))
+    with pytest.raises(TypeError, match=re.escape("`out` must be a torch.Tensor, got list")):
+        oasr.scale(x, 2.0, out=[1.0])
+    with pytest.raises(TypeError, match="`factor` must be a real number"):
+        oasr.scale(x, "2", out=torch.empty(5, 4))  # the factor comes before `out`
 
 
 @pytest.mark.parametrize("value", ["2", None, True, torch.tensor(2.0)])

@@ -1,7 +1,7 @@
-"""The profile store and cache (profiling.store) and the session API (profiling.session), on CPU.
+"""The recordings store and cache (profiling.nsight.recordings) and the sweep API (profiling.nsight.sweep), on CPU.
 
 Pure-logic tests use small stand-in reports: a fake ``ncu`` on PATH writes a JSON
-list of the launches it "profiled", and ``session.read_tables`` is replaced by a
+list of the launches it "profiled", and ``sweep.read_tables`` is replaced by a
 reader of that JSON. Tests of real ``.ncu-rep`` files use the committed H200
 recordings (``reports/h200/profiles/scale/``) and the dev samples in
 ``.dev/sample-reports/``, and are skipped, saying why, where those are absent.
@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import sys
 import textwrap
 import time
@@ -21,11 +22,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from profiling import session, store
-from profiling.ncu import NcuTimeoutError, NoGpuError
+from oasr.jit.families import FAMILIES, NORM, SCALE
+from profiling import files
+from profiling.harness.ops import OPS, get_op
+from profiling.nsight import recordings as store
+from profiling.nsight import sweep
+from profiling.nsight.runner import NcuTimeoutError, NoGpuError
+from profiling.nsight.sweep import MissingRecordingWarning, NoRecordingError, profile_sweep
+from profiling.nsight.worker import EVENT_PREFIX
 from profiling.provenance import REPO_ROOT
-from profiling.session import MissingRecordingWarning, NoRecordingError, profile_sweep
-from profiling.worker import EVENT_PREFIX
 
 CONFIGS = [{"n": 2048}, {"n": 8192}, {"n": 32768}]
 PROVENANCE_KEYS = {
@@ -101,15 +106,15 @@ def test_same_request_replaces_its_own_files(tmp_path):
 
 def test_atomic_write_keeps_the_old_file_on_failure(tmp_path, monkeypatch):
     target = tmp_path / "meta.json"
-    store.atomic_write_text(target, "old")
+    files.atomic_write_text(target, "old")
     assert target.read_text() == "old"
 
     def broken_replace(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(store.os, "replace", broken_replace)
+    monkeypatch.setattr(files.os, "replace", broken_replace)
     with pytest.raises(OSError, match="disk full"):
-        store.atomic_write_text(target, "new")
+        files.atomic_write_text(target, "new")
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["meta.json"]  # no temp file left behind
 
@@ -127,18 +132,19 @@ def test_half_written_profiles_are_ignored(tmp_path):
 
 
 def test_source_hash_is_the_jit_key():
-    from oasr.jit.scale import gen_scale_module
-
     try:
-        key = gen_scale_module().key
-    except Exception as exc:  # no nvcc / tvm-ffi here: the fallback hashes the sources
+        keys = {family.name: family.jit_spec().key for family in FAMILIES}
+    except RuntimeError as exc:  # no CUDA toolkit here: no key to compare with
         pytest.skip(f"JIT key not computable here ({exc})")
-    assert store.source_hash("scale") == key
-    assert store.op_jit_spec("scale").name == "scale"
+    assert store.source_hash(get_op("scale")) == keys["scale"] == SCALE.jit_spec().key
+    for op in OPS.values():  # every op hashes its family's one module
+        assert store.source_hash(op) == keys[op.family.name], op.name
+    assert store.source_hash(get_op("layer_norm")) == store.source_hash(get_op("add_rms_norm")) == keys[NORM.name]
+    assert len(set(keys.values())) == len(FAMILIES)
 
 
 # ---------------------------------------------------------------------------
-# The session with a fake ncu (live on a pretend GPU) and stand-in reports
+# The sweep with a fake ncu (live on a pretend GPU) and stand-in reports
 # ---------------------------------------------------------------------------
 
 PRELUDE = f"""#!{sys.executable}
@@ -213,9 +219,9 @@ class LiveEnv:
         self.src = "src1"
         monkeypatch.setenv("NCU_LOG", str(self.log))
         monkeypatch.delenv("OASR_NCU", raising=False)
-        monkeypatch.setattr(session, "gpu_available", lambda: True)
-        monkeypatch.setattr(session, "gpu_name", lambda: "NVIDIA H200")
-        monkeypatch.setattr(session, "read_tables", fake_read_tables)
+        monkeypatch.setattr(sweep, "gpu_available", lambda: True)
+        monkeypatch.setattr(sweep, "gpu_name", lambda: "NVIDIA H200")
+        monkeypatch.setattr(sweep, "read_tables", fake_read_tables)
         monkeypatch.setattr(store, "source_hash", lambda op: self.src)
         self.use(GOOD)
 
@@ -305,7 +311,7 @@ def test_interrupted_sweep_keeps_finished_configs(live):
 
 
 def test_no_gpu_with_live_true(live, monkeypatch):
-    monkeypatch.setattr(session, "gpu_available", lambda: False)
+    monkeypatch.setattr(sweep, "gpu_available", lambda: False)
     with pytest.raises(NoGpuError, match="live=False"):
         live.profile(live=True)
 
@@ -318,8 +324,8 @@ def test_no_gpu_with_live_true(live, monkeypatch):
 @pytest.fixture
 def recordings(tmp_path, monkeypatch):
     """Stand-in recordings of CONFIGS[:2] in <tmp>/reports/h200, and a machine with no GPU."""
-    monkeypatch.setattr(session, "gpu_available", lambda: False)
-    monkeypatch.setattr(session, "read_tables", fake_read_tables)
+    monkeypatch.setattr(sweep, "gpu_available", lambda: False)
+    monkeypatch.setattr(sweep, "read_tables", fake_read_tables)
     profiles = store.ProfileStore("h200", "scale", tmp_path / "reports")
     items = entries(CONFIGS[:2])
     report = dummy_report(tmp_path / "incoming", json.dumps([dict(backend=b, dtype=d, **dict(c)) for b, c, d in items]))
@@ -347,17 +353,35 @@ def test_replay_names_missing_configs_and_never_invents(recordings):
 
 
 def test_replay_when_a_gpu_has_no_ncu(recordings, monkeypatch):
-    monkeypatch.setattr(session, "gpu_available", lambda: True)
-    monkeypatch.setattr(session.ncu, "ncu_available", lambda: False)
+    monkeypatch.setattr(sweep, "gpu_available", lambda: True)
+    monkeypatch.setattr(sweep.runner, "ncu_available", lambda: False)
     assert profile_sweep("scale", configs=CONFIGS[:1], reports_dir=recordings).replayed
 
 
 def test_cli_prints_the_table(recordings, monkeypatch, capsys):
     monkeypatch.setenv("OASR_REPORTS_DIR", str(recordings))
-    assert session.main(["--op", "scale", "--config", "n=2048", "--config", "n=8192", "--replay"]) == 0
+    assert sweep.main(["--op", "scale", "--config", "n=2048", "--config", "n=8192", "--replay"]) == 0
     out = capsys.readouterr().out
     assert "Replayed from recordings made on NVIDIA H200" in out and "K_oasr" in out and "8192" in out
-    assert session.main(["--op", "scale", "--preset", "timing", "--replay"]) == 1
+    assert sweep.main(["--op", "scale", "--preset", "timing", "--replay"]) == 1
+
+
+def test_cli_runs_as_python_m_profiling_nsight(recordings):
+    env = {**os.environ, "OASR_REPORTS_DIR": str(recordings), "CUDA_VISIBLE_DEVICES": ""}
+    result = subprocess.run(
+        [sys.executable, "-m", "profiling.nsight", "--op", "scale", "--preset", "timing", "--replay"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "presets recorded there: roofline" in result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    usage = subprocess.run(
+        [sys.executable, "-m", "profiling.nsight", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: python -m profiling.nsight")
 
 
 # ---------------------------------------------------------------------------
@@ -368,15 +392,13 @@ COMMITTED = REPO_ROOT / "reports" / "h200" / "profiles" / "scale"
 
 
 def test_committed_recordings_replay(monkeypatch):
-    from profiling.ops import SCALE
-
-    monkeypatch.setattr(session, "gpu_available", lambda: False)
+    monkeypatch.setattr(sweep, "gpu_available", lambda: False)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MissingRecordingWarning)
         result = profile_sweep("scale")
     assert result.replayed is True and result.source == "recording"
     assert result.banner.startswith("Replayed from recordings made on NVIDIA H200 on ")
-    assert len(result.launches) == 2 * len(SCALE.default_sweep)
+    assert len(result.launches) == 2 * len(get_op("scale").default_sweep)
     assert set(result.launches["backend"]) == {"oasr", "torch"}
     assert (result.launches["duration_s"] > 0).all()
     for provenance in result.provenance:
@@ -385,14 +407,12 @@ def test_committed_recordings_replay(monkeypatch):
 
 
 def test_real_report_through_store_and_replay(tmp_path, monkeypatch):
-    from profiling.ops import SCALE
-
-    monkeypatch.setattr(session, "gpu_available", lambda: False)
+    monkeypatch.setattr(sweep, "gpu_available", lambda: False)
     profiles = store.ProfileStore("h200", "scale", tmp_path)
     staged = profiles.temp_report_path()
     (recording,) = COMMITTED.glob("roofline-*.ncu-rep")
     shutil.copyfile(recording, staged)
-    sizes = list(SCALE.default_sweep)
+    sizes = list(get_op("scale").default_sweep)
     profiles.save(staged, entries(sizes), preset="roofline", source_hash="dev", provenance={"gpu": "NVIDIA H200"})
     result = profile_sweep("scale", configs=sizes[1:3], reports_dir=tmp_path)  # a subset of the report
     assert result.replayed and len(result.launches) == 4

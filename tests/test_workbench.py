@@ -3,7 +3,6 @@ recordings and says so. Runs against a copy of reports/ so the repository is unt
 
 from __future__ import annotations
 
-import importlib
 import json
 import shutil
 
@@ -11,8 +10,10 @@ import pandas as pd
 import pytest
 from conftest import RECORDINGS
 
-from profiling import workbench as wbmod
-from profiling.workbench import Workbench, load_table, save_table, workbench_mode
+from oasr.jit.families import FAMILIES, NORM, SCALE
+from profiling.harness.ops import ops_of
+from profiling.workbench.notebook import Workbench
+from profiling.workbench.tables import load_table, report_gpu_slug, save_table, workbench_mode
 
 REPORTS = RECORDINGS.parent.parent
 
@@ -28,12 +29,21 @@ def reports(tmp_path, monkeypatch):
 
 @pytest.fixture
 def bench(reports) -> Workbench:
-    return Workbench("01_scale", ops=["scale"], title="01 · scale")
+    return Workbench(SCALE)
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_a_workbench_is_made_from_its_family(reports, family):
+    bench = Workbench(family)
+    assert bench.family is family and bench.notebook == family.notebook and bench.title == family.title
+    assert bench.ops == ops_of(family) and bench.op_names and all(op.family is family for op in bench.ops)
 
 
 def test_mode_follows_the_environment(monkeypatch):
     monkeypatch.setenv("OASR_WORKBENCH_MODE", "live")
     assert workbench_mode() == "live"
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    assert workbench_mode() == "replay" and report_gpu_slug() == "h200"  # the committed recordings' GPU
     monkeypatch.setenv("OASR_WORKBENCH_MODE", "sideways")
     with pytest.raises(ValueError, match="OASR_WORKBENCH_MODE"):
         workbench_mode()
@@ -96,15 +106,19 @@ def test_tables_round_trip_with_provenance(reports):
         load_table("testgpu", "scale", "correctness")
 
 
-def test_build_lists_each_module_once(reports, tmp_path, monkeypatch):
+def test_build_builds_the_familys_one_module(reports, tmp_path, monkeypatch):
     monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
-    norms = Workbench("03_norm", ops=["layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"], title="norm")
-    assert list(norms.build()["module"]) == ["norm"]
+    norms = Workbench(NORM)
+    assert len(norms.ops) == 4  # four ops, one module
+    table = norms.build()
+    assert list(table["module"]) == ["norm"] and table["key"].iloc[0] == NORM.jit_spec().key
 
 
-def test_kernel_source_shows_the_headers(bench):
-    text = bench.kernel_source("oasr/scale.cuh", "oasr/common/elementwise.cuh").data
-    assert "struct ScaleOp" in text and "MapKernel" in text and text.count("```cpp") == 2
+def test_kernel_source_shows_the_family_headers(bench):
+    text = bench.kernel_source().data
+    assert "oasr/scale.cuh" in SCALE.headers and text.count("```cpp") == len(SCALE.headers)
+    assert all(f"`include/{header}`" in text for header in SCALE.headers)
+    assert "ScaleOp" in text and "MapKernel" in text
 
 
 def test_build_reports_cache_state(bench, tmp_path, monkeypatch):
@@ -112,11 +126,3 @@ def test_build_reports_cache_state(bench, tmp_path, monkeypatch):
     first, second = bench.build(), bench.build()
     assert first["cache"].iloc[0].startswith("miss") and second["cache"].iloc[0] == "hit"
     assert "-gencode=arch=compute_90a" in second["nvcc flags"].iloc[0]
-
-
-def test_reload_kernels_forgets_loaded_modules():
-    loader = importlib.import_module("oasr.scale")._scale_module
-    loader()
-    assert loader.cache_info().currsize == 1
-    wbmod.reload_kernels()
-    assert loader.cache_info().currsize == 0

@@ -4,14 +4,13 @@
 //   Swish: out[i]    = in[i] * sigmoid(in[i])             (SiLU, element-wise)
 //
 // Both are memory-bound streams. Swish is a flat element-wise map (common/elementwise.cuh,
-// shared with scale). GLU is built the same way, streaming loads and stores included, on
-// a 2-D view with row strides (the last dimension contiguous): a "unit" is one vector of
-// each half, kUnroll units per thread in flight, blocks on contiguous chunks of units,
-// 32-bit indices when they suffice. Its
-// vector path needs C, both row strides and both base pointers to be multiples of one
-// 16-byte vector; anything else takes the scalar path (same kernel body, one element per
-// unit). The flat unit index is split into (row, column) with a FastDivmod on the 32-bit
-// path, a 64-bit division otherwise.
+// shared with scale). GLU is built the same way, streaming loads and stores, block size
+// and grid included, on a 2-D view with row strides (the last dimension contiguous): a
+// "unit" is one vector of each half, one unit per thread per step of a grid-stride loop,
+// 32-bit indices when they suffice. Its vector path needs C, both row strides and both
+// base pointers to be multiples of one 16-byte vector; anything else takes the scalar
+// path (same kernel body, one element per unit). The flat unit index is split into
+// (row, column) with a FastDivmod on the 32-bit path, a 64-bit division otherwise.
 //
 // The sigmoid is 1 / (1 + e^-x) with __expf (ex2.approx, relative error ~2^-21 for
 // |x| < 100) and an approximate reciprocal (__fdividef, 1 ulp): an IEEE division is a
@@ -31,16 +30,14 @@
 #include "oasr/common/math.cuh"
 #include "oasr/common/vec.cuh"
 
-#ifndef OASR_GLU_UNROLL
-#define OASR_GLU_UNROLL 1
-#endif
-
 namespace oasr {
 namespace activation {
 
 namespace detail {
 constexpr int kGluThreads = elementwise_detail::kThreads;
-constexpr int kGluUnroll = OASR_GLU_UNROLL;  // units (a vector of each half) each thread keeps in flight
+// Units (a vector of each half) each thread keeps in flight, as the map's one vector. The
+// loop stays: written for one unit, the kernel compiles to different SASS.
+constexpr int kGluUnroll = 1;
 
 __device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
 __device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }

@@ -12,16 +12,15 @@
 // (N elements moved together: N = 16 bytes / sizeof(T) on the vector path, 1 on the
 // scalar path):
 //
-//   * WarpNormKernel  (units <= 32 x units per thread): a group of `lanes` threads per row
-//     (a power of two <= 32, the smallest with <= 4 units per thread), 128 / lanes rows per
-//     block of 128 threads, reductions by xor shuffles inside the group. Each block
-//     converts the weight and bias to fp32 into shared memory once (SharedAffine), while
-//     its rows load, and its rows read them from there. Conformer sizes land here:
-//     fp16 C=256 -> 8 lanes x 4 vectors, C=512 -> 16 x 4, C=1024 -> 32 x 4.
-//     When the rows are few (groups of 4 units would keep under a quarter of the GPU's
-//     resident threads busy), the vector path halves the units per thread, down to 1,
-//     and rows that then need more than a warp go to the block kernel: fp16 (8, 200, 1024)
-//     -> one block of 128 threads x 1 vector per row.
+//   * WarpNormKernel  (units <= 32 x 4): a group of `lanes` threads per row (a power of
+//     two <= 32, the smallest with <= 4 units per thread), 128 / lanes rows per block of
+//     128 threads, reductions by xor shuffles inside the group. Each block converts the
+//     weight and bias to fp32 into shared memory once (SharedAffine), while its first
+//     rows load. Conformer sizes land here: fp16 C=256 -> 8 lanes x 4 vectors, C=512 ->
+//     16 x 4, C=1024 -> 32 x 4. When the rows are few (groups of 4 units would keep under
+//     a quarter of the GPU's resident threads busy), the vector path halves the units per
+//     thread, down to 1, and rows that then need more than a warp go to the block kernel:
+//     fp16 (8, 200, 1024) -> one block of 128 threads x 1 vector per row.
 //   * BlockNormKernel (vector path, C <= 16384): one block per row, with the fewest units
 //     per thread (1, 2, 4, ... up to 32 elements) that keep it at 128 threads, then up
 //     to 512 threads; reductions by warp shuffles plus one shared-memory exchange.
@@ -33,23 +32,10 @@
 //   * LoopNormKernel  (longer rows): one block per row, scalar, re-reads the row (from L2)
 //     for each pass. Correct for any length, not tuned.
 //
-// Tuned on the H200 with benchmarks/tune_kernels.py (the Conformer shapes and 1 GiB):
-// 4 units per thread in the warp kernel beat 8, and 128-thread blocks beat one warp
-// holding 8 units for fp32 C=1024; warp-kernel blocks of 128 threads beat 256 by up to
-// 3% and 64 (slower on few rows of C=256). Tried and dropped: loading the next row before
-// reducing this one (a register double buffer: no gain in fp16, and the doubled
-// registers slowed the fused fp32 forms); keeping the row as fp32 (more registers,
-// slower on every large case); grids of resident blocks looping over the rows (their
-// last pass runs part-empty: 9-12% slower at 1 GiB than one block per row group);
-// prefetching the rows of a later wave into L2 (bulk or per line: up to 25% slower one
-// wave ahead; half a wave ahead, from 9% slower to 2% faster); converting bf16 on
-// 32-bit words (no change); one-pass statistics shifted by the row's first value, or the
-// sums split into a chain per unit (no change at (16, 1500, 1024), and slower than two
-// passes once the affine was staged). Streaming loads and stores of the rows were
-// 0.5-14% faster than plain ones on the Conformer shapes, and up to 4% slower at 1 GiB
-// (LayerNorm). Staging the affine in shared memory made the warp kernel up to 13% faster
-// (LayerNorm (64, 500, 256) bf16; (16, 1500, 1024) fp16 +3%, fused +6%): dropping the
-// weight and bias altogether had been worth 5-7% there, each element converting both.
+// Why, on the H200 (Conformer shapes and 1 GiB): the staged affine made the warp kernel
+// up to 13% faster (fused (16, 1500, 1024) fp16 +6%); spreading few rows over more
+// threads, up to 29% (fused (8, 200, 1024) bf16); streaming loads and stores, 0.5-14% on
+// the Conformer shapes. What else was tried, and the logs: dev/README.md.
 //
 // The warp and block kernels' grids cover the rows once; the smem and loop kernels'
 // resident blocks loop over them. The vector path needs C, every row stride and every
@@ -64,33 +50,19 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
 #include "oasr/common/reduce.cuh"
 #include "oasr/common/vec.cuh"
 
-// Tunables (benchmarks/tune_kernels.py sweeps them on a GPU): the most units a thread of
-// the warp kernel holds, the block size the block kernel aims for (it grows the units
-// per thread, up to kBlockElementsPerThread elements, before going past it), and when
-// few rows spread over more threads.
-#ifndef OASR_NORM_WARP_UNITS
-#define OASR_NORM_WARP_UNITS 4
-#endif
-#ifndef OASR_NORM_WARP_BLOCK_THREADS
-#define OASR_NORM_WARP_BLOCK_THREADS 128
-#endif
-#ifndef OASR_NORM_BLOCK_THREADS
-#define OASR_NORM_BLOCK_THREADS 128
-#endif
-// The vector path halves the warp kernel's units per thread while its threads would be
-// fewer than 1 / OASR_NORM_SPREAD_BELOW of the GPU's resident threads (0: never).
-#ifndef OASR_NORM_SPREAD_BELOW
-#define OASR_NORM_SPREAD_BELOW 4
-#endif
-
 namespace oasr {
 namespace norm {
+
+// ---------------------------------------------------------------------------------------
+// Data layout
+// ---------------------------------------------------------------------------------------
 
 // Strides are in elements, between consecutive rows; the last dimension is contiguous.
 template <typename T>
@@ -113,40 +85,28 @@ struct NormParams {
 };
 
 namespace detail {
-constexpr int kWarpKernelThreads = OASR_NORM_WARP_BLOCK_THREADS;
-constexpr int kWarpMaxUnitsPerThread = OASR_NORM_WARP_UNITS;
-// Resident blocks the warp kernel asks ptxas for: 40 warps per SM (32 fused), i.e. at
-// most 48 registers a thread (64 fused) at 4 vectors per thread, whatever the block size.
-// Left to itself ptxas takes 54-56 (70-72 fused) at some block sizes, for fewer warps;
-// 48 warps (40 registers) were up to 3% slower than 40 (at best 1% faster).
+// Warp kernel: 128-thread blocks (256 were up to 3% slower, 64 up to 7% on few rows of
+// C=256) and at most 4 units per thread (beat 8); the vector path halves the units per
+// thread while its threads would be fewer than 1 / kSpreadBelow of the resident threads.
+constexpr int kWarpKernelThreads = 128;
+constexpr int kWarpMaxUnitsPerThread = 4;
+constexpr int kSpreadBelow = 4;
+// Resident blocks the warp kernel asks ptxas for: 40 warps per SM (32 fused). Left to
+// itself ptxas chose fewer warps at some block sizes; 48 warps were up to 3% slower.
 constexpr int warp_min_blocks(bool add) { return (add ? 1024 : 1280) / kWarpKernelThreads; }
+// Block kernel: the fewest units per thread, up to kBlockElementsPerThread elements, that
+// keep it at kBlockTargetThreads, then up to kMaxBlockThreads threads.
 constexpr int kBlockElementsPerThread = 32;
-constexpr int kBlockTargetThreads = OASR_NORM_BLOCK_THREADS;
+constexpr int kBlockTargetThreads = 128;
 constexpr int kMaxBlockThreads = 512;
 constexpr int kSmemThreads = 512;
 constexpr int kLoopThreads = 512;
 
-// bf16 -> fp32 is a 16-bit shift, which the compiler computes once and keeps: 32 fp32
-// registers where the packed row takes 16 (63 registers a thread, 95 in the fused form,
-// against fp16's 48 and 64). An opaque conversion is redone at each use instead.
-template <typename T>
-__device__ __forceinline__ float converted_at_use(T x) {
-  return to_float(x);
-}
-__device__ __forceinline__ float converted_at_use(nv_bfloat16 x) {
-  float f;
-  asm volatile("mov.b32 %0, {0, %1};" : "=f"(f) : "h"(__bfloat16_as_ushort(x)));
-  return f;
-}
-
 // This thread's units first, first + step, ... (kUnits of them) of one row, kept as
-// loaded and converted on use (ptxas -v, sm_90a, fp16 with 4 vectors per thread: 48
-// registers where fp32 copies took 64; 64 where the fused form's fp32 sums took 74).
-// Every load is in bounds and unconditional: units past the row repeat its last unit,
-// which the passes over the slice skip, and inactive rows read row 0, whose results are
-// never stored. Filling them with zeros instead cost a byte merge per element, and ptxas
-// spilled when the zeros were set as whole words. Rows are streamed (evict-first loads),
-// as are the outputs.
+// loaded and converted to fp32 at each use: fp32 copies took more registers and were
+// slower. Every load is in bounds and unconditional: units past the row repeat its last
+// unit, which the passes over the slice skip, and inactive rows read row 0, whose results
+// are never stored. Rows are streamed (evict-first loads), as are the outputs.
 template <typename T, int N, int kUnits, bool kAdd>
 struct RowSlice {
   using P = Packed<T, N>;
@@ -165,12 +125,25 @@ struct RowSlice {
   }
   // The value normalised: input, or residual + alpha * input (one fma, the same each call).
   __device__ __forceinline__ float value(const NormParams<T>& p, int k, int i) const {
-    if constexpr (kAdd) return fmaf(p.alpha, converted_at_use(in[k][i]), converted_at_use(res[k][i]));
-    return converted_at_use(in[k][i]);
+    if constexpr (kAdd) return fmaf(p.alpha, at_use(in[k][i]), at_use(res[k][i]));
+    return at_use(in[k][i]);
+  }
+  // bf16 -> fp32 is a 16-bit shift, which the compiler would compute once and keep (the
+  // row twice, once as fp32); an opaque conversion is redone at each use instead.
+  __device__ __forceinline__ static float at_use(T x) {
+    if constexpr (std::is_same_v<T, nv_bfloat16>) {
+      float f;
+      asm volatile("mov.b32 %0, {0, %1};" : "=f"(f) : "h"(__bfloat16_as_ushort(x)));
+      return f;
+    } else {
+      return to_float(x);
+    }
   }
 };
 
-// Weight and bias read from global memory and converted at each use.
+// The affine (weight and optional bias), as the output pass reads it: unit u's N weights
+// (weight_at) and biases (bias_at). GlobalAffine reads global memory and converts at each
+// use; SharedAffine reads the fp32 copy its block staged in shared memory.
 template <typename T, int N>
 struct GlobalAffine {
   const T* weight;
@@ -182,9 +155,9 @@ struct GlobalAffine {
 };
 
 // Weight and bias converted to fp32 once per block and kept in the block's dynamic shared
-// memory (cols floats each), in planes of kWidth floats (plane j holds elements
-// j * kWidth .. of every unit), so that lanes reading consecutive units read consecutive
-// 16-byte words: no bank conflicts.
+// memory (cols floats each, the bias after the weight), in planes of kWidth floats (plane
+// j holds elements j * kWidth .. of every unit), so that lanes reading consecutive units
+// read consecutive 16-byte words: no bank conflicts.
 template <int N>
 struct SharedAffine {
   static constexpr int kWidth = N < 4 ? N : 4;
@@ -197,7 +170,7 @@ struct SharedAffine {
   int units;
   bool with_bias;
 
-  // Plane j of unit u of the weight (which = 0) or of the bias (which = 1), which follows it.
+  // Plane j of unit u of the weight (which = 0) or of the bias (which = 1).
   __device__ __forceinline__ float* slot(int which, int j, int u) const {
     extern __shared__ float staged_affine[];
     return staged_affine + which * units * N + (j * units + u) * kWidth;
@@ -239,6 +212,10 @@ struct SharedAffine {
   }
 };
 
+// ---------------------------------------------------------------------------------------
+// Kernels
+// ---------------------------------------------------------------------------------------
+
 // out[u * N + i] = (x(i) - mean) * rstd * w (+ b) for the N elements of unit u.
 template <typename T, int N, typename Value, typename Affine>
 __device__ __forceinline__ void store_normalized(T* out, int u, float mean, float rstd, Value&& x,
@@ -257,77 +234,72 @@ __device__ __forceinline__ void store_normalized(T* out, int u, float mean, floa
   y.store_streaming(out + static_cast<int64_t>(u) * N);
 }
 
-// Normalises one row held in x (see RowSlice). Threads of inactive rows (row >= rows)
-// still join the reductions.
+// The body of the warp and block kernels: rows base + group, base + row_step + group, ...
+// for base < rows (a bound uniform over the block, so whole warps always reduce together),
+// each held in a RowSlice of units first, first + step, ... The affine is staged once,
+// while the first row's loads are in flight. Threads of inactive rows (row >= rows) still
+// join the reductions.
 template <typename T, int N, int kUnits, bool kAdd, typename AllReduce, typename Affine>
-__device__ __forceinline__ void normalize_slice(const NormParams<T>& p, const RowSlice<T, N, kUnits, kAdd>& x,
-                                                int64_t row, bool active, int first, int step, float cols_f,
-                                                AllReduce&& allreduce, const Affine& affine) {
+__device__ __forceinline__ void normalize_rows(const NormParams<T>& p, int64_t base, int64_t row_step, int group,
+                                               int first, int step, AllReduce&& allreduce, const Affine& affine) {
   using P = Packed<T, N>;
-  const int units = static_cast<int>(p.cols / N);
-  if constexpr (kAdd) {
-    if (p.residual_out != nullptr) {
+  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
+  for (int64_t block_base = base; block_base < p.rows; block_base += row_step) {
+    const int64_t row = block_base + group;
+    const bool active = row < p.rows;
+    RowSlice<T, N, kUnits, kAdd> x;
+    x.load(p, row, active, first, step);
+    if (block_base == base) affine.stage(p);
+    const int units = static_cast<int>(p.cols / N);
+
+    if constexpr (kAdd) {
+      if (p.residual_out != nullptr) {
 #pragma unroll
-      for (int k = 0; k < kUnits; ++k) {
-        const int u = first + k * step;
-        if (active && u < units) {
-          P s;
+        for (int k = 0; k < kUnits; ++k) {
+          const int u = first + k * step;
+          if (active && u < units) {
+            P s;
 #pragma unroll
-          for (int i = 0; i < N; ++i) s[i] = from_float<T>(x.value(p, k, i));
-          s.store(p.residual_out + row * p.residual_out_stride + static_cast<int64_t>(u) * N);
+            for (int i = 0; i < N; ++i) s[i] = from_float<T>(x.value(p, k, i));
+            s.store(p.residual_out + row * p.residual_out_stride + static_cast<int64_t>(u) * N);
+          }
         }
       }
     }
-  }
 
-  float mean = 0.0f;
-  if (!p.rms) {
-    float sum = 0.0f;
+    float mean = 0.0f;
+    if (!p.rms) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kUnits; ++k) {
+        if (first + k * step < units) {
+#pragma unroll
+          for (int i = 0; i < N; ++i) sum += x.value(p, k, i);
+        }
+      }
+      mean = allreduce(sum) / cols_f;
+    }
+    float squares = 0.0f;
 #pragma unroll
     for (int k = 0; k < kUnits; ++k) {
       if (first + k * step < units) {
 #pragma unroll
-        for (int i = 0; i < N; ++i) sum += x.value(p, k, i);
+        for (int i = 0; i < N; ++i) {
+          const float d = x.value(p, k, i) - mean;
+          squares = fmaf(d, d, squares);
+        }
       }
     }
-    mean = allreduce(sum) / cols_f;
-  }
-  float squares = 0.0f;
+    const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
+
 #pragma unroll
-  for (int k = 0; k < kUnits; ++k) {
-    if (first + k * step < units) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) {
-        const float d = x.value(p, k, i) - mean;
-        squares = fmaf(d, d, squares);
+    for (int k = 0; k < kUnits; ++k) {
+      const int u = first + k * step;
+      if (active && u < units) {
+        store_normalized<T, N>(p.output + row * p.output_stride, u, mean, rstd,
+                               [&](int i) { return x.value(p, k, i); }, affine);
       }
     }
-  }
-  const float rstd = rsqrtf(allreduce(squares) / cols_f + p.eps);
-
-#pragma unroll
-  for (int k = 0; k < kUnits; ++k) {
-    const int u = first + k * step;
-    if (active && u < units) {
-      store_normalized<T, N>(p.output + row * p.output_stride, u, mean, rstd,
-                             [&](int i) { return x.value(p, k, i); }, affine);
-    }
-  }
-}
-
-// Rows base + group, base + row_step + group, ... for base < rows (a bound uniform over
-// the block, so whole warps always reduce together). The affine is staged once, while
-// the first row's loads are in flight.
-template <typename T, int N, int kUnits, bool kAdd, typename AllReduce, typename Affine>
-__device__ __forceinline__ void normalize_rows(const NormParams<T>& p, int64_t base, int64_t row_step, int group,
-                                               int first, int step, AllReduce&& allreduce, const Affine& affine) {
-  const float cols_f = static_cast<float>(p.cols);  // sums are divided (exact mean of a constant row)
-  for (int64_t block_base = base; block_base < p.rows; block_base += row_step) {
-    const int64_t row = block_base + group;
-    RowSlice<T, N, kUnits, kAdd> x;
-    x.load(p, row, row < p.rows, first, step);
-    if (block_base == base) affine.stage(p);
-    normalize_slice(p, x, row, row < p.rows, first, step, cols_f, allreduce, affine);
   }
 }
 }  // namespace detail
@@ -457,36 +429,44 @@ __global__ void __launch_bounds__(detail::kLoopThreads) LoopNormKernel(NormParam
   }
 }
 
+// ---------------------------------------------------------------------------------------
+// Launchers
+// ---------------------------------------------------------------------------------------
+
 namespace detail {
 
-template <typename T, int N, int kUnits, bool kAdd>
-cudaError_t launch_warp(const NormParams<T>& p, int lanes_log2, cudaStream_t stream) {
+// Rows of `units` units: the smallest group of lanes with at most max_per_thread units
+// per thread, then the kernel holding that many (1, 2 or kWarpMaxUnitsPerThread).
+template <typename T, int N, bool kAdd>
+cudaError_t launch_warp(const NormParams<T>& p, int64_t units, int max_per_thread, cudaStream_t stream) {
+  int lanes_log2 = 0;
+  while ((int64_t{max_per_thread} << lanes_log2) < units) ++lanes_log2;
+  const int64_t per_thread = (units + (1 << lanes_log2) - 1) >> lanes_log2;
   const unsigned blocks = covering_grid(p.rows, kWarpKernelThreads >> lanes_log2);
-  // The staged affine: 8 KB at most with the default 4 units per thread.
-  const size_t staged_bytes = (p.bias != nullptr ? 2 : 1) * p.cols * sizeof(float);
-  WarpNormKernel<T, N, kUnits, kAdd><<<blocks, kWarpKernelThreads, staged_bytes, stream>>>(p, lanes_log2);
-  return cudaGetLastError();
-}
-
-template <typename T, int N, int kUnits, bool kAdd>
-cudaError_t launch_block(const NormParams<T>& p, int threads, cudaStream_t stream) {
-  BlockNormKernel<T, N, kUnits, kAdd><<<covering_grid(p.rows, 1), threads, 0, stream>>>(p);
+  const size_t staged_bytes = (p.bias != nullptr ? 2 : 1) * p.cols * sizeof(float);  // staged affine: <= 8 KB
+  if (per_thread <= 1) {
+    WarpNormKernel<T, N, 1, kAdd><<<blocks, kWarpKernelThreads, staged_bytes, stream>>>(p, lanes_log2);
+  } else if (per_thread <= 2) {
+    WarpNormKernel<T, N, 2, kAdd><<<blocks, kWarpKernelThreads, staged_bytes, stream>>>(p, lanes_log2);
+  } else {
+    WarpNormKernel<T, N, kWarpMaxUnitsPerThread, kAdd><<<blocks, kWarpKernelThreads, staged_bytes, stream>>>(
+        p, lanes_log2);
+  }
   return cudaGetLastError();
 }
 
 // The fewest units per thread (a power of two <= kMaxUnits) that keep the block at or
 // under kBlockTargetThreads, else kMaxUnits; rows of up to kMaxBlockThreads * kMaxUnits units.
 template <typename T, int N, bool kAdd, int kUnits = 1>
-cudaError_t launch_block_for(const NormParams<T>& p, int64_t units, cudaStream_t stream) {
+cudaError_t launch_block(const NormParams<T>& p, int64_t units, cudaStream_t stream) {
   constexpr int kMaxUnits = std::max(kBlockElementsPerThread / N, 1);
   if constexpr (kUnits < kMaxUnits) {
-    if (units > int64_t{kBlockTargetThreads} * kUnits) {
-      return launch_block_for<T, N, kAdd, kUnits * 2>(p, units, stream);
-    }
+    if (units > int64_t{kBlockTargetThreads} * kUnits) return launch_block<T, N, kAdd, kUnits * 2>(p, units, stream);
   }
   const int64_t threads = (units + kUnits - 1) / kUnits;
-  return launch_block<T, N, kUnits, kAdd>(p, static_cast<int>((threads + kWarpSize - 1) / kWarpSize * kWarpSize),
-                                          stream);
+  const int warps = static_cast<int>((threads + kWarpSize - 1) / kWarpSize);
+  BlockNormKernel<T, N, kUnits, kAdd><<<covering_grid(p.rows, 1), warps * kWarpSize, 0, stream>>>(p);
+  return cudaGetLastError();
 }
 
 template <typename T, int N, bool kAdd>
@@ -533,34 +513,18 @@ inline size_t max_dynamic_smem() {
   }));
 }
 
-// The most units a warp-kernel thread takes for rows x units: kWarpMaxUnitsPerThread,
-// halved on the vector path while the threads would be too few (OASR_NORM_SPREAD_BELOW).
-template <int N>
-int warp_units_per_thread(int64_t rows, int64_t units) {
-  int per_thread = kWarpMaxUnitsPerThread;
-  if constexpr (N > 1 && OASR_NORM_SPREAD_BELOW > 0) {
-    const int64_t busy = resident_threads() / OASR_NORM_SPREAD_BELOW;
-    while (per_thread > 1 && rows * ((units + per_thread - 1) / per_thread) < busy) per_thread /= 2;
-  }
-  return per_thread;
-}
-
 template <typename T, int N, bool kAdd>
 cudaError_t launch(const NormParams<T>& p, cudaStream_t stream) {
   const int64_t units = p.cols / N;
-  const int max_per_thread = warp_units_per_thread<N>(p.rows, units);
-  if (units <= int64_t{kWarpSize} * max_per_thread) {
-    int lanes_log2 = 0;  // smallest group with at most max_per_thread units per thread
-    while ((int64_t{max_per_thread} << lanes_log2) < units) ++lanes_log2;
-    const int64_t per_thread = (units + (1 << lanes_log2) - 1) >> lanes_log2;
-    if (per_thread <= 1) return launch_warp<T, N, 1, kAdd>(p, lanes_log2, stream);
-    if (per_thread <= 2) return launch_warp<T, N, 2, kAdd>(p, lanes_log2, stream);
-    if (kWarpMaxUnitsPerThread <= 4 || per_thread <= 4) return launch_warp<T, N, 4, kAdd>(p, lanes_log2, stream);
-    return launch_warp<T, N, std::max(kWarpMaxUnitsPerThread, 4), kAdd>(p, lanes_log2, stream);
+  int warp_units = kWarpMaxUnitsPerThread;  // halved on the vector path while the threads would be too few
+  if constexpr (N > 1) {
+    const int64_t busy = resident_threads() / kSpreadBelow;
+    while (warp_units > 1 && p.rows * ((units + warp_units - 1) / warp_units) < busy) warp_units /= 2;
   }
+  if (units <= int64_t{kWarpSize} * warp_units) return launch_warp<T, N, kAdd>(p, units, warp_units, stream);
   if constexpr (N > 1) {
     if (units <= int64_t{kMaxBlockThreads} * (kBlockElementsPerThread / N)) {
-      return launch_block_for<T, N, kAdd>(p, units, stream);
+      return launch_block<T, N, kAdd>(p, units, stream);
     }
   }
   const int64_t smem_bytes = p.cols * static_cast<int64_t>(sizeof(float));

@@ -7,6 +7,7 @@ import shutil
 import sys
 
 from . import env
+from .families import FAMILIES
 
 
 def _list() -> int:
@@ -28,9 +29,8 @@ def _clear() -> int:
 
 
 def _build() -> int:
-    from ..aot import gen_all_modules
-
-    for spec in gen_all_modules():
+    for family in FAMILIES:
+        spec = family.jit_spec()
         info = spec.build()
         state = "cached" if info.cache_hit else f"built in {info.seconds:.1f} s"
         print(f"  {spec.name:<16} {state}  {info.library}")

@@ -9,6 +9,7 @@ machines can compile and test every module.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -102,3 +103,9 @@ class CompilationContext:
 
     def arch_names(self) -> list[str]:
         return [f"sm_{m}{n}" for m, n in sorted(self.TARGET_CUDA_ARCHS)]
+
+
+@functools.cache
+def current_compilation_context() -> CompilationContext:
+    """The process's targets, read once, on first use (so importing oasr.jit touches neither CUDA nor the env)."""
+    return CompilationContext()

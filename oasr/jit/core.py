@@ -25,6 +25,7 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from . import env
+from .compilation_context import current_compilation_context
 
 LOCK_TIMEOUT_S = 1800
 COMMON_NVCC_FLAGS = (
@@ -128,10 +129,11 @@ class JitSpec:
     extra_cuda_cflags: list[str] = field(default_factory=list)
     extra_ldflags: list[str] = field(default_factory=list)
     extra_include_paths: list[Path] = field(default_factory=list)
+    include_dir: Path = field(default_factory=lambda: env.OASR_INCLUDE_DIR)  # a dev/ variant's copy of include/
 
     @functools.cached_property
     def nvcc_flags(self) -> tuple[str, ...]:
-        includes = [env.OASR_INCLUDE_DIR, env.OASR_CSRC_DIR, *self.extra_include_paths]
+        includes = [self.include_dir, env.OASR_CSRC_DIR, *self.extra_include_paths]
         includes += _tvm_ffi_include_paths()
         return tuple(default_cuda_cflags() + list(self.extra_cuda_cflags) + [f"-I{p}" for p in includes])
 
@@ -145,7 +147,7 @@ class JitSpec:
         for source in self.sources:
             digest.update(Path(source).name.encode())
             digest.update(Path(source).read_bytes())
-        hash_headers(digest, env.OASR_INCLUDE_DIR)
+        hash_headers(digest, self.include_dir)
         hash_headers(digest, env.OASR_CSRC_DIR)
         return digest.hexdigest()[:20]
 
@@ -254,17 +256,20 @@ def gen_jit_spec(
     extra_cuda_cflags: Sequence[str] | None = None,
     extra_ldflags: Sequence[str] | None = None,
     extra_include_paths: Sequence[Path | str] | None = None,
+    include_dir: Path | None = None,
 ) -> JitSpec:
-    """A module spec; without explicit ``-gencode`` flags it targets the current context's archs."""
+    """A module spec; without explicit ``-gencode`` flags it targets the current context's archs.
+
+    ``include_dir`` replaces ``include/`` (a ``dev/`` variant builds against an edited copy).
+    """
     cflags = list(extra_cuda_cflags or [])
     if not any(flag.startswith("-gencode") for flag in cflags):
-        from . import current_compilation_context
-
-        cflags = current_compilation_context.get_nvcc_flags_list() + cflags
+        cflags = current_compilation_context().get_nvcc_flags_list() + cflags
     return JitSpec(
         name=name,
         sources=[Path(s) for s in sources],
         extra_cuda_cflags=cflags,
         extra_ldflags=list(extra_ldflags or []),
         extra_include_paths=[Path(p) for p in extra_include_paths or []],
+        include_dir=Path(include_dir) if include_dir is not None else env.OASR_INCLUDE_DIR,
     )

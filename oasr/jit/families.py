@@ -1,0 +1,187 @@
+"""The library's kernel families: each one declared once, here.
+
+A family is one JIT module (``csrc/<name>.cu`` with its launchers and
+``csrc/<name>_jit_binding.cu`` with its exports, built against ``include/oasr/``)
+and the public ops of ``oasr/<name>.py`` that call it. Everything that needs the
+list of families iterates :data:`FAMILIES`: prebuilding (``python -m oasr.jit
+build``), the package's ``__all__``, the workbench (its notebooks and the JIT
+module behind each profiled op) and the tests. The harness's list of ops
+(``profiling/harness/ops``) names the family of each op with these objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import env
+from .core import JitSpec, gen_jit_spec
+
+ALL_CAPABILITIES: tuple[int, ...] = (80, 86, 87, 89, 90, 100, 103, 110, 120)
+"""Compute capabilities (major * 10 + minor) a portable CUDA-core kernel runs on."""
+
+
+@dataclass(frozen=True)
+class Family:
+    """One kernel family.
+
+    Attributes
+    ----------
+    name : str
+        The JIT module's name; its sources are ``csrc/<name>.cu`` and
+        ``csrc/<name>_jit_binding.cu``, its Python API ``oasr/<name>.py``.
+    ops : tuple of str
+        The public ops (``oasr.<op>``), in the order the docs list them.
+    notebook : str
+        The workbench notebook, ``notebooks/<notebook>.ipynb`` (``"03_norm"``).
+    title, summary, design : str
+        The notebook's title, its opening paragraph and the kernel's design in a
+        paragraph (Markdown).
+    headers : tuple of str
+        The kernel headers a reader should see, relative to ``include/``.
+    capabilities : tuple of int
+        Compute capabilities the kernels run on (``90`` alone for sm90a kernels);
+        any other GPU gets one sentence before a launch.
+    extra_cuda_cflags : tuple of str
+        nvcc flags beyond the common ones.
+    include_paths : callable, optional
+        Extra include folders, looked up when the module is built (e.g. a library
+        installed as a Python package).
+    """
+
+    name: str
+    ops: tuple[str, ...]
+    notebook: str
+    title: str
+    summary: str
+    design: str
+    headers: tuple[str, ...]
+    capabilities: tuple[int, ...] = ALL_CAPABILITIES
+    extra_cuda_cflags: tuple[str, ...] = ()
+    include_paths: Callable[[], Sequence[Path]] | None = field(default=None, compare=False)
+
+    @property
+    def sources(self) -> list[Path]:
+        return [env.OASR_CSRC_DIR / f"{self.name}.cu", env.OASR_CSRC_DIR / f"{self.name}_jit_binding.cu"]
+
+    def jit_spec(
+        self, *, name: str | None = None, include_dir: Path | None = None, extra_cuda_cflags: Sequence[str] = ()
+    ) -> JitSpec:
+        """The module's build spec; ``name``, ``include_dir`` and flags let ``dev/`` build variants of it."""
+        return gen_jit_spec(
+            name or self.name,
+            self.sources,
+            extra_cuda_cflags=[*self.extra_cuda_cflags, *extra_cuda_cflags],
+            extra_include_paths=list(self.include_paths()) if self.include_paths else None,
+            include_dir=include_dir,
+        )
+
+    def module(self) -> Any:
+        """The loaded module (built on first use; later calls return the same object)."""
+        loaded = _LOADED.get(self.name)
+        if loaded is None:
+            loaded = _LOADED[self.name] = self.jit_spec().build_and_load()
+        return loaded
+
+    def use_module(self, module: Any | None) -> None:
+        """Make :meth:`module` return ``module`` (``None``: build and load it again on next use)."""
+        if module is None:
+            _LOADED.pop(self.name, None)
+        else:
+            _LOADED[self.name] = module
+
+
+_LOADED: dict[str, Any] = {}
+
+
+def forget_loaded_modules() -> None:
+    """Load every family's module afresh on next use: a kernel edited since then is rebuilt."""
+    _LOADED.clear()
+
+
+SCALE = Family(
+    name="scale",
+    ops=("scale",),
+    notebook="01_scale",
+    title="01 · scale — `out = input * factor`",
+    summary="The simplest memory-bound kernel, walked through end to end.",
+    design=(
+        "`include/oasr/scale.cuh` is a functor on the shared element-wise body "
+        "`include/oasr/common/elementwise.cuh`: 128-bit loads and stores (streaming, evict-first, "
+        "from 64 KiB up), contiguous chunks per block, a grid-stride loop, and a scalar head and tail "
+        "for pointers that are not 16-byte aligned. `csrc/scale.cu` dispatches on dtype; "
+        "`oasr/scale.py` is the Python API."
+    ),
+    headers=("oasr/scale.cuh", "oasr/common/elementwise.cuh"),
+)
+
+ACTIVATION = Family(
+    name="activation",
+    ops=("glu", "swish"),
+    notebook="02_activation",
+    title="02 · activation — GLU and Swish",
+    summary=(
+        "The Conformer's activations: `glu(x[..., 2C]) = x[..., :C] * sigmoid(x[..., C:])` "
+        "(as `torch.nn.functional.glu(x, -1)`) and `swish(x) = x * sigmoid(x)` (SiLU), "
+        "on the Conformer shapes `[B, T, C]` and a large case."
+    ),
+    design=(
+        "`include/oasr/activation.cuh`: GLU reads both halves of each row as 128-bit "
+        "streaming vectors when C, the row strides and the pointers allow (a scalar path "
+        "otherwise); Swish is a functor on the shared element-wise body. Math is fp32 on "
+        "fp32, fp16 and bf16 storage."
+    ),
+    headers=("oasr/activation.cuh",),
+)
+
+NORM = Family(
+    name="norm",
+    ops=("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"),
+    notebook="03_norm",
+    title="03 · norm — LayerNorm, RMSNorm and the fused residual forms",
+    summary=(
+        "Row norms over the channel dimension: `layer_norm`, `rms_norm`, and the fused "
+        "`add_layer_norm` / `add_rms_norm` that every encoder block runs "
+        "(`norm(residual + alpha * input)`), against torch's add followed by the norm."
+    ),
+    design=(
+        "`include/oasr/norm.cuh`: each row is streamed from DRAM once and kept in "
+        "registers as loaded (converted to fp32 at each use); a group of lanes per row for short rows "
+        "(more threads per row when rows are few), a block per row for long ones, two-pass "
+        "fp32 statistics, the weight and bias staged once per block as fp32 in shared memory, "
+        "one rounding on output."
+    ),
+    headers=("oasr/norm.cuh",),
+)
+
+CONV1D = Family(
+    name="conv1d",
+    ops=("depthwise_conv1d", "depthwise_conv1d_step", "fold_batch_norm"),
+    notebook="04_conv1d",
+    title="04 · conv1d — depthwise convolution over time (masked, streaming)",
+    summary=(
+        "The depthwise part of the Conformer convolution module: a per-channel convolution over time "
+        "(K = 15 or 31) on channels-last `[B, T, C]`, with optional padding, mask, bias and SiLU, "
+        "and a streaming step that carries the last K-1 frames between chunks."
+    ),
+    design=(
+        "`include/oasr/conv1d.cuh`: each thread owns a vector of channels and several consecutive "
+        "output frames, keeps the K taps of its channels in registers and slides a register window "
+        "over the input frames, so each input element is read from DRAM once; fp32 accumulation."
+    ),
+    headers=("oasr/conv1d.cuh",),
+)
+
+FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM)
+"""Every family, in notebook order."""
+
+
+def family_of(op: str) -> Family:
+    """The family whose public ops include ``op``; ValueError naming the known ops otherwise."""
+    for family in FAMILIES:
+        if op in family.ops:
+            return family
+    known = ", ".join(o for f in FAMILIES for o in f.ops)
+    raise ValueError(f"no family has an op {op!r}; the ops are: {known}")

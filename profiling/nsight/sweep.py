@@ -1,0 +1,486 @@
+"""Profile a sweep, from the cache when possible: the API notebooks and the benchmark CLI use.
+
+:func:`profile_sweep` returns a :class:`ProfileResult` in one of three ways:
+
+``"live"``
+    A GPU and ncu are here: the entries not in the cache are profiled now, in
+    one ncu process (:mod:`profiling.nsight.runner`), and stored (:mod:`profiling.nsight.recordings`).
+``"cache"``
+    Every requested entry (backend x config x dtype, same preset, same kernel
+    sources) is already stored for this GPU: returned at once, no ncu run.
+``"recording"``
+    No GPU or no ncu: the committed recordings of ``reports/h200/profiles/<op>/``
+    are returned, always with ``replayed=True`` and a banner naming the GPU,
+    date and commit they were made at. Missing entries are reported, never made up.
+
+CLI, used to make the committed recordings on the H200::
+
+    python -m profiling.nsight --op scale --preset roofline [--force]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import functools
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+
+from ..files import REPLAY_GPU
+from ..harness.ops import Config, dtype_name, get_op, parse_dtype
+from ..provenance import collect, gpu_slug
+from . import recordings, runner
+from .reader import read_report
+from .worker import SweepSpec
+
+DEFAULT_TIMEOUT_S = runner.DEFAULT_TIMEOUT_S
+
+
+class NoRecordingError(LookupError):
+    """Replay found no recording for any requested entry."""
+
+
+class MissingRecordingWarning(UserWarning):
+    """Replay found recordings for some requested entries but not all; the rest are left out."""
+
+
+@dataclass
+class ProfileResult:
+    """Launch and advice tables of a sweep, with where they came from.
+
+    ``source`` is ``"live"`` (something was profiled now), ``"cache"`` or
+    ``"recording"`` (replayed without a GPU; then ``replayed`` is True).
+    ``device`` is the GPU description of the newest report used (see
+    :mod:`profiling.nsight.reader`), so ``profiling.analysis.roofline.analyze(result)`` works.
+    ``missing`` labels requested entries that have no launch in the result.
+    """
+
+    op: str
+    preset: str
+    launches: pd.DataFrame
+    advice: pd.DataFrame
+    provenance: list[dict[str, Any]]
+    replayed: bool
+    source: str
+    report_paths: list[Path]
+    device: dict[str, Any] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    @property
+    def banner(self) -> str:
+        """One line saying where the numbers come from (GPU, date, commit)."""
+        made = "; ".join(
+            dict.fromkeys(
+                f"{p.get('gpu', '?')} on {str(p.get('date', '?'))[:10]} at commit {p.get('git_commit', '?')}"
+                for p in self.provenance
+            )
+        )
+        if self.replayed:
+            text = f"Replayed from recordings made on {made}"
+        elif self.source == "cache":
+            text = f"From the profile cache: made on {made}"
+        else:
+            text = f"Profiled live: {made}"
+        if self.missing:
+            shown = ", ".join(self.missing[:4]) + (
+                f" and {len(self.missing) - 4} more" if len(self.missing) > 4 else ""
+            )
+            text += f" (nothing recorded for {shown})"
+        return text + "."
+
+    def summary(self) -> str:
+        return f"{self.banner}\n{len(self.launches)} launches of {self.op} ({self.preset}) in {self.wall_s:.2f} s."
+
+    def __repr__(self) -> str:
+        return f"<ProfileResult {self.summary()}>"
+
+
+# ---------------------------------------------------------------------------
+# Reading stored reports (cached in memory: a repeat returns in milliseconds)
+# ---------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _read_cached(path: str, mtime_ns: int, size: int) -> Any:
+    return read_report(path)
+
+
+def read_tables(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """(launches, advice, device) of one report, via :func:`profiling.nsight.reader.read_report`."""
+    stat = Path(path).stat()
+    tables = _read_cached(str(path), stat.st_mtime_ns, stat.st_size)
+    return tables.launches.copy(), tables.advice.copy(), dict(tables.device)
+
+
+def _row_entries(df: pd.DataFrame, fields: Sequence[str]) -> list[recordings.Entry | None]:
+    """The entry of each launch row (None where backend, dtype or a config field is missing)."""
+    if df.empty or "backend" not in df or "dtype" not in df:
+        return [None] * len(df)
+    present = [f for f in fields if f in df]
+    entries: list[recordings.Entry | None] = []
+    for backend, dtype, *values in df[["backend", "dtype", *present]].itertuples(index=False, name=None):
+        if any(pd.isna(v) for v in (backend, dtype, *values)):
+            entries.append(None)
+        else:
+            entries.append(recordings.make_entry(backend, dict(zip(present, values, strict=True)), dtype))
+    return entries
+
+
+def _gather(
+    hits: dict[recordings.Entry, recordings.StoredProfile], fields: Sequence[str]
+) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any], list[recordings.StoredProfile]]:
+    """Launches (and their advice) of the wanted entries, newest profile first."""
+    by_profile: dict[Path, tuple[recordings.StoredProfile, set[recordings.Entry]]] = {}
+    for entry, profile in hits.items():
+        by_profile.setdefault(profile.report, (profile, set()))[1].add(entry)
+    ordered = sorted(by_profile.values(), key=lambda item: item[0].meta.get("created_ns", 0), reverse=True)
+    launch_parts, advice_parts, devices, profiles = [], [], [], []
+    for profile, entries in ordered:
+        launches, advice, device = read_tables(profile.report)
+        launches = launches[[e in entries for e in _row_entries(launches, fields)]]
+        if "launch" in advice and "launch" in launches:
+            advice = advice[advice["launch"].isin(launches["launch"])]
+        launch_parts.append(launches.assign(profile=profile.name))
+        advice_parts.append(advice.assign(profile=profile.name))
+        devices.append(device)
+        profiles.append(profile)
+    launches = pd.concat(launch_parts, ignore_index=True) if launch_parts else pd.DataFrame()
+    advice = pd.concat(advice_parts, ignore_index=True) if advice_parts else pd.DataFrame()
+    return launches, advice, (devices[0] if devices else {}), profiles
+
+
+# ---------------------------------------------------------------------------
+# Live profiling
+# ---------------------------------------------------------------------------
+
+
+def gpu_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def gpu_name() -> str:
+    """The current CUDA device's name (``"NVIDIA H200"``)."""
+    return torch.cuda.get_device_name()
+
+
+def _spec_for(op: str, missing: Sequence[recordings.Entry], seed: int, warmup: int) -> SweepSpec:
+    """The smallest product sweep covering the missing entries."""
+    configs = list(dict.fromkeys(config for _, config, _ in missing))
+    return SweepSpec(
+        op=op,
+        configs=[dict(c) for c in configs],
+        dtypes=list(dict.fromkeys(d for _, _, d in missing)),
+        backends=list(dict.fromkeys(b for b, _, _ in missing)),
+        seed=seed,
+        warmup=warmup,
+    )
+
+
+def _provenance(run_info: dict[str, Any], spec: SweepSpec, preset: str, src: str) -> dict[str, Any]:
+    info = dict(collect())
+    info.update(run_info)
+    info.update(
+        date=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        op=spec.op,
+        backends=spec.backends,
+        configs=spec.configs,
+        dtypes=spec.dtypes,
+        seed=spec.seed,
+        warmup=spec.warmup,
+        preset=preset,
+        source_hash=src,
+    )
+    return info
+
+
+def _settings(info: dict[str, Any]) -> dict[str, str]:
+    """The ncu settings that belong to the cache key."""
+    return {"clock_control": info["clock_control"], "cache_control": info["cache_control"]}
+
+
+def _entries_in_report(report: Path, candidates: set[recordings.Entry], fields: Sequence[str]) -> set[recordings.Entry]:
+    launches, _, _ = read_tables(report)
+    return {e for e in _row_entries(launches, fields) if e in candidates}
+
+
+def _profile_missing(
+    profiles: recordings.ProfileStore,
+    spec: SweepSpec,
+    *,
+    preset: str,
+    src: str,
+    fields: Sequence[str],
+    run_kwargs: dict[str, Any],
+) -> recordings.StoredProfile:
+    """Run one ncu sweep for ``spec`` and store it; on a stop, store what finished, then re-raise."""
+    ncu_path = runner.find_ncu()
+    info = {
+        "gpu": gpu_name(),
+        "gpu_slug": profiles.gpu,
+        "ncu_path": str(ncu_path),
+        "ncu_version": runner.ncu_version(ncu_path),
+        "clock_control": run_kwargs["clock_control"],
+        "cache_control": run_kwargs["cache_control"],
+    }
+    settings = _settings(info)
+    tmp = profiles.temp_report_path()
+    try:
+        try:
+            run = runner.run_sweep(spec, tmp, preset=preset, ncu=ncu_path, **run_kwargs)
+        except runner.PartialSweepError as exc:
+            _keep_finished(profiles, spec, exc, info, preset=preset, src=src, fields=fields)
+            raise
+        info.update(ncu_command=run.command, kernels_profiled=run.kernels, ncu_wall_s=round(run.wall_s, 3))
+        entries = [recordings.make_entry(b, c, d) for c, d in spec.cases for b in spec.backends]
+        return profiles.save(
+            tmp,
+            entries,
+            preset=preset,
+            source_hash=src,
+            provenance=_provenance(info, spec, preset, src),
+            settings=settings,
+        )
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _keep_finished(
+    profiles: recordings.ProfileStore,
+    spec: SweepSpec,
+    exc: runner.PartialSweepError,
+    info: dict[str, Any],
+    *,
+    preset: str,
+    src: str,
+    fields: Sequence[str],
+) -> None:
+    """Store the entries an interrupted sweep finished (those the worker reported *and* the report holds)."""
+    finished = {recordings.make_entry(b, c, d) for c, d in exc.finished for b in spec.backends}
+    kept: set[recordings.Entry] = set()
+    note = "nothing was kept"
+    if finished and exc.report is not None:
+        try:
+            kept = _entries_in_report(exc.report, finished, fields)
+        except Exception as read_error:
+            note = f"nothing was kept (the partial report could not be read: {read_error})"
+    if kept:
+        info = {**info, "interrupted": True}
+        saved = profiles.save(
+            exc.report,
+            kept,
+            preset=preset,
+            source_hash=src,
+            provenance=_provenance(info, spec, preset, src),
+            settings=_settings(info),
+            complete=False,
+        )
+        note = f"kept {len(kept)} finished launches in {saved.report}; a re-run profiles only the rest"
+    exc.args = (f"{exc.args[0]} {note[0].upper()}{note[1:]}.", *exc.args[1:])
+
+
+# ---------------------------------------------------------------------------
+# The public call
+# ---------------------------------------------------------------------------
+
+
+def profile_sweep(
+    op: str,
+    configs: Iterable[Config] | None = None,
+    dtypes: Sequence[str] = ("float16",),
+    backends: Sequence[str] = ("oasr", "torch"),
+    preset: str = "roofline",
+    force: bool = False,
+    live: bool | None = None,
+    progress: Callable[[runner.Progress], None] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    *,
+    clock_control: str = "none",
+    cache_control: str = "all",
+    seed: int = 0,
+    warmup: int = 3,
+    reports_dir: Path | None = None,
+) -> ProfileResult:
+    """Profile ``op`` over ``configs x dtypes`` for each backend, or return stored profiles.
+
+    Parameters
+    ----------
+    op : str
+        Op name in the registry (:func:`profiling.harness.ops.get_op`).
+    configs : iterable of dict, optional
+        Defaults to the op's ``default_sweep``.
+    dtypes, backends : sequence of str
+        Every config runs for each dtype and backend.
+    preset : {"timing", "roofline", "full"}
+        Metric preset (:mod:`profiling.nsight.presets`).
+    force : bool
+        Profile again even when the cache holds every entry.
+    live : bool, optional
+        True: profile (errors if there is no GPU or no ncu); False: replay the
+        recordings; None: live when a GPU and ncu are present, else replay.
+    progress : callable, optional
+        Called with a :class:`profiling.nsight.runner.Progress` after each profiled launch
+        and finished config (e.g. to drive a notebook progress bar).
+    timeout_s : float
+        Limit for the ncu run; on timeout the finished configs are kept.
+
+    Returns
+    -------
+    ProfileResult
+    """
+    start = time.perf_counter()
+    spec = get_op(op)
+    configs = [dict(c) for c in (configs if configs is not None else spec.default_sweep)]
+    dtypes = [dtype_name(parse_dtype(d)) for d in dtypes]
+    unknown = sorted(set(backends) - set(spec.backends))
+    if unknown or not configs:
+        raise ValueError(f"op {op!r}: unknown backends {unknown} or no configs; backends: {sorted(spec.backends)}")
+    wanted = [recordings.make_entry(b, c, d) for c in configs for d in dtypes for b in backends]
+    fields = spec.config_fields
+
+    if live is None:
+        live = gpu_available() and runner.ncu_available()
+    if not live:
+        result = _replay(op, preset, wanted, fields, reports_dir)
+        result.wall_s = time.perf_counter() - start
+        return result
+
+    if not gpu_available():
+        raise runner.NoGpuError(
+            "no CUDA GPU: live profiling needs an NVIDIA GPU (torch.cuda.is_available() is False); "
+            "call profile_sweep(live=False) to replay the recordings in reports/."
+        )
+    profiles = recordings.ProfileStore(gpu_slug(gpu_name()), op, reports_dir)
+    src = recordings.source_hash(spec)
+    settings = {"clock_control": clock_control, "cache_control": cache_control}
+    hits, missing = ({}, wanted) if force else profiles.lookup(wanted, preset, src, settings)
+    if missing:
+        run_kwargs = dict(
+            clock_control=clock_control, cache_control=cache_control, timeout_s=timeout_s, progress=progress
+        )
+        sweep = _spec_for(op, missing, seed, warmup)
+        saved = _profile_missing(profiles, sweep, preset=preset, src=src, fields=fields, run_kwargs=run_kwargs)
+        hits.update({entry: saved for entry in missing})
+    result = _finish(
+        op, preset, hits, [], fields, replayed=False, source="live" if missing else "cache", where=profiles
+    )
+    result.wall_s = time.perf_counter() - start
+    return result
+
+
+def _replay(
+    op: str, preset: str, wanted: list[recordings.Entry], fields: Sequence[str], reports_dir: Path | None
+) -> ProfileResult:
+    stored = recordings.ProfileStore(REPLAY_GPU, op, reports_dir)
+    hits, missing = stored.lookup(wanted, preset, source_hash=None)
+    if not hits:
+        have = sorted({p.meta.get("preset", "?") for p in stored.profiles()})
+        raise NoRecordingError(
+            f"no recording of op {op!r} with preset {preset!r} for any requested entry in {stored.directory} "
+            f"(presets recorded there: {', '.join(have) or 'none'}). Without a GPU and ncu only recordings can be "
+            "shown; make them on a GPU with `python -m profiling.nsight --op "
+            f"{op} --preset {preset}` and commit reports/."
+        )
+    return _finish(op, preset, hits, missing, fields, replayed=True, source="recording", where=stored, stacklevel=4)
+
+
+def _finish(
+    op: str,
+    preset: str,
+    hits: dict[recordings.Entry, recordings.StoredProfile],
+    missing: list[recordings.Entry],
+    fields: Sequence[str],
+    *,
+    replayed: bool,
+    source: str,
+    where: recordings.ProfileStore,
+    stacklevel: int = 3,
+) -> ProfileResult:
+    """Gather the stored launches; warn about every requested entry with no launch row."""
+    launches, advice, device, used = _gather(hits, fields)
+    found = set(_row_entries(launches, fields))
+    lacking = [*missing, *(e for e in hits if e not in found)]
+    labels = [recordings.entry_label(e) for e in lacking]
+    if lacking:
+        warnings.warn(
+            MissingRecordingWarning(
+                f"no {preset!r} profile of {op} for {', '.join(labels)} in {where.directory}; "
+                "those are left out of the result."
+            ),
+            stacklevel=stacklevel,
+        )
+    return ProfileResult(
+        op=op,
+        preset=preset,
+        launches=launches,
+        advice=advice,
+        provenance=[p.provenance for p in used],
+        replayed=replayed,
+        source=source,
+        report_paths=[p.report for p in used],
+        device=device,
+        missing=labels,
+    )
+
+
+# ---------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------
+
+TABLE_COLUMNS = (
+    "backend", "dtype", "kernel", "duration_s", "dram_bytes", "flop", "dram_bw_bytes_per_s", "pct_dram_peak", "profile",
+)  # fmt: skip
+
+
+def _parse_config(text: str) -> Config:
+    return {k: int(v) for k, v in (item.split("=", 1) for item in text.split(","))}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m profiling.nsight", description=__doc__.split("\n")[0])
+    parser.add_argument("--op", required=True)
+    parser.add_argument("--preset", default="roofline", choices=("timing", "roofline", "full"))
+    parser.add_argument("--dtypes", default="float16", help="comma-separated, e.g. float16,bfloat16")
+    parser.add_argument("--backends", default="oasr,torch")
+    parser.add_argument("--config", action="append", help="e.g. n=65536 (repeatable; default: the op's sweep)")
+    parser.add_argument("--force", action="store_true", help="profile again even if cached")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--live", dest="live", action="store_true", default=None)
+    mode.add_argument("--replay", dest="live", action="store_false")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    args = parser.parse_args(argv)
+    try:
+        result = profile_sweep(
+            args.op,
+            configs=[_parse_config(c) for c in args.config] if args.config else None,
+            dtypes=args.dtypes.split(","),
+            backends=args.backends.split(","),
+            preset=args.preset,
+            force=args.force,
+            live=args.live,
+            progress=runner.print_progress,
+            timeout_s=args.timeout,
+        )
+    except (runner.NcuError, NoRecordingError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    fields = list(get_op(args.op).config_fields)
+    columns = [c for c in (*TABLE_COLUMNS[:2], *fields, *TABLE_COLUMNS[2:]) if c in result.launches]
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(result.launches[columns].to_string(index=False) if columns else result.launches)
+    print(result.summary())
+    for path in result.report_paths:
+        print(f"report: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

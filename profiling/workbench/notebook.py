@@ -1,0 +1,263 @@
+"""What a family notebook calls: one :class:`Workbench` per notebook, thin cells on top.
+
+Each step runs live on a GPU machine and stores what it measured under
+``reports/<gpu>/`` (tables as CSV with a provenance sidecar; profiles through
+:mod:`profiling.nsight.recordings`). On a machine without a GPU the same calls return those
+recordings, and everything they return or show says it was replayed, from which
+GPU, commit and date. ``OASR_WORKBENCH_MODE=live|replay`` forces a mode.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from IPython.display import HTML, Markdown
+
+from oasr.jit import env
+from oasr.jit.compilation_context import CompilationContext
+from oasr.jit.families import Family
+
+from .. import provenance
+from ..analysis import plots, roofline
+from ..files import atomic_write_text, reports_root
+from ..harness import correctness, timing
+from ..harness.measure import measure
+from ..harness.ops import Config, OpSpec, ops_of
+from ..nsight import runner
+from ..nsight.sweep import ProfileResult, profile_sweep
+from .tables import REPLAY, load_table, report_gpu_slug, save_table, workbench_mode
+
+
+class Workbench:
+    """The steps of a family's notebook, for the family's ops in the harness."""
+
+    def __init__(self, family: Family) -> None:
+        self.family = family
+        self.notebook = family.notebook
+        self.ops: list[OpSpec] = ops_of(family)
+        self.title = family.title
+        self.mode = workbench_mode()
+        self.gpu_slug = report_gpu_slug()
+        self.headlines: list[str] = []
+        self.recorded: dict[str, Any] = {}
+
+    @property
+    def replayed(self) -> bool:
+        return self.mode == REPLAY
+
+    @property
+    def op_names(self) -> list[str]:
+        return [op.name for op in self.ops]
+
+    # ------------------------------------------------------------ environment
+
+    def environment(self) -> pd.DataFrame:
+        """This machine: GPU, driver, CUDA, nvcc, ncu, target archs (and the mode)."""
+        info = dict(provenance.collect())
+        try:
+            info["ncu"] = str(runner.find_ncu())
+        except runner.NcuNotFoundError as exc:  # shown, not raised: replay needs no ncu
+            info["ncu"] = f"not found ({type(exc).__name__})"
+        info["target archs"] = " ".join(CompilationContext().arch_names())
+        info["nvcc path"] = shutil.which("nvcc") or "not found"
+        info["mode"] = self.mode
+        return pd.DataFrame({"value": {k: str(v) for k, v in info.items()}})
+
+    def banner(self) -> Any:
+        """An HTML banner: live on which GPU, or replayed from which recordings."""
+        if not self.replayed:
+            gpu = provenance.collect()["gpu"]
+            return HTML(f"<div style='padding:.6em;background:#e6f4ea'><b>Live</b> on {gpu}.</div>")
+        meta = self._recorded_meta()
+        made = (
+            f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), "
+            f"commit {meta.get('git_commit', '?')}, {meta.get('date', '?')}"
+            if meta
+            else f"no recording found in reports/{self.gpu_slug}"
+        )
+        return HTML(
+            "<div style='padding:.6em;background:#fff4e5;border-left:4px solid #f0a020'>"
+            "<b>Replayed.</b> This machine has no CUDA GPU, so every table and plot below comes from "
+            f"recordings made on {made}. Kernels are still JIT-compiled here.</div>"
+        )
+
+    def _recorded_meta(self) -> dict[str, Any] | None:
+        """Provenance of the first of this family's recorded timing tables, if any."""
+        for op in self.ops:
+            try:
+                return load_table(self.gpu_slug, op.name, "timing")[1]
+            except FileNotFoundError:
+                continue
+        return None
+
+    # ------------------------------------------------------------ the kernel
+
+    def kernel_source(self) -> Any:
+        """The family's kernel headers (``Family.headers``), as highlighted code."""
+        blocks = [
+            f"`include/{path}`\n\n```cpp\n{(env.OASR_INCLUDE_DIR / path).read_text()}\n```"
+            for path in self.family.headers
+        ]
+        return Markdown("\n\n".join(blocks))
+
+    def build(self) -> pd.DataFrame:
+        """JIT-compile the family's module in this session: time, cache hit, flags."""
+        info = self.family.jit_spec().build()
+        row = {
+            "module": info.name,
+            "cache": "hit" if info.cache_hit else "miss (compiled)",
+            "seconds": round(info.seconds, 3),
+            "key": info.key,
+            "library": str(info.library),
+            "nvcc flags": " ".join(f for f in info.nvcc_flags if not f.startswith("-I")),
+        }
+        return pd.DataFrame([row])
+
+    # ------------------------------------------------------------ correctness
+
+    def correctness(self, configs: dict[str, Sequence[Config]] | None = None) -> pd.DataFrame:
+        """Max abs/rel error of oasr and torch against float64, per dtype and size."""
+        frames = []
+        for op in self.ops:
+            if self.replayed:
+                df, _ = load_table(self.gpu_slug, op.name, "correctness")
+            else:
+                chosen = (configs or {}).get(op.name) or correctness_configs(op)
+                df = correctness.check_op(op, chosen, dtypes=op.dtypes)
+                save_table(df, self.gpu_slug, op.name, "correctness", provenance.collect())
+            frames.append(df)
+        table = pd.concat(frames, ignore_index=True)
+        self.recorded["correctness_passed"] = bool(table["passed"].all())
+        return table
+
+    # ------------------------------------------------------------ timing
+
+    def timing(self, dtypes: Sequence[str] | None = None, configs: Sequence[Config] | None = None) -> pd.DataFrame:
+        """oasr against torch over each op's sweep: median time, bandwidth, % of the copy ceiling."""
+        frames = []
+        for op in self.ops:
+            if self.replayed:
+                df, _ = load_table(self.gpu_slug, op.name, "timing")
+            else:
+                df = measure(op, configs or op.default_sweep, dtypes or op.dtypes)
+                copy_bytes_per_s = float(df["copy_bytes_per_s"].iloc[0])
+                meta = {**provenance.collect(), "copy_bytes_per_s": copy_bytes_per_s}
+                save_table(df, self.gpu_slug, op.name, "timing", meta)
+                roofline.save_measured_ceilings(
+                    self.gpu_slug, copy_bytes_per_s, timing.measure_cublas_tflops() * 1e12, provenance.collect()
+                )
+            frames.append(df)
+        table = pd.concat(frames, ignore_index=True)
+        self._timing_headlines(table)
+        return table
+
+    @staticmethod
+    def speedup_table(table: pd.DataFrame) -> pd.DataFrame:
+        """Per op, config and dtype: oasr and torch times, speedup, % of copy bandwidth."""
+        wide = table.pivot_table(
+            index=["op", "config", "dtype"], columns="backend", values=["seconds", "pct_of_copy"], sort=False
+        )
+        return pd.DataFrame(
+            {
+                "oasr_us": wide[("seconds", "oasr")] * 1e6,
+                "torch_us": wide[("seconds", "torch")] * 1e6,
+                "speedup": wide[("seconds", "torch")] / wide[("seconds", "oasr")],
+                "oasr_pct_of_copy": wide[("pct_of_copy", "oasr")],
+                "torch_pct_of_copy": wide[("pct_of_copy", "torch")],
+            }
+        )
+
+    def bandwidth_plot(self, table: pd.DataFrame) -> Any:
+        copy = float(table["copy_bytes_per_s"].iloc[0])
+        figure = plots.bandwidth_vs_size(table, copy_ceiling=copy)
+        if self.replayed:
+            figure.suptitle(f"replayed from {self.gpu_slug} recordings", fontsize=9, color="#b06000")
+        return figure
+
+    def _timing_headlines(self, table: pd.DataFrame) -> None:
+        speedups = self.speedup_table(table).reset_index()
+        for (op, dtype), group in speedups.groupby(["op", "dtype"], sort=False):
+            largest = table[(table["op"] == op) & (table["dtype"] == dtype) & (table["backend"] == "oasr")]
+            largest = largest.loc[largest["bytes"].idxmax()]
+            self.headlines.append(
+                f"{op} {dtype}: {largest['pct_of_copy']:.0f}% of copy bandwidth at {largest['bytes'] / 2**20:.0f} MiB;"
+                f" speedup over torch {group['speedup'].min():.2f}x to {group['speedup'].max():.2f}x"
+            )
+
+    # ------------------------------------------------------------ Nsight Compute
+
+    def profile(
+        self, op: str | None = None, dtypes: Sequence[str] = ("float16",), preset: str = "roofline"
+    ) -> ProfileResult:
+        """The op's sweep under ncu (both backends, one process), or its recordings."""
+        return profile_sweep(op or self.op_names[0], dtypes=dtypes, preset=preset, live=not self.replayed)
+
+    @staticmethod
+    def analyze(result: Any) -> pd.DataFrame:
+        return roofline.analyze(result)
+
+    def launch_table(self, result: Any) -> pd.DataFrame:
+        """One row per profiled launch: time, bytes and FLOP next to the op's own count, roof."""
+        columns = [
+            "op", "backend", "config", "dtype", "kernel", "grid_size", "block_size", "registers_per_thread",
+            "duration_s", "dram_bytes", "expected_bytes", "bytes_vs_expected_pct", "flop", "expected_flop",
+            "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof",
+        ]  # fmt: skip
+        launches = self.analyze(result)
+        return launches[[c for c in columns if c in launches]]
+
+    def ceilings(self, result: Any) -> pd.DataFrame:
+        return roofline.ceilings(result.device)
+
+    def roofline_plot(self, result: Any) -> Any:
+        return plots.roofline_plot(
+            roofline.analyze(result), self.ceilings(result), title=f"{result.op}: {result.banner}"
+        )
+
+    def hierarchical_plot(self, result: Any, backend: str = "oasr") -> Any:
+        launches = roofline.analyze(result)
+        rows = launches[launches["backend"] == backend]
+        largest = rows.loc[rows["dram_bytes"].idxmax()]
+        return plots.hierarchical_roofline(largest, self.ceilings(result))
+
+    @staticmethod
+    def advice(result: Any) -> Any:
+        """Nsight Compute's rule results for each backend's largest launch, messages in full."""
+        launches, keys = result.launches, ["profile", "launch"]
+        largest = launches.loc[launches.groupby("backend")["dram_bytes"].idxmax(), keys]
+        columns = [c for c in ("backend", "kernel", "config", "dtype", "title", "message") if c in result.advice]
+        table = result.advice.merge(largest, on=keys)[columns]
+        return table.style.set_properties(subset=["message"], **{"text-align": "left", "white-space": "pre-wrap"})
+
+    # ------------------------------------------------------------ summary
+
+    def write_summary(self) -> Path:
+        """``reports/<gpu>/<notebook>.summary.json``: headline figures for the report index."""
+        meta = provenance.collect() if not self.replayed else self._recorded_meta()
+        if meta is None:
+            raise FileNotFoundError(
+                f"no recorded timing table for {', '.join(self.op_names)} in reports/{self.gpu_slug}"
+            )
+        summary = {
+            "title": self.title,
+            "notebook": self.notebook,
+            "mode": self.mode,
+            "headline": self.headlines,
+            "provenance": meta,
+            **self.recorded,
+        }
+        path = reports_root() / self.gpu_slug / f"{self.notebook}.summary.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        return path
+
+
+def correctness_configs(op: OpSpec) -> list[Config]:
+    """Tiny, odd and large sizes from the op's sweep (first, second and last)."""
+    sweep = list(op.default_sweep)
+    return [sweep[0], sweep[1], sweep[-1]] if len(sweep) > 2 else sweep

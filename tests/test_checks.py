@@ -1,0 +1,183 @@
+"""The checks every public op shares (CPU): devices and compute capabilities, on a faked GPU.
+
+Tensors made under FakeTensorMode live on ``cuda:0`` on any machine, and
+``oasr._checks.compute_capability`` is patched to the GPU under test, so the device checks
+(``input`` on a GPU of a capability its family supports, every other tensor on ``input``'s
+device) run here. The family's module is a stub that records the launches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+import oasr
+from oasr import _checks
+from oasr.jit.families import FAMILIES, NORM, SCALE
+
+
+class RecordingLaunchers:
+    """A family's module whose launchers record their calls and launch nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str):
+        def launch(*args: object) -> bool:
+            self.calls.append(name)
+            return True
+
+        return launch
+
+
+@pytest.fixture
+def gpu(monkeypatch):
+    """Fake a GPU of compute capability ``gpu.capability`` (9.0 unless set); yields the stub modules."""
+    state = type("FakeGPU", (), {"capability": (9, 0), "lookups": 0, "launchers": RecordingLaunchers()})()
+
+    def capability(device):
+        state.lookups += 1
+        return state.capability
+
+    monkeypatch.setattr(_checks, "compute_capability", capability)
+    _checks.forget_devices()
+    for family in FAMILIES:
+        family.use_module(state.launchers)
+    with FakeTensorMode():
+        yield state
+    for family in FAMILIES:
+        family.use_module(None)
+    _checks.forget_devices()
+
+
+def cuda(*shape: int, dtype: torch.dtype = torch.float16) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype, device="cuda")
+
+
+def call_every_op(**extra: torch.Tensor) -> None:
+    """Each public op once, on well-formed [2, 3, 8] half tensors (``extra`` replaces arguments)."""
+    x, w = cuda(2, 3, 8), cuda(8)
+    oasr.scale(x, 2.0, out=extra.get("out", cuda(2, 3, 8)))
+    oasr.glu(x, out=extra.get("half_out", cuda(2, 3, 4)))
+    oasr.swish(x, out=extra.get("out", cuda(2, 3, 8)))
+    oasr.layer_norm(x, extra.get("weight", w), extra.get("bias", w), out=extra.get("out", cuda(2, 3, 8)))
+    oasr.rms_norm(x, extra.get("weight", w), out=extra.get("out", cuda(2, 3, 8)))
+    residual = extra.get("residual", cuda(2, 3, 8))
+    oasr.add_layer_norm(x, residual, extra.get("weight", w), out=extra.get("out", cuda(2, 3, 8)))
+    oasr.add_rms_norm(x, residual, extra.get("weight", w), residual_out=extra.get("residual_out", cuda(2, 3, 8)))
+
+
+def test_a_supported_gpu_is_looked_up_once_per_family(gpu):
+    call_every_op()
+    call_every_op()
+    assert gpu.lookups == 3  # one per family, on the first call
+    launchers = ["run", "glu", "swish", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
+    assert gpu.launchers.calls == 2 * launchers
+
+
+@pytest.mark.parametrize("op", [op for family in FAMILIES for op in family.ops])
+def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
+    gpu.capability = (7, 5)
+    x, w = cuda(2, 8), cuda(8)
+    calls = {
+        "scale": lambda: oasr.scale(x, 2.0),
+        "glu": lambda: oasr.glu(x),
+        "swish": lambda: oasr.swish(x),
+        "layer_norm": lambda: oasr.layer_norm(x, w),
+        "rms_norm": lambda: oasr.rms_norm(x, w),
+        "add_layer_norm": lambda: oasr.add_layer_norm(x, x, w),
+        "add_rms_norm": lambda: oasr.add_rms_norm(x, x, w),
+    }
+    with pytest.raises(ValueError) as info:
+        calls[op]()
+    message = str(info.value)
+    assert message.startswith(f"oasr.{op}: `input` is on cuda:0, a GPU of compute capability 7.5, but the ")
+    assert "kernels run only on compute capability 8.0, 8.6" in message and "\n" not in message
+    assert gpu.launchers.calls == []
+    # Not remembered: the next call is refused again.
+    with pytest.raises(ValueError, match=r"compute capability 7\.5"):
+        calls[op]()
+
+
+def test_a_family_declared_for_sm90_refuses_an_sm80_gpu(gpu, monkeypatch):
+    """The coming CUTLASS families declare capabilities=(90,): an A100 user gets one sentence."""
+    hopper_only = dataclasses.replace(NORM, capabilities=(90,))
+    monkeypatch.setattr("oasr.norm.NORM", hopper_only)
+    monkeypatch.setattr("oasr.norm._READY", _checks.ready_devices(hopper_only))
+    gpu.capability = (8, 0)
+    message = re.escape(
+        "oasr.rms_norm: `input` is on cuda:0, a GPU of compute capability 8.0, but the norm kernels run only "
+        "on compute capability 9.0."
+    )
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        oasr.rms_norm(cuda(2, 8), cuda(8))
+    oasr.scale(cuda(2, 8), 2.0)  # other families still run
+    gpu.capability = (9, 0)
+    oasr.rms_norm(cuda(2, 8), cuda(8))
+    assert gpu.launchers.calls == ["run", "rms_norm"]
+
+
+def test_check_device_without_a_gpu_names_the_fix():
+    with pytest.raises(ValueError) as info:
+        _checks.check_device("scale", SCALE, torch.device("cpu"))
+    assert str(info.value).startswith("oasr.scale: `input` is on cpu, but Oasr kernels run on CUDA tensors")
+    assert str(info.value).endswith("move it with `input.cuda()`.")
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("out", torch.empty(2, 3, 8, dtype=torch.float16)),
+        ("weight", torch.empty(8, dtype=torch.float16)),
+        ("residual", torch.empty(2, 3, 8, dtype=torch.float16)),
+        ("residual_out", torch.empty(2, 3, 8, dtype=torch.float16)),
+        ("bias", torch.empty(8, dtype=torch.float16, device="meta")),
+    ],
+)
+def test_every_tensor_must_be_on_the_device_of_input(gpu, argument, value):
+    device = value.device
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        tensor = torch.empty_like(value, device=device)  # a fake tensor on cpu or meta
+    with pytest.raises(ValueError, match=f"`{argument}` is on {device}, expected cuda:0 \\(the device of `input`\\)"):
+        call_every_op(**{argument: tensor})
+    with pytest.raises(ValueError, match="`out` is on cpu"):
+        oasr.glu(cuda(2, 8), out=torch.empty(2, 4, dtype=torch.float16, device="cpu"))
+
+
+def test_shapes_are_checked_before_devices(gpu):
+    """Order: a wrong shape is reported even when a device is wrong too."""
+    with pytest.raises(ValueError, match=r"`weight` has shape \(4,\), expected \(8,\)"):
+        oasr.rms_norm(cuda(2, 8), torch.empty(4, dtype=torch.float16, device="cpu"))
+    with pytest.raises(TypeError, match=r"`out` has dtype torch\.float32"):
+        oasr.swish(torch.empty(2, 8, dtype=torch.float16, device="cpu"), out=torch.empty(2, 8, device="cpu"))
+
+
+def test_a_refused_layout_is_launched_again_on_row_views(gpu):
+    """A launcher refuses a layout (returns False): the op launches again on [rows, C] views or copies.
+
+    (Fake CUDA tensors cannot be copied without CUDA, so these layouts need no copy; the GPU
+    tests cover the copies.)
+    """
+    refusals: list[str] = []
+
+    class RefusingOnce(RecordingLaunchers):
+        def __getattr__(self, name):
+            def launch(*args):
+                refusals.append(name)
+                return len(refusals) % 2 == 0
+
+            return launch
+
+    for family in FAMILIES:
+        family.use_module(RefusingOnce())
+    x, w, out = cuda(2, 3, 8), cuda(8), cuda(2, 3, 8)
+    assert oasr.layer_norm(x, w, w, out=out) is out
+    assert oasr.add_rms_norm(x, x, w, residual_out=cuda(2, 3, 8)).shape == x.shape  # (fake data_ptr()s are all 0)
+    assert oasr.glu(x).shape == (2, 3, 4)
+    assert oasr.swish(x, out=out) is out
+    assert oasr.scale(x, 0.5, out=out) is out
+    assert refusals == [op for op in ("layer_norm", "add_rms_norm", "glu", "swish", "run") for _ in range(2)]

@@ -1,0 +1,283 @@
+"""torch.compile: every public op traces into one graph (fullgraph=True), as ``torch.ops.oasr.<op>``.
+
+CPU tests: a small Conformer-style block of oasr ops (add_rms_norm -> projection -> glu ->
+swish -> layer_norm -> scale) is traced by dynamo with fullgraph=True into one FX graph
+holding the oasr custom ops; run with ``aot_eager`` (functionalization of the ops' ``out=``
+and in-place ``residual_out=`` writes) on CPU tensors, with every family's launchers
+replaced by torch code, it matches eager. Eager calls do not go through the dispatcher.
+
+GPU test: the block compiled with the default backend (inductor) matches eager, for
+float32, float16 and bfloat16.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import get_rtol_atol
+
+import oasr
+from oasr import _checks
+from oasr.jit.families import FAMILIES
+
+OASR_OPS = {f"oasr.{op}.default" for family in FAMILIES for op in family.ops}
+
+
+class ConformerBlock(torch.nn.Module):
+    """Macaron half-step residual with RMSNorm, a GLU projection, Swish, LayerNorm, a scale."""
+
+    def __init__(self, channels: int, dtype: torch.dtype, device: torch.device | str) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+
+        def param(*shape: int, scale: float = 1.0, offset: float = 0.0) -> torch.nn.Parameter:
+            value = offset + scale * torch.randn(shape, generator=generator)
+            return torch.nn.Parameter(value.to(dtype=dtype, device=device), requires_grad=False)
+
+        self.rms_weight = param(channels, scale=0.1, offset=1.0)
+        self.projection = param(channels, 2 * channels, scale=channels**-0.5)
+        self.ln_weight = param(channels, scale=0.1, offset=1.0)
+        self.ln_bias = param(channels, scale=0.1)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        # residual += 0.5 * x, in place; h = rms_norm(residual)
+        h = oasr.add_rms_norm(x, residual, self.rms_weight, None, 1e-5, 0.5, residual_out=residual)
+        g = oasr.glu(h @ self.projection)
+        s = oasr.swish(g, out=g)
+        n = oasr.layer_norm(s, self.ln_weight, self.ln_bias)
+        return oasr.scale(n, 0.5, out=torch.empty_like(n))
+
+
+def _inputs(dtype: torch.dtype, device: torch.device | str, channels: int = 64) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(2, 7, channels, generator=generator).to(dtype=dtype, device=device)
+    residual = torch.randn(2, 7, channels, generator=generator).to(dtype=dtype, device=device)
+    return x, residual
+
+
+# ---------------------------------------------------------------------------
+# CPU
+# ---------------------------------------------------------------------------
+
+
+class TorchLaunchers:
+    """Every family's launchers, written with torch (fp32 math, one rounding): run on CPU tensors."""
+
+    def run(self, out, input, factor):
+        out.copy_(input.float() * factor)
+        return True
+
+    def glu(self, out, input):
+        out.copy_(F.glu(input.float(), -1))
+        return True
+
+    def swish(self, out, input):
+        out.copy_(F.silu(input.float()))
+        return True
+
+    def layer_norm(self, out, input, weight, bias, eps):
+        cols = (input.shape[-1],)
+        out.copy_(F.layer_norm(input.float(), cols, weight.float(), None if bias is None else bias.float(), eps))
+        return True
+
+    def rms_norm(self, out, input, weight, bias, eps):
+        y = F.rms_norm(input.float(), (input.shape[-1],), weight.float(), eps)
+        out.copy_(y if bias is None else y + bias.float())
+        return True
+
+    def add_layer_norm(self, out, residual_out, input, residual, weight, bias, eps, alpha):
+        total = residual.float() + alpha * input.float()
+        if residual_out is not None:
+            residual_out.copy_(total)
+        return self.layer_norm(out, total, weight, bias, eps)
+
+    def add_rms_norm(self, out, residual_out, input, residual, weight, bias, eps, alpha):
+        total = residual.float() + alpha * input.float()
+        if residual_out is not None:
+            residual_out.copy_(total)
+        return self.rms_norm(out, total, weight, bias, eps)
+
+
+@pytest.fixture
+def cpu_launchers():
+    """CPU tensors pass the device check and every family runs TorchLaunchers."""
+    for family in FAMILIES:
+        family.use_module(TorchLaunchers())
+        _checks.ready_devices(family).add(torch.device("cpu"))
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+    for family in FAMILIES:
+        family.use_module(None)
+    _checks.forget_devices()
+
+
+def test_every_op_is_a_custom_op_with_the_launchers_signature():
+    for op in (op for family in FAMILIES for op in family.ops):
+        schema = getattr(torch.ops.oasr, op).default._schema
+        assert schema.returns == [] and schema.arguments[0].name == "out" and schema.arguments[0].alias_info.is_write
+
+
+def opcheck_cases(device: torch.device | str) -> dict[str, tuple]:
+    """Arguments of each custom op (out first, as its launcher takes them)."""
+    x = torch.randn(2, 3, 8, device=device)
+    w, r = torch.rand(8, device=device) + 0.5, torch.randn(2, 3, 8, device=device)
+
+    def new(*shape: int) -> torch.Tensor:
+        return torch.empty(shape or x.shape, device=device)
+
+    return {
+        "scale": (new(), x, 2.0),
+        "glu": (new(2, 3, 4), x),
+        "swish": (new(), x),
+        "layer_norm": (new(), x, w, w, 1e-5),
+        "rms_norm": (new(), x, w, None, 1e-5),
+        "add_layer_norm": (new(), new(), x, r, w, w, 1e-5, 0.5),
+        "add_rms_norm": (new(), None, x, r, w, None, 1e-5, 0.5),
+    }
+
+
+def test_opcheck(cpu_launchers):
+    """torch.library.opcheck: schema, fake implementation and AOT dispatch agree with the op."""
+    for name, args in opcheck_cases("cpu").items():
+        torch.library.opcheck(getattr(torch.ops.oasr, name).default, args)
+
+
+def test_the_block_traces_into_one_graph_of_oasr_ops(cpu_launchers):
+    graphs: list[torch.fx.GraphModule] = []
+
+    def recording_backend(gm: torch.fx.GraphModule, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    block = ConformerBlock(64, torch.float32, "cpu")
+    x, residual = _inputs(torch.float32, "cpu")
+    torch.compile(block, backend=recording_backend, fullgraph=True)(x, residual.clone())
+    assert len(graphs) == 1
+    called = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
+    block_ops = {f"oasr.{op}.default" for op in ("add_rms_norm", "glu", "swish", "layer_norm", "scale")}
+    assert block_ops <= called, f"missing: {block_ops - called}"
+    # The ops of this block and none of the ops they would decompose into.
+    assert not {"aten.native_layer_norm.default", "aten.silu.default", "aten.glu.default"} & called
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_compiled_block_matches_eager(cpu_launchers, dtype):
+    block = ConformerBlock(64, dtype, "cpu")
+    x, residual = _inputs(dtype, "cpu")
+    eager_residual, compiled_residual = residual.clone(), residual.clone()
+    expected = block(x, eager_residual)
+    compiled = torch.compile(block, backend="aot_eager", fullgraph=True)
+    for _ in range(2):  # the second call runs the cached graph
+        compiled_residual.copy_(residual)
+        actual = compiled(x, compiled_residual)
+        torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+        torch.testing.assert_close(compiled_residual, eager_residual, rtol=0, atol=0)
+
+
+def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> list[torch.Tensor]:
+    """Each public op, allocating and with ``out=``."""
+    results = [
+        oasr.scale(x, 3.0),
+        oasr.glu(x),
+        oasr.swish(x),
+        oasr.layer_norm(x, weight, weight),
+        oasr.rms_norm(x, weight),
+        oasr.add_layer_norm(x, residual, weight, alpha=0.5),
+        oasr.add_rms_norm(x, residual, weight, weight, 1e-6, 2.0),
+    ]
+    out = torch.empty_like(x)
+    total = torch.empty_like(x)
+    results.append(oasr.add_layer_norm(x, residual, weight, out=out, residual_out=total).clone())
+    results.append(total)
+    results.append(oasr.rms_norm(x, weight, out=torch.empty_like(x)))
+    results.append(oasr.scale(x, 0.25, out=x))  # in place, last
+    return results
+
+
+def test_every_op_compiles_without_a_break_and_matches_eager(cpu_launchers):
+    graphs: list[torch.fx.GraphModule] = []
+
+    def recording_backend(gm: torch.fx.GraphModule, example_inputs):
+        graphs.append(gm)
+        return torch._dynamo.backends.debugging.aot_eager(gm, example_inputs)
+
+    x, residual = _inputs(torch.float32, "cpu", channels=16)
+    weight = torch.rand(16) + 0.5
+    expected = every_op(x.clone(), residual, weight)
+    actual = torch.compile(every_op, backend=recording_backend, fullgraph=True)(x.clone(), residual, weight)
+    assert len(graphs) == 1
+    called = {str(node.target) for node in graphs[0].graph.nodes if node.op == "call_function"}
+    assert called >= OASR_OPS, f"missing: {OASR_OPS - called}"
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a, e, rtol=0, atol=0)
+
+
+def test_dynamo_explain_finds_no_break(cpu_launchers):
+    block = ConformerBlock(32, torch.float32, "cpu")
+    explanation = torch._dynamo.explain(block)(*_inputs(torch.float32, "cpu", channels=32))
+    assert explanation.graph_count == 1 and explanation.graph_break_count == 0
+
+
+def test_compiled_errors_are_the_eager_ones(cpu_launchers):
+    """The custom op runs the eager op, checks included: a bad `out` raises its own error."""
+
+    def bad(x):
+        return oasr.swish(x, out=torch.empty(3, dtype=x.dtype))
+
+    with pytest.raises(ValueError, match=r"oasr.swish: `out` has shape \(3,\), expected \(2, 4\)"):
+        torch.compile(bad, backend="aot_eager", fullgraph=True)(torch.ones(2, 4))
+
+
+def test_eager_calls_skip_the_dispatcher(cpu_launchers, monkeypatch):
+    def dispatched(*args):
+        raise AssertionError("an eager call went through torch.ops.oasr")
+
+    for module, name in [("oasr.norm", "_RMS_NORM"), ("oasr.activation", "_GLU"), ("oasr.scale", "_SCALE")]:
+        monkeypatch.setattr(sys.modules[module], name, dispatched)  # (oasr.scale is also the function)
+    x = torch.randn(2, 8)
+    oasr.rms_norm(x, torch.ones(8))
+    oasr.glu(x)
+    oasr.scale(x, 2.0)
+
+
+# ---------------------------------------------------------------------------
+# GPU
+# ---------------------------------------------------------------------------
+
+
+def test_opcheck_on_cuda(device):
+    for name, args in opcheck_cases(device).items():
+        torch.library.opcheck(getattr(torch.ops.oasr, name).default, args)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_compiled_block_matches_eager_on_cuda(device, dtype):
+    torch._dynamo.reset()
+    block = ConformerBlock(256, dtype, device)
+    x, residual = _inputs(dtype, device, channels=256)
+    eager_residual, compiled_residual = residual.clone(), residual.clone()
+    with torch.no_grad():
+        expected = block(x, eager_residual)
+        actual = torch.compile(block, fullgraph=True)(x, compiled_residual)
+    rtol, atol = get_rtol_atol(dtype)
+    torch.testing.assert_close(compiled_residual, eager_residual, rtol=rtol, atol=atol)
+    torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_every_op_compiled_matches_eager_on_cuda(device, dtype):
+    torch._dynamo.reset()
+    x, residual = _inputs(dtype, device, channels=256)
+    weight = (torch.rand(256) + 0.5).to(dtype=dtype, device=device)
+    expected = every_op(x.clone(), residual, weight)
+    actual = torch.compile(every_op, fullgraph=True)(x.clone(), residual, weight)
+    # The same kernels, though inductor's buffers may take another (vector or scalar) path.
+    rtol, atol = get_rtol_atol(dtype)
+    for a, e in zip(actual, expected, strict=True):
+        torch.testing.assert_close(a, e, rtol=rtol, atol=atol)
