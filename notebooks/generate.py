@@ -106,9 +106,10 @@ def build(family: Family) -> nbformat.NotebookNode:
         code("panel = SweepPanel(wb)\npanel.widget"),
         md(
             "## Summary\n\n"
-            "Headline figures for `reports/index.html`. The main command "
+            "Headline figures for the report index. The main command "
             "(`bash scripts/make_reports.sh`) runs this notebook headless and writes "
-            f"`reports/<gpu>/{family.notebook}.html`."
+            f"`reports/<gpu>/{family.notebook}.html` live on a GPU, or "
+            f"`reports/replay/<gpu>/{family.notebook}.html` (git-ignored) when it replays."
         ),
         code('print("\\n".join(wb.headlines))\nwb.write_summary()'),
     ]

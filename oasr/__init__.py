@@ -8,6 +8,9 @@ optional destination ``out=``. The families and their ops are declared once, in
 
 from .activation import glu as glu
 from .activation import swish as swish
+from .conv1d import depthwise_conv1d as depthwise_conv1d
+from .conv1d import depthwise_conv1d_step as depthwise_conv1d_step
+from .conv1d import fold_batch_norm as fold_batch_norm
 from .jit.families import FAMILIES
 from .norm import add_layer_norm as add_layer_norm
 from .norm import add_rms_norm as add_rms_norm

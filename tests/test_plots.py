@@ -172,3 +172,64 @@ def test_no_pyplot_figures_and_existing_axes(tables: ReportTables, ceilings: pd.
     fig = Figure()
     ax = fig.add_subplot()
     assert P.bandwidth_vs_size(tables.launches, ax=ax) is fig
+
+
+def test_roofline_numbers_do_not_collide_and_the_key_names_every_config(
+    tables: ReportTables, ceilings: pd.DataFrame
+) -> None:
+    launches = RL.analyze(tables)
+    fig = P.roofline_plot(launches, ceilings)
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    drawn = _by_gid(fig)
+    numbers = [a for g, a in drawn.items() if g.startswith("label:")]
+    assert numbers, "some points are numbered"
+    boxes = [a.get_window_extent(renderer) for a in numbers]
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            assert not a.overlaps(b), "two point numbers overlap"
+    key = drawn["key:configs"].get_text().splitlines()[1:]
+    sizes = launches.drop_duplicates("config").sort_values("expected_bytes")["config"].tolist()
+    assert [line.split()[1] for line in key] == sizes  # numbered smallest first, every config listed
+    assert {a.get_text() for a in numbers} <= {str(i + 1) for i in range(len(sizes))}
+    axes_box = fig.axes[0].get_window_extent(renderer)
+    assert fig.axes[0].get_legend().get_window_extent(renderer).x0 >= axes_box.x1  # legend outside the data
+    assert any(g.startswith("pair:") for g in drawn)  # each config's oasr and torch points are joined
+
+
+def _timing_table(ops: tuple[str, ...]) -> pd.DataFrame:
+    rows = [
+        {"op": op, "backend": b, "dtype": d, "bytes": size, "bandwidth_bytes_per_s": 1e9 * size / 2**20 + k}
+        for op in ops
+        for k, b in enumerate(("oasr", "torch"))
+        for d in ("float32", "float16", "bfloat16")
+        for size in (2**20, 2**24, 2**28)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_bandwidth_of_several_ops_one_axes_each_grouped_legend_outside() -> None:
+    ops = ("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm")
+    fig = P.bandwidth_vs_size(_timing_table(ops), copy_ceiling=4237396824699.987)
+    _renders(fig)
+    drawn = _by_gid(fig)
+    assert len(fig.axes) == 4 and [a.get_title() for a in fig.axes] == list(ops)
+    assert len([g for g in drawn if g.startswith("series:")]) == 24
+    f16, bf16, f32 = (drawn[f"series:rms_norm:oasr:{d}"] for d in ("float16", "bfloat16", "float32"))
+    assert len({str(f16.get_linestyle()), str(bf16.get_linestyle()), str(f32.get_linestyle())}) == 3
+    assert len({f16.get_marker(), bf16.get_marker(), f32.get_marker()}) == 3
+    assert f16.get_color() == bf16.get_color() != drawn["series:rms_norm:torch:float16"].get_color()  # colour: backend
+    (legend,) = fig.legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert "oasr" in texts and "float16" in texts and "bfloat16" in texts and len(texts) <= 10  # grouped, not 24
+    assert "measured copy: 4.24 TB/s" in texts
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    box = legend.get_window_extent(renderer)
+    assert all(not box.overlaps(a.get_window_extent(renderer)) for a in fig.axes)  # outside every axes
+
+
+def test_one_rounding_for_rates() -> None:
+    assert P.format_rate(4237396824699.987, "B/s") == "4.24 TB/s"
+    assert P.format_rate(4229118791861.813, "B/s") == "4.23 TB/s"
+    assert P.format_rate(6.6e14, "FLOP/s") == "660.00 TFLOP/s" and P.format_rate(float("nan"), "B/s") == "? B/s"

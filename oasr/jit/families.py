@@ -174,7 +174,7 @@ CONV1D = Family(
     headers=("oasr/conv1d.cuh",),
 )
 
-FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM)
+FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D)
 """Every family, in notebook order."""
 
 

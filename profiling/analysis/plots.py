@@ -15,7 +15,20 @@ gid                                artist
 ``point:<level>``                  one level's point in :func:`hierarchical_roofline`
 ``series:<backend>:<dtype>``       Line2D of one backend's bandwidth in :func:`bandwidth_vs_size`
                                    (``series:<op>:<backend>:<dtype>`` when the table holds several ops)
+``label:<config>``                 Annotation numbering a config's point on a roofline
+``pair:<config>:<dtype>``          Line2D joining the backends' points of one config
+``key:configs``                    Text beside a roofline: point number -> config
 =================================  ======================================================
+
+In :func:`bandwidth_vs_size` with several ops, each op has its own axes and the ceiling
+lines of all but the first are ``ceiling:<name>:<op>``.
+
+Legibility: backend is colour (oasr blue, torch orange) everywhere; in bandwidth plots
+dtype is line style and marker (float32 solid circles, float16 dashed squares, bfloat16
+dotted triangles); legends sit outside the data. Rates in labels go through
+:func:`format_rate`, one rounding for every plot (``4.24 TB/s``). Roofline points are
+numbered by config (smallest first) with a key beside the plot; a number that would
+overlap another label is left out rather than drawn into a smear.
 
 Data coordinates are in base units (FLOP/byte, FLOP/s, bytes, bytes/s); axis tick
 labels use engineering prefixes.
@@ -24,6 +37,7 @@ labels use engineering prefixes.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +45,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
 
 BACKEND_STYLE: dict[str, dict[str, Any]] = {
@@ -50,6 +66,15 @@ CEILING_COLOR: dict[str, str] = {
 }  # fmt: skip
 """Ceiling colours; blue (C0) and orange (C1) are kept for the oasr and torch points."""
 LEVEL_LABEL = {"dram": "DRAM", "l2": "L2", "l1": "L1"}
+DTYPE_STYLE: dict[str, dict[str, Any]] = {
+    "float32": {"linestyle": "-", "marker": "o"},
+    "float16": {"linestyle": "--", "marker": "s"},
+    "bfloat16": {"linestyle": ":", "marker": "^"},
+}
+"""Bandwidth plots: dtype is line style and marker; backend is colour."""
+OTHER_DTYPE_STYLE: dict[str, Any] = {"linestyle": "-.", "marker": "D"}
+LABEL_OFFSETS = ((5, 3), (5, -9), (-11, 3), (-11, -9), (0, 9), (0, -15), (9, -3), (-15, -3))
+"""Where a roofline point's number may go (points from the point), tried in turn."""
 
 
 def _axes(ax: Axes | None, size: tuple[float, float] = (8.0, 5.5)) -> tuple[Figure, Axes]:
@@ -59,15 +84,28 @@ def _axes(ax: Axes | None, size: tuple[float, float] = (8.0, 5.5)) -> tuple[Figu
     return fig, fig.add_subplot()
 
 
-def _eng(value: float, unit: str) -> str:
-    return EngFormatter(unit=unit, places=2)(value) if math.isfinite(value) else f"? {unit}"
+def format_rate(value: float, unit: str) -> str:
+    """A rate with a decimal prefix and two decimals, ``4237396824699.9`` -> ``"4.24 TB/s"``.
+
+    Every ceiling label (and the workbench's ceilings table) rounds through here, so one
+    value reads the same on every plot.
+    """
+    if not math.isfinite(value):
+        return f"? {unit}"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{value / factor:.2f} {prefix}{unit}"
+    return f"{value:.2f} {unit}"
+
+
+_eng = format_rate
 
 
 def _binary_bytes(value: float) -> str:
     """``8192`` -> ``"8 KiB"``; sizes in sweeps are powers of two."""
     for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
         if value >= factor:
-            return f"{value / factor:.4g} {unit}"
+            return f"{value / factor:.3g} {unit}"
     return f"{value:.4g} B"
 
 
@@ -144,7 +182,79 @@ def _style_axes(ax: Axes, xlabel: str) -> None:
     ax.set_ylabel("performance (FLOP/s)")
     ax.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s"))
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def _title(text: str, width: int = 95) -> str:
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def _config_order(pts: pd.DataFrame) -> list[str]:
+    """The points' config labels, smallest work first (then by label)."""
+    labels = [str(c) if pd.notna(c) else str(k) for c, k in zip(pts["config"], pts["kernel"], strict=True)]
+    size = pts["dram_bytes"].astype(float) if "dram_bytes" in pts else pd.Series(0.0, index=pts.index)
+    if "expected_bytes" in pts and pts["expected_bytes"].notna().any():
+        size = pts["expected_bytes"].astype(float)
+    first: dict[str, float] = {}
+    for label, value in zip(labels, size.fillna(0.0), strict=True):
+        first.setdefault(label, float(value))
+    return sorted(first, key=lambda label: (first[label], label))
+
+
+def _number_points(ax: Axes, pts: pd.DataFrame, order: list[str]) -> None:
+    """Number the points by config (its place in ``order``, from 1), leaving out numbers that would overlap.
+
+    First one point per config (oasr's where there is one, gid ``label:<config>``), then every
+    other point where its number fits (gid ``label:<config>:<n>``).
+    """
+    number = {label: i + 1 for i, label in enumerate(order)}
+    labels = [str(c) if pd.notna(c) else str(k) for c, k in zip(pts["config"], pts["kernel"], strict=True)]
+    fig = ax.figure
+    fig.draw_without_rendering()  # final limits and layout, so text extents are where they will be drawn
+    renderer = fig._get_renderer()
+    placed = [ax.transData.transform((x, y)) for x, y in zip(pts["_x"], pts["_y"], strict=True)]
+    taken = [(px - 4, py - 4, px + 4, py + 4) for px, py in placed]  # the markers themselves
+    frame = ax.get_window_extent(renderer)
+    backends = pts["backend"].fillna("other").astype(str).tolist()
+    rows = sorted(range(len(pts)), key=lambda i: (backends[i] != "oasr", number[labels[i]]))
+    firsts = {labels[i]: i for i in reversed(rows)}
+    for i in [*firsts.values(), *(i for i in rows if firsts[labels[i]] != i)]:
+        first = firsts[labels[i]] == i
+        hub = placed[firsts[labels[i]]]
+        if not first and math.dist(placed[i], hub) < 14:  # sits on its config's numbered point: one number will do
+            continue
+        point = (pts["_x"].iloc[i], pts["_y"].iloc[i])
+        for dx, dy in LABEL_OFFSETS:
+            text = ax.annotate(str(number[labels[i]]), point, textcoords="offset points",
+                               xytext=(dx, dy), fontsize=7, color="k" if first else "0.35",
+                               gid=f"label:{labels[i]}" if first else f"label:{labels[i]}:{i}")  # fmt: skip
+            text.set_in_layout(False)
+            box = text.get_window_extent(renderer)
+            edges = (box.x0 - 1, box.y0 - 1, box.x1 + 1, box.y1 + 1)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(_overlap(edges, other) for other in taken):
+                taken.append(edges)
+                break
+            text.remove()
+
+
+def _pair_lines(ax: Axes, pts: pd.DataFrame, backends: pd.Series) -> None:
+    """Faint lines from one backend's point of a config and dtype to the other backends' (one artist per pair set)."""
+    labels = pts["config"].astype(object).where(pts["config"].notna(), pts["kernel"]).astype(str)
+    dtypes = pts["dtype"].astype(object).fillna("?").astype(str) if "dtype" in pts else pd.Series("?", index=pts.index)
+    for (label, dtype), group in pts.groupby([labels, dtypes], sort=False):
+        names = backends[group.index]
+        if names.nunique() < 2:
+            continue
+        hub = group[names == "oasr"].iloc[0] if (names == "oasr").any() else group.iloc[0]
+        spokes = group[names != names[hub.name]]
+        xs = [v for x in spokes["_x"] for v in (hub["_x"], x, math.nan)]
+        ys = [v for y in spokes["_y"] for v in (hub["_y"], y, math.nan)]
+        ax.plot(xs, ys, color="0.65", lw=0.6, zorder=4, gid=f"pair:{label}:{dtype}")
+
+
+def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def roofline_plot(
@@ -176,12 +286,13 @@ def roofline_plot(
         Ceiling names to draw. Default: every memory ceiling; fp32 plus the compute
         ceilings of every FLOP kind the launches executed.
     annotate : bool
-        Label each config once, next to its first point (up to 40 points).
+        Number each config's point (smallest config 1, up to 40 configs), with the key
+        beside the plot; a number that would overlap another is left out (the key keeps it).
 
     Launches without FLOP or bytes cannot sit on a log-log plot and are left out.
     oasr launches are blue circles, torch orange squares, others grey triangles.
     """
-    fig, ax = _axes(ax)
+    fig, ax = _axes(ax, size=(10.0, 5.5))
     pts = _points(launches, level, flop)
     mem = _memory_ceilings(ceilings, memory)
     comp = _compute_ceilings(ceilings, launches, compute)
@@ -190,21 +301,21 @@ def roofline_plot(
     x_range = (min(xs) / 10.0, max(xs) * 10.0)
     _draw_roofs(ax, mem, comp, x_range, knee_memory=level)
     backends = pts["backend"].fillna("other").astype(str)
+    _pair_lines(ax, pts, backends)
     for backend in dict.fromkeys(backends):
         group = pts[backends == backend]
         style = BACKEND_STYLE.get(backend, OTHER_STYLE)
         ax.scatter(group["_x"], group["_y"], s=42, zorder=5, edgecolors="k", linewidths=0.5,
                    gid=f"points:{backend}", label=f"{backend} ({len(group)} launches)", **style)  # fmt: skip
-    if annotate and len(pts) <= 40:
-        labels = [str(c) if pd.notna(c) else str(k) for c, k in zip(pts["config"], pts["kernel"], strict=True)]
-        seen: set[str] = set()
-        for label, px, py in zip(labels, pts["_x"], pts["_y"], strict=True):
-            if label not in seen:  # one label per config: backends of one config sit close together
-                seen.add(label)
-                ax.annotate(label, (px, py), textcoords="offset points", xytext=(6, 4), fontsize=6)
     ax.set_xlim(*x_range)
     _style_axes(ax, f"arithmetic intensity (FLOP per {LEVEL_LABEL.get(level, level)} byte)")
-    ax.set_title(title or f"Roofline ({LEVEL_LABEL.get(level, level)} bytes, {flop})")
+    ax.set_title(_title(title or f"Roofline ({LEVEL_LABEL.get(level, level)} bytes, {flop})"), fontsize=10)
+    order = _config_order(pts) if annotate and len(pts) else []
+    if 0 < len(order) <= 40:
+        key = [f"{i + 1:>2}  {label}" for i, label in enumerate(order)]
+        ax.text(1.01, 0.0, "configs (point numbers):\n" + "\n".join(key), transform=ax.transAxes, fontsize=7,
+                va="bottom", ha="left", family="monospace", gid="key:configs")  # fmt: skip
+        _number_points(ax, pts, order)
     return fig
 
 
@@ -225,7 +336,7 @@ def hierarchical_roofline(
     ceilings : DataFrame
         :func:`profiling.analysis.roofline.ceilings` output; the DRAM/L2/L1 counter roofs are drawn.
     """
-    fig, ax = _axes(ax)
+    fig, ax = _axes(ax, size=(10.0, 5.5))
     frame = launch_row.to_frame().T
     mem = _memory_ceilings(ceilings, None)
     mem = mem[(mem["source"] == "counters") & mem["name"].isin(list(LEVEL_STYLE))]
@@ -247,7 +358,7 @@ def hierarchical_roofline(
     _style_axes(ax, "arithmetic intensity (FLOP per byte at each level)")
     name = ":".join(str(launch_row.get(k)) for k in ("op", "backend") if pd.notna(launch_row.get(k)))
     cfg = " ".join(str(launch_row.get(k)) for k in ("config", "dtype") if pd.notna(launch_row.get(k)))
-    ax.set_title(f"Hierarchical roofline: {launch_row.get('kernel', '')}  {name} {cfg}".strip())
+    ax.set_title(_title(f"Hierarchical roofline: {launch_row.get('kernel', '')}  {name} {cfg}".strip()), fontsize=10)
     return fig
 
 
@@ -270,8 +381,13 @@ def bandwidth_vs_size(
     x: str = "auto",
     y: str = "auto",
     ax: Axes | None = None,
+    title: str = "Bandwidth vs size",
 ) -> Figure:
     """Achieved bandwidth against problem size, one line per (backend, dtype).
+
+    Backend is colour, dtype is line style and marker (:data:`DTYPE_STYLE`); the legend,
+    grouped (backends, dtypes, ceilings), sits outside the data. A table of several ops
+    gets one axes per op (shared y), unless ``ax`` is given.
 
     Parameters
     ----------
@@ -285,45 +401,115 @@ def bandwidth_vs_size(
         Measured device copy bandwidth (bytes/s), drawn dashed (gid ``ceiling:copy``).
     dram_ceiling : float, optional
         The counter DRAM ceiling (bytes/s), drawn solid (gid ``ceiling:dram``).
+    title : str
+        The figure's title (each op's axes is titled with the op).
 
     Raises
     ------
     ValueError
         When none of the candidate columns is present.
     """
-    fig, ax = _axes(ax)
     x = _first_column(df, X_CANDIDATES) if x == "auto" else x
     y = _first_column(df, Y_CANDIDATES) if y == "auto" else y
     data = df[np.isfinite(df[x].astype(float)) & np.isfinite(df[y].astype(float))]
-    backend = data["backend"].fillna("other").astype(str)
-    dtype = data["dtype"].fillna("?").astype(str)
     op = data["op"].fillna("?").astype(str) if "op" in data else pd.Series("?", index=data.index)
-    several_ops = op.nunique() > 1
-    for (o, b, d), group in data.groupby([op, backend, dtype], sort=False):
-        group = group.sort_values(x)
-        style = BACKEND_STYLE.get(b, OTHER_STYLE)
-        linestyle = "-" if d in ("float16", "?") else ("--" if d == "bfloat16" else ":")
-        name = f"{o}:{b}:{d}" if several_ops else f"{b}:{d}"
-        ax.plot(group[x].astype(float), group[y].astype(float), linestyle=linestyle, gid=f"series:{name}",
-                label=name.replace(":", " "), **style)  # fmt: skip
-    for name, value, style, text in (
-        ("copy", copy_ceiling, "--", "measured copy"),
-        ("dram", dram_ceiling, "-", "DRAM peak (counters)"),
-    ):
-        if value is not None and math.isfinite(value):
-            ax.axhline(value, linestyle=style, color="k" if name == "copy" else "C3", lw=1.2, gid=f"ceiling:{name}",
-                       label=f"{text}: {_eng(value, 'B/s')}")  # fmt: skip
-    ax.set_xscale("log", base=2)
-    sizes = np.unique(data[x].astype(float))
-    if 0 < len(sizes) <= 12:
-        ax.set_xticks(sizes)
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _binary_bytes(v)))
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    ax.yaxis.set_major_formatter(EngFormatter(unit="B/s"))
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel(f"size ({x})")
-    ax.set_ylabel(f"bandwidth ({y})")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    ax.set_title("Bandwidth vs size")
+    ops = list(dict.fromkeys(op))
+    several_ops = len(ops) > 1
+    if ax is not None or not several_ops:
+        fig, ax = _axes(ax, size=(9.0, 5.0))
+        axes = {o: ax for o in ops} or {"?": ax}
+    else:
+        cols = 2
+        rows = math.ceil(len(ops) / cols)
+        fig = Figure(figsize=(11.0, 3.4 * rows + 0.6), layout="constrained")
+        grid = fig.subplots(rows, cols, sharex=False, sharey=True, squeeze=False).ravel()
+        for extra in grid[len(ops) :]:
+            extra.remove()
+        axes = dict(zip(ops, grid, strict=False))
+    backends: list[str] = []
+    dtypes: list[str] = []
+    top = 0.0
+    for o, a in axes.items():
+        rows_of_op = data[op == o]
+        backend = rows_of_op["backend"].fillna("other").astype(str)
+        dtype = rows_of_op["dtype"].fillna("?").astype(str)
+        for (b, d), group in rows_of_op.groupby([backend, dtype], sort=False):
+            group = group.sort_values([x, y])
+            backends += [b] if b not in backends else []
+            dtypes += [d] if d not in dtypes else []
+            name = f"{o}:{b}:{d}" if several_ops else f"{b}:{d}"
+            style = DTYPE_STYLE.get(d, OTHER_DTYPE_STYLE)
+            a.plot(group[x].astype(float), group[y].astype(float), color=_backend_color(b), ms=5, lw=1.4,
+                   gid=f"series:{name}", label=name.replace(":", " "), **style)  # fmt: skip
+            top = max(top, float(group[y].astype(float).max()))
+        first = a is next(iter(axes.values()))
+        for name, value, style, colour in (("copy", copy_ceiling, "--", "k"), ("dram", dram_ceiling, "-", "C3")):
+            if value is not None and math.isfinite(value):
+                gid = f"ceiling:{name}" if first else f"ceiling:{name}:{o}"
+                a.axhline(value, linestyle=style, color=colour, lw=1.2, gid=gid)
+                top = max(top, value)
+        a.set_xscale("log", base=2)
+        sizes = np.unique(rows_of_op[x].astype(float))
+        if 0 < len(sizes) <= 12:
+            a.set_xticks(_spread(sizes))
+        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _binary_bytes(v)))
+        a.xaxis.set_minor_formatter(NullFormatter())
+        a.tick_params(axis="x", labelsize=7, labelrotation=30 if len(sizes) > 6 else 0)
+        a.yaxis.set_major_formatter(EngFormatter(unit="B/s"))
+        a.set_xlabel(f"size ({x})", fontsize=8)
+        a.set_ylabel(f"bandwidth ({y})", fontsize=8)
+        a.grid(True, alpha=0.3)
+        if several_ops:
+            a.set_title(o, fontsize=9)
+    for a in set(axes.values()):
+        a.set_ylim(0, top * 1.08 if top > 0 else None)
+    handles = _bandwidth_legend(backends, dtypes, copy_ceiling, dram_ceiling)
+    if several_ops and len(set(axes.values())) > 1:
+        fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
+        fig.suptitle(title)
+    else:
+        ax = next(iter(axes.values()))
+        ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                  frameon=False)  # fmt: skip
+        ax.set_title(title)
     return fig
+
+
+def _spread(sizes: np.ndarray, min_log2_gap: float = 0.3) -> list[float]:
+    """Tick positions at the sizes, leaving out one that sits too close to the last one kept (labels would overlap)."""
+    kept: list[float] = []
+    for size in sorted(sizes):
+        if size > 0 and (not kept or math.log2(size / kept[-1]) >= min_log2_gap):
+            kept.append(float(size))
+    return kept
+
+
+def _backend_color(backend: str) -> Any:
+    return BACKEND_STYLE.get(backend, OTHER_STYLE)["color"]
+
+
+def _bandwidth_legend(
+    backends: Sequence[str], dtypes: Sequence[str], copy_ceiling: float | None, dram_ceiling: float | None
+) -> list[Any]:
+    """Grouped legend: a heading and entries for backends (colour), dtypes (style), ceilings."""
+
+    def heading(text: str) -> Patch:
+        return Patch(color="none", label=text)
+
+    handles: list[Any] = [heading("backend (colour)")]
+    handles += [Line2D([], [], color=_backend_color(b), lw=2.5, label=b) for b in backends]
+    handles.append(heading("dtype (line, marker)"))
+    handles += [
+        Line2D([], [], color="0.3", lw=1.4, ms=5, label=d, **DTYPE_STYLE.get(d, OTHER_DTYPE_STYLE)) for d in dtypes
+    ]
+    ceilings = [
+        Line2D([], [], color=colour, linestyle=style, lw=1.2, label=f"{text}: {format_rate(value, 'B/s')}")
+        for value, style, colour, text in (
+            (copy_ceiling, "--", "k", "measured copy"),
+            (dram_ceiling, "-", "C3", "DRAM peak (counters)"),
+        )
+        if value is not None and math.isfinite(value)
+    ]
+    if ceilings:
+        handles += [heading("ceilings"), *ceilings]
+    return handles

@@ -9,6 +9,7 @@ GPU, commit and date. ``OASR_WORKBENCH_MODE=live|replay`` forces a mode.
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from collections.abc import Sequence
@@ -24,13 +25,14 @@ from oasr.jit.families import Family
 
 from .. import provenance
 from ..analysis import plots, roofline
-from ..files import atomic_write_text, reports_root
+from ..files import ShownPath, atomic_write_text, shown_path
 from ..harness import correctness, timing
 from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, ops_of
 from ..nsight import runner
 from ..nsight.sweep import ProfileResult, profile_sweep
-from .tables import REPLAY, load_table, report_gpu_slug, save_table, workbench_mode
+from .display import Table, config_in_op_order
+from .tables import REPLAY, load_table, report_gpu_slug, save_table, summary_path, workbench_mode
 
 
 class Workbench:
@@ -66,15 +68,15 @@ class Workbench:
         info["target archs"] = " ".join(CompilationContext().arch_names())
         info["nvcc path"] = shutil.which("nvcc") or "not found"
         info["mode"] = self.mode
-        return pd.DataFrame({"value": {k: str(v) for k, v in info.items()}})
+        return Table({"value": {k: str(v) for k, v in info.items()}})
 
     def banner(self) -> Any:
         """An HTML banner: live on which GPU, or replayed from which recordings."""
         if not self.replayed:
-            gpu = provenance.collect()["gpu"]
+            gpu = html.escape(str(provenance.collect()["gpu"]))
             return HTML(f"<div style='padding:.6em;background:#e6f4ea'><b>Live</b> on {gpu}.</div>")
         meta = self._recorded_meta()
-        made = (
+        made = html.escape(  # provenance is data: escaped before it reaches HTML
             f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), "
             f"commit {meta.get('git_commit', '?')}, {meta.get('date', '?')}"
             if meta
@@ -113,7 +115,7 @@ class Workbench:
             "cache": "hit" if info.cache_hit else "miss (compiled)",
             "seconds": round(info.seconds, 3),
             "key": info.key,
-            "library": str(info.library),
+            "library": shown_path(info.library),
             "nvcc flags": " ".join(f for f in info.nvcc_flags if not f.startswith("-I")),
         }
         return pd.DataFrame([row])
@@ -133,7 +135,7 @@ class Workbench:
             frames.append(df)
         table = pd.concat(frames, ignore_index=True)
         self.recorded["correctness_passed"] = bool(table["passed"].all())
-        return table
+        return Table(table)
 
     # ------------------------------------------------------------ timing
 
@@ -154,18 +156,18 @@ class Workbench:
             frames.append(df)
         table = pd.concat(frames, ignore_index=True)
         self._timing_headlines(table)
-        return table
+        return Table(table)
 
     @staticmethod
     def speedup_table(table: pd.DataFrame) -> pd.DataFrame:
-        """Per op, config and dtype: oasr and torch times, speedup, % of copy bandwidth."""
+        """Per op, config and dtype: oasr and torch times (seconds; shown in µs), speedup, % of copy."""
         wide = table.pivot_table(
             index=["op", "config", "dtype"], columns="backend", values=["seconds", "pct_of_copy"], sort=False
         )
-        return pd.DataFrame(
+        return Table(
             {
-                "oasr_us": wide[("seconds", "oasr")] * 1e6,
-                "torch_us": wide[("seconds", "torch")] * 1e6,
+                "oasr_seconds": wide[("seconds", "oasr")],
+                "torch_seconds": wide[("seconds", "torch")],
                 "speedup": wide[("seconds", "torch")] / wide[("seconds", "oasr")],
                 "oasr_pct_of_copy": wide[("pct_of_copy", "oasr")],
                 "torch_pct_of_copy": wide[("pct_of_copy", "torch")],
@@ -173,10 +175,12 @@ class Workbench:
         )
 
     def bandwidth_plot(self, table: pd.DataFrame) -> Any:
-        copy = float(table["copy_bytes_per_s"].iloc[0])
-        figure = plots.bandwidth_vs_size(table, copy_ceiling=copy)
-        if self.replayed:
-            figure.suptitle(f"replayed from {self.gpu_slug} recordings", fontsize=9, color="#b06000")
+        """Bandwidth against size per op; the copy line is the GPU's one measured copy ceiling (as on the roofline)."""
+        saved = roofline.load_measured_ceilings(self.gpu_slug)
+        copy = float(saved["copy_bytes_per_s"]) if saved else float(table["copy_bytes_per_s"].iloc[0])
+        figure = plots.bandwidth_vs_size(table, copy_ceiling=copy, title="")
+        title = "Bandwidth vs size" + (f", replayed from {self.gpu_slug} recordings" if self.replayed else "")
+        figure.suptitle(title, fontsize=10, color="#b06000" if self.replayed else "k")
         return figure
 
     def _timing_headlines(self, table: pd.DataFrame) -> None:
@@ -208,19 +212,20 @@ class Workbench:
             "duration_s", "dram_bytes", "expected_bytes", "bytes_vs_expected_pct", "flop", "expected_flop",
             "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof",
         ]  # fmt: skip
-        launches = self.analyze(result)
-        return launches[[c for c in columns if c in launches]]
+        launches = config_in_op_order(self.analyze(result))
+        return Table(launches[[c for c in columns if c in launches]])
 
     def ceilings(self, result: Any) -> pd.DataFrame:
-        return roofline.ceilings(result.device)
+        """The roofline's ceilings (counters and measured); shown with each value in its unit."""
+        return Table(roofline.ceilings(result.device))
 
     def roofline_plot(self, result: Any) -> Any:
         return plots.roofline_plot(
-            roofline.analyze(result), self.ceilings(result), title=f"{result.op}: {result.banner}"
+            config_in_op_order(roofline.analyze(result)), self.ceilings(result), title=f"{result.op}: {result.banner}"
         )
 
     def hierarchical_plot(self, result: Any, backend: str = "oasr") -> Any:
-        launches = roofline.analyze(result)
+        launches = config_in_op_order(roofline.analyze(result))
         rows = launches[launches["backend"] == backend]
         largest = rows.loc[rows["dram_bytes"].idxmax()]
         return plots.hierarchical_roofline(largest, self.ceilings(result))
@@ -232,12 +237,14 @@ class Workbench:
         largest = launches.loc[launches.groupby("backend")["dram_bytes"].idxmax(), keys]
         columns = [c for c in ("backend", "kernel", "config", "dtype", "title", "message") if c in result.advice]
         table = result.advice.merge(largest, on=keys)[columns]
-        return table.style.set_properties(subset=["message"], **{"text-align": "left", "white-space": "pre-wrap"})
+        styled = table.style.format(escape="html").format_index(escape="html", axis=1)  # ncu's text is data
+        return styled.set_properties(subset=["message"], **{"text-align": "left", "white-space": "pre-wrap"})
 
     # ------------------------------------------------------------ summary
 
     def write_summary(self) -> Path:
-        """``reports/<gpu>/<notebook>.summary.json``: headline figures for the report index."""
+        """Headline figures for the report index: ``reports/<gpu>/<notebook>.summary.json`` live,
+        ``reports/replay/<gpu>/...`` in replay (git-ignored: replay never rewrites the committed ones)."""
         meta = provenance.collect() if not self.replayed else self._recorded_meta()
         if meta is None:
             raise FileNotFoundError(
@@ -251,7 +258,7 @@ class Workbench:
             "provenance": meta,
             **self.recorded,
         }
-        path = reports_root() / self.gpu_slug / f"{self.notebook}.summary.json"
+        path = ShownPath(summary_path(self.notebook))
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
         return path

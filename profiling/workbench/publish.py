@@ -2,37 +2,89 @@
 
 ``python -m profiling.workbench.publish`` (the main command) executes each ``notebooks/NN_family.ipynb`` with
 nbclient (live on a GPU machine, from recordings otherwise: each notebook decides
-through :mod:`profiling.workbench.tables`), writes ``reports/<gpu>/NN_family.html`` and a
-``NN_family.no-input.html`` variant with the code hidden, then
-``reports/index.html`` listing every report with its headline figures and
-provenance. A failing notebook is named with its cell and error; the others
-still run, and the command exits non-zero.
+through :mod:`profiling.workbench.tables`), writes ``NN_family.html`` and a
+``NN_family.no-input.html`` variant without code, then an ``index.html`` listing
+every report with its headline figures and provenance.
+
+Where: live on a GPU, ``reports/<gpu>/`` and ``reports/index.html``, the committed
+source. In replay (no GPU), ``reports/replay/<gpu>/`` and ``reports/replay/index.html``,
+git-ignored: replay never rewrites a committed file. The command prints where they went.
+
+A failing notebook is named with its cell and error, its index row says so (its
+HTML is the partial run); the others still run, and the command exits 1. Ctrl-C
+interrupts the running cell and stops: the reports that finished are kept, the
+index lists them, and the command exits 130 with one line.
+
+The HTML works offline: no CDN script (the widget renderer and require.js are
+vendored in ``reports/assets/``; MathJax and mermaid, which no notebook uses, are
+left out), each page titled after its family with a link back to its index.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import copy
 import html
 import json
 import os
+import re
+import signal
 import sys
+import threading
 import time
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import nbformat
+from jinja2 import DictLoader
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from nbconvert import HTMLExporter
 from tqdm.auto import tqdm
 
-from ..files import atomic_write_text, reports_root
+from oasr.jit.families import FAMILIES
+
+from .. import provenance
+from ..files import REPLAY_DIR, atomic_write_text, reports_root, shown_path
 from ..provenance import REPO_ROOT
-from .tables import report_gpu_slug
+from .tables import LIVE, output_dir, output_root, report_gpu_slug, workbench_mode
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 CELL_TIMEOUT_S = 600
+EXIT_INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
+
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+
+# nbconvert's "lab" template, offline: no MathJax or mermaid from a CDN, no favicon request, widgets in the
+# UI font, and a bar with the way back to the index (``resources["oasr_nav"]``, built escaped).
+_TEMPLATE = "oasr_report.html.j2"
+_TEMPLATE_SOURCE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{% block extra_css %}
+<link rel="icon" href="data:,">
+<style type="text/css">
+.jupyter-widgets, .jupyter-widgets button, .jupyter-widgets input, .jupyter-widgets select,
+.jupyter-widgets textarea, .widget-label, .widget-readout, .widget-html-content {
+  font-family: var(--jp-ui-font-family);
+}
+nav.oasr-nav {
+  font-family: var(--jp-ui-font-family); font-size: var(--jp-ui-font-size1);
+  padding: .5em 1em; border-bottom: 1px solid var(--jp-border-color2); margin-bottom: .5em;
+}
+nav.oasr-nav a { margin-right: 1.5em; }
+</style>
+{% endblock extra_css %}
+{%- block body_header -%}
+{{ super() }}
+{{ resources.oasr_nav }}
+{%- endblock body_header -%}
+"""
 
 
 @dataclass
@@ -48,11 +100,51 @@ class NotebookRun:
         return self.error is None
 
 
-def _summary_path(gpu_slug: str, stem: str) -> Path:
-    return reports_root() / gpu_slug / f"{stem}.summary.json"
+class Interrupt:
+    """Ctrl-C while notebooks run (installed as the SIGINT handler by :func:`main`).
+
+    The first interrupts the running cell (as JupyterLab's interrupt does) and asks the
+    command to stop after it; the second shuts the kernel down; a third raises
+    ``KeyboardInterrupt``. nbclient runs in a worker thread, so it installs no handler of
+    its own and never sees the signal.
+    """
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._kernel: tuple[asyncio.AbstractEventLoop, Any] | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.count > 0
+
+    def attach(self, loop: asyncio.AbstractEventLoop, kernel_manager: Any) -> None:
+        self._kernel = (loop, kernel_manager)
+
+    def detach(self) -> None:
+        self._kernel = None
+
+    def __call__(self, signum: int | None = None, frame: object = None) -> None:
+        self.count += 1
+        if self.count > 2:
+            raise KeyboardInterrupt
+        kernel = self._kernel
+        if kernel is None:
+            return  # between notebooks or before the kernel started: the next cell does not start
+        loop, manager = kernel
+        action = manager.interrupt_kernel() if self.count == 1 else manager.shutdown_kernel(now=True)
+        try:
+            asyncio.run_coroutine_threadsafe(action, loop)
+        except RuntimeError:  # the loop has closed: the notebook has ended anyway
+            action.close()
 
 
-def execute_notebook(path: Path, progress: object | None = None) -> tuple[object, str | None]:
+class _Stopped(Exception):
+    """Raised in nbclient's cell hook after Ctrl-C: no further cell starts."""
+
+
+def execute_notebook(
+    path: Path, progress: object | None = None, interrupt: Interrupt | None = None
+) -> tuple[Any, str | None]:
     """Run a notebook in its folder; return it (outputs filled) and an error line or None."""
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
@@ -61,60 +153,213 @@ def execute_notebook(path: Path, progress: object | None = None) -> tuple[object
         kernel_name="python3",
         resources={"metadata": {"path": str(path.parent)}},
         store_widget_state=True,
+        # the kernel's own log (e.g. "running over TCP without encryption") would cut into the progress bar
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
+
+    def started(**_: Any) -> None:
+        if interrupt is not None:
+            interrupt.attach(asyncio.get_running_loop(), client.km)
+
+    def before_cell(**_: Any) -> None:
+        if interrupt is not None and interrupt.requested:
+            raise _Stopped
+
+    client.on_notebook_start = started
+    client.on_cell_execute = before_cell
     if progress is not None:
-        client.on_cell_executed = lambda **_: progress.update(1)
+        client.on_cell_executed = lambda **_: progress.update(1)  # type: ignore[attr-defined]
+
+    outcome: dict[str, BaseException] = {}
+
+    def work() -> None:
+        try:
+            client.execute()
+        except BaseException as exc:  # handed to the main thread below
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"nbclient {path.name}", daemon=True)
+    worker.start()
     try:
-        client.execute()
-    except CellExecutionError as exc:
+        while worker.is_alive():
+            worker.join(0.2)  # the main thread stays free for the SIGINT handler
+    finally:
+        if interrupt is not None:
+            interrupt.detach()
+    exc = outcome.get("error")
+    if exc is None:
+        return notebook, None
+    if isinstance(exc, CellExecutionError):
         return notebook, _cell_error(notebook, exc)
-    except (CellTimeoutError, DeadKernelError) as exc:
+    if isinstance(exc, (CellTimeoutError, DeadKernelError)):
         return notebook, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return notebook, None
+    if isinstance(exc, _Stopped) or (interrupt is not None and interrupt.requested):
+        return notebook, "interrupted"
+    raise exc
 
 
-def _cell_error(notebook: object, exc: Exception) -> str:
-    for index, cell in enumerate(notebook.cells):  # type: ignore[attr-defined]
+def _cell_error(notebook: Any, exc: Exception) -> str:
+    for index, cell in enumerate(notebook.cells):
         for output in cell.get("outputs", []):
             if output.get("output_type") == "error":
                 return f"cell {index}: {output['ename']}: {output['evalue']}"
     return f"{type(exc).__name__}: {str(exc).splitlines()[-1]}"
 
 
-def export_html(notebook: object, destination: Path, exclude_input: bool = False) -> Path:
-    """HTML with figures as inline PNG and tables as HTML; saved widget state renders as static
-    controls through the widget renderer vendored in ``reports/assets/`` (no CDN needed)."""
-    assets = os.path.relpath(reports_root() / "assets", destination.parent)
+def report_title(path: Path, notebook: Any | None = None) -> str:
+    """The family's title for ``NN_family.ipynb``; else the notebook's first heading; else its name."""
+    for family in FAMILIES:
+        if family.notebook == path.stem:
+            return family.title
+    for cell in getattr(notebook, "cells", []):
+        if cell.get("cell_type") == "markdown":
+            for line in cell.get("source", "").splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return path.stem
+
+
+def _plain(title: str) -> str:
+    """A title without Markdown's inline-code backticks (for ``<title>``)."""
+    return title.replace("`", "")
+
+
+def _with_inline_code(text: str) -> str:
+    """Escape ``text`` for HTML, then show its `backticked` parts as ``<code>``."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", html.escape(text))
+
+
+def _href(path: str | os.PathLike[str]) -> str:
+    """A relative link, URL-quoted and escaped for an HTML attribute."""
+    return html.escape(urllib.parse.quote(Path(path).as_posix()), quote=True)
+
+
+def _without_widget_icons(notebook: Any) -> None:
+    """Drop icons from the saved widget state: the static renderer has no icon font (its
+    font URLs do not resolve from a file:// page), which would draw a missing-glyph box."""
+    state = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for model in state.values():
+        if model.get("state", {}).get("icon"):
+            model["state"]["icon"] = ""
+
+
+def _without_source_outputs(notebook: Any, with_code: str) -> None:
+    """In the variant without code, outputs that are source code (Markdown with a fenced
+    block, e.g. the kernel headers) become one line pointing to the report with code."""
+    note = nbformat.v4.new_output(
+        "display_data",
+        data={"text/markdown": f"*Source code: in [the report with code]({urllib.parse.quote(with_code)}).*"},
+    )
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        outputs = [o for o in cell.get("outputs", []) if "```" not in o.get("data", {}).get("text/markdown", "")]
+        if len(outputs) != len(cell.get("outputs", [])):
+            cell.outputs = [*outputs, note]
+
+
+def _nav(destination: Path, index: Path | None, other: Path | None, other_label: str) -> str:
+    links = []
+    if index is not None:
+        links.append(f"<a href='{_href(os.path.relpath(index, destination.parent))}'>&larr; all reports</a>")
+    if other is not None:
+        links.append(f"<a href='{_href(os.path.relpath(other, destination.parent))}'>{html.escape(other_label)}</a>")
+    return f"<nav class='oasr-nav'>{''.join(links)}</nav>" if links else ""
+
+
+def export_html(
+    notebook: Any,
+    destination: Path,
+    exclude_input: bool = False,
+    title: str | None = None,
+    index: Path | None = None,
+) -> Path:
+    """HTML with figures as inline PNG and tables as HTML, fully offline: saved widget state
+    renders as static controls through the renderer vendored in ``reports/assets/``, and no
+    script or style comes from a CDN. Titled ``title``; links back to ``index`` and to the
+    other variant (with or without code)."""
+    notebook = copy.deepcopy(notebook)
+    _without_widget_icons(notebook)
+    stem = destination.name.removesuffix(".html").removesuffix(".no-input")
+    with_code, without_code = destination.with_name(f"{stem}.html"), destination.with_name(f"{stem}.no-input.html")
+    title = title or stem
+    if exclude_input:
+        _without_source_outputs(notebook, with_code.name)
+        nav = _nav(destination, index, with_code, "this report with code")
+        title = f"{_plain(title)} (no code)"
+    else:
+        nav = _nav(destination, index, without_code, "this report without code")
+        title = _plain(title)
+    assets = Path(os.path.relpath(reports_root() / "assets", destination.parent)).as_posix()
     exporter = HTMLExporter(
         template_name="lab",
+        template_file=_TEMPLATE,
+        extra_loaders=[DictLoader({_TEMPLATE: _TEMPLATE_SOURCE})],
         embed_images=True,
         exclude_input=exclude_input,
         widget_renderer_url=f"{assets}/embed-amd.js",
         require_js_url=f"{assets}/require.js",
     )
-    body, _ = exporter.from_notebook_node(notebook)
+    body, _ = exporter.from_notebook_node(notebook, resources={"metadata": {"name": title}, "oasr_nav": nav})
     destination.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(destination, body)
     return destination
 
 
-def run_notebooks(paths: Sequence[Path], gpu_slug: str) -> list[NotebookRun]:
+def _summary_file(out_dir: Path, stem: str) -> Path:
+    return out_dir / f"{stem}.summary.json"
+
+
+def run_notebooks(
+    paths: Sequence[Path], out_dir: Path | None = None, interrupt: Interrupt | None = None
+) -> list[NotebookRun]:
+    """Run each notebook, export its two HTML variants into ``out_dir`` (default: this mode's
+    :func:`~profiling.workbench.tables.output_dir`) and read the summary it wrote there.
+
+    A failed notebook gets a summary that says so (the index must not show an earlier run's
+    headline next to a partial report). After Ctrl-C no further notebook starts, and the
+    interrupted one leaves its earlier files as they were; the list holds the finished ones.
+    """
+    out_dir = out_dir if out_dir is not None else output_dir()
+    index = out_dir.parent / "index.html"
+    mode = workbench_mode()
     runs = []
     total_cells = sum(_count_code_cells(p) for p in paths)
     with tqdm(total=total_cells, desc="notebooks", unit="cell", file=sys.stderr) as bar:
         for path in paths:
+            if interrupt is not None and interrupt.requested:
+                break
             bar.set_postfix_str(path.name)
-            start = time.perf_counter()
-            notebook, error = execute_notebook(path, progress=bar)
+            start_ns, start = time.time_ns(), time.perf_counter()
+            notebook, error = execute_notebook(path, progress=bar, interrupt=interrupt)
+            if interrupt is not None and interrupt.requested and error is not None:
+                break  # interrupted mid-run: keep what was there
             run = NotebookRun(path, time.perf_counter() - start, error)
-            out_dir = reports_root() / gpu_slug
-            run.html = export_html(notebook, out_dir / f"{path.stem}.html")
-            export_html(notebook, out_dir / f"{path.stem}.no-input.html", exclude_input=True)
-            summary = _summary_path(gpu_slug, path.stem)
-            if summary.is_file():
-                run.summary = json.loads(summary.read_text())
+            title = report_title(path, notebook)
+            run.html = export_html(notebook, out_dir / f"{path.stem}.html", title=title, index=index)
+            export_html(notebook, out_dir / f"{path.stem}.no-input.html", True, title=title, index=index)
+            run.summary = _settle_summary(_summary_file(out_dir, path.stem), run, title, mode, start_ns)
             runs.append(run)
     return runs
+
+
+def _settle_summary(path: Path, run: NotebookRun, title: str, mode: str, start_ns: int) -> dict:
+    """The summary the notebook wrote in this run; otherwise one that says what happened."""
+    fresh = path.is_file() and path.stat().st_mtime_ns >= start_ns
+    if run.ok and fresh:
+        return json.loads(path.read_text())
+    summary = {
+        "title": title,
+        "notebook": run.notebook.stem,
+        "mode": mode,
+        "headline": [],
+        "provenance": {k: v for k, v in provenance.collect().items() if k in ("git_commit", "date")},
+    }
+    if not run.ok:
+        summary["failed"] = run.error
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return summary
 
 
 def _count_code_cells(path: Path) -> int:
@@ -122,40 +367,93 @@ def _count_code_cells(path: Path) -> int:
     return sum(cell["cell_type"] == "code" for cell in cells)
 
 
-def write_index() -> Path:
-    """``reports/index.html``: every report found under ``reports/<gpu>/``, with headlines."""
-    root = reports_root()
+def _provenance_text(provenance_: dict) -> str:
+    parts = []
+    if provenance_.get("gpu"):
+        parts.append(f"{provenance_['gpu']}, driver {provenance_.get('driver', '?')}")
+    if provenance_.get("cuda_runtime"):
+        parts.append(f"CUDA {provenance_['cuda_runtime']}")
+    if provenance_.get("git_commit"):
+        parts.append(f"commit {provenance_['git_commit']}")
+    if provenance_.get("date"):
+        parts.append(str(provenance_["date"]))
+    return html.escape(", ".join(parts) or "-")
+
+
+def write_index(root: Path | None = None) -> Path:
+    """``<root>/index.html`` (default: this mode's :func:`~profiling.workbench.tables.output_root`):
+    every report found under ``<root>/<gpu>/``, with its headlines, or its failure."""
+    root = root if root is not None else output_root()
+    replay_index = root.name == REPLAY_DIR
     rows = []
     for summary_path in sorted(root.glob("*/*.summary.json")):
+        if summary_path.parent.name == REPLAY_DIR:
+            continue
         summary = json.loads(summary_path.read_text())
         report = summary_path.with_name(summary_path.name.replace(".summary.json", ".html"))
+        no_code = report.with_name(report.name.replace(".html", ".no-input.html"))
+        title = _with_inline_code(str(summary.get("title", report.stem)))
+        mode = html.escape(str(summary.get("mode", "")))
+        failed = summary.get("failed")
+        if failed:
+            status = f"<b class='failed'>failed</b> ({mode}): {html.escape(str(failed))}"
+            links = f"<a href='{_href(report.relative_to(root))}'>{title}</a> (partial run)"
+        else:
+            status = mode
+            links = (
+                f"<a href='{_href(report.relative_to(root))}'>{title}</a>"
+                f" (<a href='{_href(no_code.relative_to(root))}'>no code</a>)"
+            )
         headline = "".join(f"<li>{html.escape(str(line))}</li>" for line in summary.get("headline", []))
-        provenance = summary.get("provenance", {})
         rows.append(
-            "<tr>"
-            f"<td><a href='{report.relative_to(root)}'>{html.escape(summary.get('title', report.stem))}</a>"
-            f" (<a href='{report.with_suffix('').relative_to(root)}.no-input.html'>no code</a>)</td>"
-            f"<td>{html.escape(summary.get('mode', ''))}</td>"
-            f"<td><ul>{headline}</ul></td>"
-            f"<td>{html.escape(provenance.get('gpu', ''))}, driver {html.escape(provenance.get('driver', ''))},"
-            f" CUDA {html.escape(provenance.get('cuda_runtime', ''))}, commit"
-            f" {html.escape(provenance.get('git_commit', ''))}, {html.escape(provenance.get('date', ''))}</td>"
-            "</tr>"
+            f"<tr><td>{links}</td><td>{status}</td><td><ul>{headline}</ul></td>"
+            f"<td>{_provenance_text(summary.get('provenance') or {})}</td></tr>"
+        )
+    if replay_index:
+        committed = root.parent / "index.html"
+        about = (
+            "<p>Replayed on a machine without a CUDA GPU: every table and plot comes from the recordings "
+            "made on the GPU named in the provenance. This folder is the main command's replay output "
+            "(git-ignored)."
+            + (
+                " The committed reports, made live on that GPU: <a href='../index.html'>reports/index.html</a>."
+                if committed.is_file()
+                else ""
+            )
+            + "</p>"
+        )
+    else:
+        about = (
+            "<p>One report per kernel family, made live on the GPU named in its provenance"
+            ' ("replay" marks one rendered from recordings).</p>'
         )
     page = f"""<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>Oasr reports</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:.4em;vertical-align:top}}</style></head>
-<body><h1>Oasr workbench reports</h1>
-<p>One report per kernel family. "replayed" reports were rendered from recordings
-made on the GPU named in their provenance; "live" ones ran on it.</p>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,">
+<title>Oasr reports{" (replay)" if replay_index else ""}</title>
+<style>body{{font-family:system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:2em}}
+table{{border-collapse:collapse}}ul{{margin:0;padding-left:1.2em}}
+td,th{{border:1px solid #ccc;padding:.4em;vertical-align:top;text-align:left}}
+code{{font-family:ui-monospace,Menlo,Consolas,monospace;background:#f3f3f3;padding:0 .2em}}
+.failed{{color:#b00020}}</style></head>
+<body><h1>Oasr workbench reports{" (replay)" if replay_index else ""}</h1>
+{about}
 <table><tr><th>report</th><th>mode</th><th>headline</th><th>provenance</th></tr>
 {"".join(rows)}
 </table></body></html>
 """
     index = root / "index.html"
+    root.mkdir(parents=True, exist_ok=True)
     atomic_write_text(index, page)
     return index
+
+
+def _where(mode: str, out_dir: Path) -> str:
+    if mode == LIVE:
+        return f"live: writing {shown_path(out_dir)}/ and its index (the committed reports)"
+    return (
+        f"replay (no CUDA GPU): rendering from the recordings in {shown_path(reports_root() / report_gpu_slug())}/"
+        f" into {shown_path(out_dir)}/ (git-ignored; committed reports untouched)"
+    )
 
 
 def _print_summary(runs: Sequence[NotebookRun], index: Path) -> None:
@@ -163,11 +461,12 @@ def _print_summary(runs: Sequence[NotebookRun], index: Path) -> None:
     for run in runs:
         mode = (run.summary or {}).get("mode", "?")
         status = "ok" if run.ok else "FAILED"
-        print(f"{run.notebook.name:<24} {status:<8} {mode:<9} {run.seconds:8.1f}  {run.html}")
+        report = shown_path(run.html) if run.html else "-"
+        print(f"{run.notebook.name:<24} {status:<8} {mode:<9} {run.seconds:8.1f}  {report}")
     for run in runs:
         if not run.ok:
             print(f"  {run.notebook.name}: {run.error}")
-    print(f"\nindex: {index}")
+    print(f"\nindex: {shown_path(index)}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -177,8 +476,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     paths = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
     os.environ.setdefault("PYTHONPATH", str(REPO_ROOT))
-    runs = run_notebooks(paths, report_gpu_slug())
-    index = write_index()
+    mode, out_dir = workbench_mode(), output_dir()
+    print(_where(mode, out_dir), flush=True)
+
+    interrupt = Interrupt()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, interrupt) if in_main_thread else None
+    runs: list[NotebookRun] = []
+    try:
+        runs = run_notebooks(paths, out_dir, interrupt)
+    except KeyboardInterrupt:
+        interrupt.count = max(interrupt.count, 1)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous)
+    index = write_index(out_dir.parent)
+    if interrupt.requested:
+        kept = ", ".join(run.notebook.name for run in runs) or "none"
+        left = ", ".join(path.name for path in paths[len(runs) :]) or "none"
+        print(f"interrupted (Ctrl-C): kept {kept}; not run to the end: {left}; index: {shown_path(index)}")
+        return EXIT_INTERRUPTED
     _print_summary(runs, index)
     return 0 if all(run.ok for run in runs) else 1
 

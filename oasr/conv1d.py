@@ -1,0 +1,410 @@
+"""Depthwise convolution over time on channels-last ``[B, T, C]`` tensors (the Conformer convolution module).
+
+* :func:`depthwise_conv1d`: padding, bias, mask and activation fused in one kernel.
+* :func:`depthwise_conv1d_step`: the streaming form, a chunk convolved with the left
+  context kept in a ``[B, K-1, C]`` state that is updated in place.
+* :func:`fold_batch_norm`: an inference BatchNorm folded into the conv's weight and bias,
+  so that conv -> BatchNorm -> SiLU is one :func:`depthwise_conv1d` call.
+
+float32, float16 and bfloat16 storage; products are summed in fp32 and each output is
+rounded once. Weights are ``[K, C]`` (``[K, 1, C]`` accepted), of the input's dtype:
+``weight[k, c]`` is PyTorch's ``conv.weight[c, 0, k]``. Any K >= 1 (K = 15 and 31 have
+kernels of their own, others a generic one), any C.
+
+Layouts: the channels must be contiguous; the batch and time strides are free, so batch
+views (``x[::2]``, ``x[:, 10:]``, a slice of a bigger tensor) are read in place. Other
+layouts (non-contiguous channels) are copied first.
+
+Arguments are checked before any launch, types, dtypes and shapes first (so those errors
+are the same on any machine), then devices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._checks import FLOAT_DTYPES, check_device, ready_devices
+from .api_logging import oasr_api
+from .jit.families import CONV1D
+
+ACTIVATIONS: dict[str | None, int] = {None: 0, "silu": 1, "relu": 2, "gelu": 3}
+"""Activation names and the kernel's codes (``"gelu"`` is the exact, erf form)."""
+
+
+def _module() -> Any:
+    return CONV1D.module()
+
+
+# ---------------------------------------------------------------------------
+# Argument checks: one place, raised before any launch
+# ---------------------------------------------------------------------------
+
+
+def _tensor(op: str, name: str, tensor: object, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """A tensor of a supported float dtype (``dtype`` exactly, when given); TypeError otherwise."""
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(tensor).__name__}")
+    if dtype is not None and tensor.dtype != dtype:
+        raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}, expected {dtype} (the dtype of `input`)")
+    if tensor.dtype not in FLOAT_DTYPES:
+        names = ", ".join(str(d).removeprefix("torch.") for d in FLOAT_DTYPES)
+        raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}; supported: {names}")
+    return tensor
+
+
+def _extent(t: torch.Tensor) -> tuple[int, int]:
+    """[first byte, one past the last byte) of the memory a tensor addresses (torch strides are >= 0)."""
+    if t.numel() == 0:
+        return (0, 0)
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
+    return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    (a0, a1), (b0, b1) = _extent(a), _extent(b)
+    return a0 < b1 and b0 < a1
+
+
+def _padding(op: str, padding: object) -> tuple[int, int]:
+    if isinstance(padding, bool):
+        raise TypeError(f"oasr.{op}: `padding` must be an int or a pair of ints, got bool")
+    if isinstance(padding, int):
+        pair = (padding, padding)
+    elif (
+        isinstance(padding, (tuple, list))
+        and len(padding) == 2
+        and all(isinstance(p, int) and not isinstance(p, bool) for p in padding)
+    ):
+        pair = (int(padding[0]), int(padding[1]))
+    else:
+        raise TypeError(f"oasr.{op}: `padding` must be an int or a pair (left, right) of ints, got {padding!r}")
+    if pair[0] < 0 or pair[1] < 0:
+        raise ValueError(f"oasr.{op}: `padding` must be >= 0, got {padding!r}")
+    return pair
+
+
+def _activation(op: str, activation: object) -> int:
+    if activation is not None and not isinstance(activation, str):
+        raise TypeError(f"oasr.{op}: `activation` must be None or a string, got {type(activation).__name__}")
+    if activation not in ACTIVATIONS:
+        names = ", ".join(repr(a) for a in ACTIVATIONS)
+        raise ValueError(f"oasr.{op}: unknown `activation` {activation!r}; choose from {names}")
+    return ACTIVATIONS[activation]
+
+
+def _weights(op: str, weight: object, bias: object, dtype: torch.dtype, channels: int) -> int:
+    """Check ``weight`` ([K, C] or [K, 1, C]) and ``bias`` ([C]); return K."""
+    _tensor(op, "weight", weight, dtype)
+    shape = tuple(weight.shape)
+    if not (len(shape) == 2 or (len(shape) == 3 and shape[1] == 1)) or shape[-1] != channels or shape[0] < 1:
+        raise ValueError(
+            f"oasr.{op}: `weight` has shape {shape}, expected [K, {channels}] or [K, 1, {channels}], K >= 1"
+        )
+    if bias is not None:
+        _tensor(op, "bias", bias, dtype)
+        if tuple(bias.shape) != (channels,):
+            raise ValueError(f"oasr.{op}: `bias` has shape {tuple(bias.shape)}, expected ({channels},)")
+    return shape[0]
+
+
+def _out(op: str, out: object, shape: tuple[int, ...], dtype: torch.dtype, sources: dict[str, torch.Tensor]) -> None:
+    _tensor(op, "out", out, dtype)
+    if tuple(out.shape) != shape:
+        raise ValueError(f"oasr.{op}: `out` has shape {tuple(out.shape)}, expected {shape}")
+    for name, source in sources.items():
+        if source is not None and _overlap(out, source):
+            raise ValueError(f"oasr.{op}: `out` overlaps `{name}` in memory; the convolution cannot run in place")
+
+
+def _devices(op: str, input_name: str, input: torch.Tensor, **others: torch.Tensor | None) -> None:
+    if input.device not in ready_devices(CONV1D):
+        check_device(op, CONV1D, input.device)  # a CUDA GPU the family supports
+    for name, tensor in others.items():
+        if tensor is not None and tensor.device != input.device:
+            raise ValueError(
+                f"oasr.{op}: `{name}` is on {tensor.device}, expected {input.device} (the device of `{input_name}`)"
+            )
+
+
+def _check_conv(
+    input: Any, weight: Any, bias: Any, padding: Any, activation: Any, mask: Any, out: Any
+) -> tuple[int, int, int, int]:
+    """Every check of :func:`depthwise_conv1d`'s arguments; returns (K, left, right, activation code)."""
+    op = "depthwise_conv1d"
+    _tensor(op, "input", input)
+    if input.dim() != 3:
+        raise ValueError(f"oasr.{op}: `input` must be [B, T, C], got shape {tuple(input.shape)}")
+    b, t, c = input.shape
+    k = _weights(op, weight, bias, input.dtype, c)
+    left, right = _padding(op, padding)
+    out_len = t + left + right - k + 1
+    if out_len < 1:
+        raise ValueError(
+            f"oasr.{op}: the kernel size K={k} (from `weight`) is larger than the padded length "
+            f"T + left + right = {t} + {left} + {right} = {t + left + right} (`input` and `padding`): "
+            f"the output would have {out_len} frames"
+        )
+    code = _activation(op, activation)
+    if mask is not None:
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"oasr.{op}: `mask` must be a torch.Tensor or None, got {type(mask).__name__}")
+        if mask.dtype != torch.bool:
+            raise TypeError(f"oasr.{op}: `mask` has dtype {mask.dtype}, expected torch.bool (True keeps a frame)")
+        if tuple(mask.shape) not in ((b, t), (b, t, 1)):
+            raise ValueError(f"oasr.{op}: `mask` has shape {tuple(mask.shape)}, expected ({b}, {t}) or ({b}, {t}, 1)")
+    if out is not None:
+        _out(op, out, (b, out_len, c), input.dtype, {"input": input})
+    _devices(op, "input", input, weight=weight, bias=bias, mask=mask, out=out)
+    return k, left, right, code
+
+
+def _check_step(input: Any, state: Any, weight: Any, bias: Any, activation: Any, out: Any) -> int:
+    """Every check of :func:`depthwise_conv1d_step`'s arguments; returns the activation code."""
+    op = "depthwise_conv1d_step"
+    _tensor(op, "input_chunk", input)
+    if input.dim() != 3:
+        raise ValueError(f"oasr.{op}: `input_chunk` must be [B, L, C], got shape {tuple(input.shape)}")
+    b, length, c = input.shape
+    if length < 1:
+        raise ValueError(f"oasr.{op}: `input_chunk` must have at least one frame (L >= 1), got L={length}")
+    k = _weights(op, weight, bias, input.dtype, c)
+    _tensor(op, "state", state, input.dtype)
+    if tuple(state.shape) != (b, k - 1, c):
+        raise ValueError(f"oasr.{op}: `state` has shape {tuple(state.shape)}, expected (B, K-1, C) = {(b, k - 1, c)}")
+    if state.numel() and state.stride(2) != 1 and c > 1:
+        raise ValueError(f"oasr.{op}: `state` must have contiguous channels (it is updated in place)")
+    if state.numel() and _overlap(state, input):
+        raise ValueError(f"oasr.{op}: `state` overlaps `input_chunk` in memory")
+    code = _activation(op, activation)
+    if out is not None:
+        _out(op, out, (b, length, c), input.dtype, {"input_chunk": input, "state": state})
+    _devices(op, "input_chunk", input, state=state, weight=weight, bias=bias, out=out)
+    return code
+
+
+# ---------------------------------------------------------------------------
+# Layout helpers
+# ---------------------------------------------------------------------------
+
+
+def _channels_last(t: torch.Tensor) -> torch.Tensor:
+    """``t`` itself when its channels (last dim) are contiguous, else a contiguous copy."""
+    return t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous()
+
+
+def _flat_weights(weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    w = weight.reshape(weight.shape[0], weight.shape[-1]).contiguous()
+    return w, None if bias is None else bias.contiguous()
+
+
+# ---------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------
+
+
+@oasr_api
+def depthwise_conv1d(
+    input: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    padding: int | tuple[int, int] = 0,
+    activation: str | None = None,
+    mask: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Depthwise (per-channel) convolution over time: ``act(conv(x * mask) + bias)``.
+
+    ``out[b, o, c] = act(bias[c] + sum_k weight[k, c] * x[b, o + k - left, c])`` with ``x``
+    zero outside ``[0, T)`` and on masked frames; the same as
+    ``act(F.conv1d(F.pad(x.transpose(1, 2), (left, right)), weight.t().unsqueeze(1), bias, groups=C))``
+    transposed back to ``[B, T_out, C]``.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        CUDA tensor ``[B, T, C]`` (float32, float16 or bfloat16). Any batch and time
+        strides with contiguous channels are read in place; other layouts are copied.
+    weight : torch.Tensor
+        ``[K, C]`` or ``[K, 1, C]``, of ``input``'s dtype and device.
+    bias : torch.Tensor, optional
+        ``[C]``, of ``input``'s dtype and device.
+    padding : int or (int, int)
+        Zero frames added before and after the sequence (``(K - 1) // 2`` each side keeps
+        the length for odd K; ``(K - 1, 0)`` is the causal form). Any value >= 0, also
+        larger than K.
+    activation : {None, "silu", "relu", "gelu"}
+        Applied after the bias (``"gelu"``: the exact erf form, as ``F.gelu``).
+    mask : torch.Tensor, optional
+        ``[B, T]`` or ``[B, T, 1]`` bool on ``input``'s device: frames where it is False
+        are zeroed before the convolution (WeNet's ``mask_pad``). Any strides.
+    out : torch.Tensor, optional
+        Destination ``[B, T_out, C]``, ``T_out = T + left + right - K + 1``, of ``input``'s
+        dtype and device, not overlapping ``input``. Any batch and time strides with
+        contiguous channels are written in place.
+
+    Returns
+    -------
+    torch.Tensor
+        ``out`` (allocated contiguous when omitted).
+
+    Raises
+    ------
+    TypeError
+        Non-tensor arguments, unsupported dtypes, dtypes differing from ``input``'s,
+        a non-bool ``mask``, a padding or activation of the wrong type.
+    ValueError
+        Wrong shapes, ``K > T + left + right`` (an empty output), negative padding, an
+        unknown activation, ``out`` overlapping ``input``, tensors not on one CUDA device.
+    """
+    k, left, right, code = _check_conv(input, weight, bias, padding, activation, mask, out)
+    b, t, c = input.shape
+    shape = (b, t + left + right - k + 1, c)
+    if out is None:
+        out = torch.empty(shape, dtype=input.dtype, device=input.device)
+    if out.numel() == 0:
+        return out
+    target = _channels_last(out)
+    w, bb = _flat_weights(weight, bias)
+    m = None
+    if mask is not None:
+        m = (mask.squeeze(-1) if mask.dim() == 3 else mask).view(torch.uint8)
+    _module().depthwise_conv1d(target, _channels_last(input), w, bb, left, right, m, code)
+    if target is not out:
+        out.copy_(target)
+    return out
+
+
+@oasr_api
+def depthwise_conv1d_step(
+    input_chunk: torch.Tensor,
+    state: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    activation: str | None = None,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One streaming step of a causal depthwise convolution; updates ``state`` in place.
+
+    The output is the convolution of ``cat([state, input_chunk], dim=1)`` without padding
+    (``L`` frames), and afterwards ``state`` holds the last ``K - 1`` frames of that
+    concatenation. Feeding a sequence chunk by chunk from a zero state gives the same
+    frames as ``depthwise_conv1d(x, weight, bias, padding=(K - 1, 0))``. Any chunk length
+    ``L >= 1``, also shorter than ``K - 1``. Two kernels on the current stream (the
+    convolution, then the state update); no host synchronisation and no allocation
+    besides ``out``, so the step can be captured in a CUDA graph.
+
+    Parameters
+    ----------
+    input_chunk : torch.Tensor
+        CUDA tensor ``[B, L, C]`` (float32, float16 or bfloat16); batch and time strides free.
+    state : torch.Tensor
+        ``[B, K - 1, C]`` of ``input_chunk``'s dtype and device, channels contiguous, not
+        overlapping ``input_chunk`` (zeros at the start of a stream). Updated in place.
+    weight, bias, activation
+        As in :func:`depthwise_conv1d`.
+    out : torch.Tensor, optional
+        Destination ``[B, L, C]``, not overlapping ``input_chunk`` or ``state``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``out``.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`depthwise_conv1d`; ValueError also for a ``state`` of the wrong shape,
+        with non-contiguous channels, or overlapping ``input_chunk``; ``L < 1``.
+    """
+    code = _check_step(input_chunk, state, weight, bias, activation, out)
+    b, length, c = input_chunk.shape
+    if out is None:
+        out = torch.empty((b, length, c), dtype=input_chunk.dtype, device=input_chunk.device)
+    if out.numel() == 0:
+        return out
+    target = _channels_last(out)
+    w, bb = _flat_weights(weight, bias)
+    _module().depthwise_conv1d_step(target, _channels_last(input_chunk), state, w, bb, code)
+    if target is not out:
+        out.copy_(target)
+    return out
+
+
+@oasr_api
+def fold_batch_norm(
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    running_mean: torch.Tensor,
+    running_var: torch.Tensor,
+    bn_weight: torch.Tensor | None = None,
+    bn_bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fold an inference BatchNorm into the depthwise conv that precedes it.
+
+    ``bn(conv(x, weight, bias)) == conv(x, w', b')`` with ``s = bn_weight / sqrt(running_var + eps)``,
+    ``w' = weight * s`` (per channel) and ``b' = (bias - running_mean) * s + bn_bias``.
+    Computed in float64, returned in ``weight``'s dtype (and device). Pure PyTorch: works
+    on CPU and CUDA tensors.
+
+    Parameters
+    ----------
+    weight : torch.Tensor
+        ``[K, C]`` or ``[K, 1, C]`` conv weight (the returned weight has the same shape).
+    bias : torch.Tensor or None
+        ``[C]`` conv bias (None: zero).
+    running_mean, running_var : torch.Tensor
+        ``[C]`` BatchNorm statistics.
+    bn_weight, bn_bias : torch.Tensor, optional
+        ``[C]`` BatchNorm affine parameters (None: 1 and 0, ``affine=False``).
+    eps : float
+        BatchNorm's epsilon.
+
+    Returns
+    -------
+    (torch.Tensor, torch.Tensor)
+        The folded weight (``weight``'s shape and dtype) and bias (``[C]``, ``weight``'s dtype).
+
+    Raises
+    ------
+    TypeError
+        Non-tensor arguments or a non-numeric ``eps``.
+    ValueError
+        Parameters that are not ``[C]``, or a negative ``eps``.
+    """
+    op = "fold_batch_norm"
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"oasr.{op}: `weight` must be a torch.Tensor, got {type(weight).__name__}")
+    if weight.dim() not in (2, 3) or (weight.dim() == 3 and weight.shape[1] != 1):
+        raise ValueError(f"oasr.{op}: `weight` has shape {tuple(weight.shape)}, expected [K, C] or [K, 1, C]")
+    c = weight.shape[-1]
+    for name, value in (
+        ("bias", bias),
+        ("running_mean", running_mean),
+        ("running_var", running_var),
+        ("bn_weight", bn_weight),
+        ("bn_bias", bn_bias),
+    ):
+        if value is None and name in ("running_mean", "running_var"):
+            raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got None")
+        if value is not None:
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor or None, got {type(value).__name__}")
+            if tuple(value.shape) != (c,):
+                raise ValueError(f"oasr.{op}: `{name}` has shape {tuple(value.shape)}, expected ({c},)")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"oasr.{op}: `eps` must be a real number, got {type(eps).__name__}")
+    if not eps >= 0:
+        raise ValueError(f"oasr.{op}: `eps` must be >= 0, got {eps}")
+
+    def f64(t: torch.Tensor | None, default: float) -> torch.Tensor:
+        if t is None:
+            return torch.full((c,), default, dtype=torch.float64, device=weight.device)
+        return t.detach().to(device=weight.device, dtype=torch.float64)
+
+    scale = f64(bn_weight, 1.0) / torch.sqrt(f64(running_var, 0.0) + float(eps))
+    folded_weight = (weight.detach().double() * scale).to(weight.dtype)
+    folded_bias = ((f64(bias, 0.0) - f64(running_mean, 0.0)) * scale + f64(bn_bias, 0.0)).to(weight.dtype)
+    return folded_weight, folded_bias
