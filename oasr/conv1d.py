@@ -16,7 +16,9 @@ views (``x[::2]``, ``x[:, 10:]``, a slice of a bigger tensor) are read in place.
 layouts (non-contiguous channels) are copied first.
 
 Arguments are checked before any launch, types, dtypes and shapes first (so those errors
-are the same on any machine), then devices.
+are the same on any machine), then devices. Under ``torch.compile`` the two convolutions
+are the custom ops ``torch.ops.oasr.depthwise_conv1d`` and ``torch.ops.oasr.depthwise_conv1d_step``
+(see ``oasr/_custom_ops.py``); :func:`fold_batch_norm` is plain torch, which dynamo traces.
 """
 
 from __future__ import annotations
@@ -24,8 +26,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.compiler import is_compiling
 
 from ._checks import FLOAT_DTYPES, check_device, ready_devices
+from ._custom_ops import define
 from .api_logging import oasr_api
 from .jit.families import CONV1D
 
@@ -63,6 +69,8 @@ def _extent(t: torch.Tensor) -> tuple[int, int]:
 
 
 def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if isinstance(a, FakeTensor) or isinstance(b, FakeTensor):
+        return False  # fake tensors (a faked GPU, FakeTensorMode) address no memory
     (a0, a1), (b0, b1) = _extent(a), _extent(b)
     return a0 < b1 and b0 < a1
 
@@ -258,6 +266,29 @@ def depthwise_conv1d(
         Wrong shapes, ``K > T + left + right`` (an empty output), negative padding, an
         unknown activation, ``out`` overlapping ``input``, tensors not on one CUDA device.
     """
+    if is_compiling():
+        # Checked when the op runs (the eager errors); a padded length shorter than K gets an
+        # empty `out`, which that check refuses with the eager sentence.
+        left, right = (padding, padding) if isinstance(padding, int) else padding
+        if out is None:
+            b, t, c = input.shape
+            frames = max(t + left + right - weight.shape[0] + 1, 0)
+            out = torch.empty((b, frames, c), dtype=input.dtype, device=input.device)
+        _DEPTHWISE_CONV1D(out, input, weight, bias, left, right, mask, activation)
+        return out
+    return _conv(input, weight, bias, padding, activation, mask, out)
+
+
+def _conv(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    padding: int | tuple[int, int],
+    activation: str | None,
+    mask: Tensor | None,
+    out: Tensor | None,
+) -> Tensor:
+    """The eager :func:`depthwise_conv1d`: check, then launch (copying layouts the kernel does not read)."""
     k, left, right, code = _check_conv(input, weight, bias, padding, activation, mask, out)
     b, t, c = input.shape
     shape = (b, t + left + right - k + 1, c)
@@ -318,6 +349,23 @@ def depthwise_conv1d_step(
         As :func:`depthwise_conv1d`; ValueError also for a ``state`` of the wrong shape,
         with non-contiguous channels, or overlapping ``input_chunk``; ``L < 1``.
     """
+    if is_compiling():
+        if out is None:
+            out = torch.empty(input_chunk.shape, dtype=input_chunk.dtype, device=input_chunk.device)
+        _DEPTHWISE_CONV1D_STEP(out, input_chunk, state, weight, bias, activation)
+        return out
+    return _step(input_chunk, state, weight, bias, activation, out)
+
+
+def _step(
+    input_chunk: Tensor,
+    state: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    activation: str | None,
+    out: Tensor | None,
+) -> Tensor:
+    """The eager :func:`depthwise_conv1d_step`: check, then launch."""
     code = _check_step(input_chunk, state, weight, bias, activation, out)
     b, length, c = input_chunk.shape
     if out is None:
@@ -408,3 +456,42 @@ def fold_batch_norm(
     folded_weight = (weight.detach().double() * scale).to(weight.dtype)
     folded_bias = ((f64(bias, 0.0) - f64(running_mean, 0.0)) * scale + f64(bn_bias, 0.0)).to(weight.dtype)
     return folded_weight, folded_bias
+
+
+# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures, except
+# that the activation is its name (checked when the op runs, as in eager code) rather than the
+# kernel's code. fold_batch_norm is plain torch, which dynamo traces: it needs no custom op.
+
+
+def _depthwise_conv1d_op(
+    out: Tensor,
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    pad_left: int,
+    pad_right: int,
+    mask: Tensor | None,
+    activation: str | None,
+) -> None:
+    _conv(input, weight, bias, (pad_left, pad_right), activation, mask, out)
+
+
+def _depthwise_conv1d_step_op(
+    out: Tensor, input: Tensor, state: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None
+) -> None:
+    _step(input, state, weight, bias, activation, out)
+
+
+_DEPTHWISE_CONV1D = define(
+    "depthwise_conv1d",
+    "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias, int pad_left, int pad_right, Tensor? mask, "
+    "str? activation) -> ()",
+    ("out",),
+    _depthwise_conv1d_op,
+)
+_DEPTHWISE_CONV1D_STEP = define(
+    "depthwise_conv1d_step",
+    "(Tensor(a!) out, Tensor input, Tensor(b!) state, Tensor weight, Tensor? bias, str? activation) -> ()",
+    ("out", "state"),
+    _depthwise_conv1d_step_op,
+)

@@ -69,20 +69,28 @@ def call_every_op(**extra: torch.Tensor) -> None:
     residual = extra.get("residual", cuda(2, 3, 8))
     oasr.add_layer_norm(x, residual, extra.get("weight", w), out=extra.get("out", cuda(2, 3, 8)))
     oasr.add_rms_norm(x, residual, extra.get("weight", w), residual_out=extra.get("residual_out", cuda(2, 3, 8)))
+    taps = cuda(3, 8)
+    oasr.depthwise_conv1d(x, taps, extra.get("bias", w), padding=1, out=extra.get("out", cuda(2, 3, 8)))
+    oasr.depthwise_conv1d_step(x, cuda(2, 2, 8), taps, extra.get("bias", w), out=extra.get("out", cuda(2, 3, 8)))
 
 
 def test_a_supported_gpu_is_looked_up_once_per_family(gpu):
     call_every_op()
     call_every_op()
-    assert gpu.lookups == 3  # one per family, on the first call
+    assert gpu.lookups == 4  # one per family, on the first call
     launchers = ["run", "glu", "swish", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
+    launchers += ["depthwise_conv1d", "depthwise_conv1d_step"]
     assert gpu.launchers.calls == 2 * launchers
 
 
-@pytest.mark.parametrize("op", [op for family in FAMILIES for op in family.ops])
+# Every op that launches a kernel; fold_batch_norm is plain torch (no kernel, no device check).
+KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op != "fold_batch_norm"]
+
+
+@pytest.mark.parametrize("op", KERNEL_OPS)
 def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
     gpu.capability = (7, 5)
-    x, w = cuda(2, 8), cuda(8)
+    x, w, frames, taps = cuda(2, 8), cuda(8), cuda(2, 3, 8), cuda(3, 8)
     calls = {
         "scale": lambda: oasr.scale(x, 2.0),
         "glu": lambda: oasr.glu(x),
@@ -91,6 +99,8 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "rms_norm": lambda: oasr.rms_norm(x, w),
         "add_layer_norm": lambda: oasr.add_layer_norm(x, x, w),
         "add_rms_norm": lambda: oasr.add_rms_norm(x, x, w),
+        "depthwise_conv1d": lambda: oasr.depthwise_conv1d(frames, taps, w, padding=1, activation="silu"),
+        "depthwise_conv1d_step": lambda: oasr.depthwise_conv1d_step(frames, cuda(2, 2, 8), taps, w),
     }
     with pytest.raises(ValueError) as info:
         calls[op]()

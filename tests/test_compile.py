@@ -8,6 +8,10 @@ replaced by torch code, it matches eager. Eager calls do not go through the disp
 
 GPU test: the block compiled with the default backend (inductor) matches eager, for
 float32, float16 and bfloat16.
+
+Public ops in ``PURE_TORCH`` launch no kernel: they are plain torch code, which dynamo traces
+natively, so they have no custom op; :func:`every_op` still calls them inside the compiled
+function, which proves they cause no graph break.
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ import oasr
 from oasr import _checks
 from oasr.jit.families import FAMILIES
 
-OASR_OPS = {f"oasr.{op}.default" for family in FAMILIES for op in family.ops}
+PURE_TORCH = {"fold_batch_norm"}
+"""Public ops written in plain torch (no kernel, no custom op): dynamo traces through them."""
+KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op not in PURE_TORCH]
+OASR_OPS = {f"oasr.{op}.default" for op in KERNEL_OPS}
+ACTIVATIONS = {0: lambda y: y, 1: F.silu, 2: F.relu, 3: F.gelu}
+"""The conv1d launchers' activation codes (oasr.conv1d.ACTIVATIONS)."""
 
 
 class ConformerBlock(torch.nn.Module):
@@ -100,6 +109,19 @@ class TorchLaunchers:
             residual_out.copy_(total)
         return self.rms_norm(out, total, weight, bias, eps)
 
+    def depthwise_conv1d(self, out, input, weight, bias, pad_left, pad_right, mask, activation):
+        x = input.float()
+        if mask is not None:  # [B, T] uint8 (a view of the bool mask): zero the masked frames
+            x = x.masked_fill(~mask.bool().unsqueeze(-1), 0.0)
+        x = F.pad(x.transpose(1, 2), (pad_left, pad_right))
+        y = F.conv1d(x, weight.float().t().unsqueeze(1), None if bias is None else bias.float(), groups=x.shape[1])
+        out.copy_(ACTIVATIONS[activation](y).transpose(1, 2))
+
+    def depthwise_conv1d_step(self, out, input, state, weight, bias, activation):
+        full = torch.cat([state, input], dim=1)  # the left context, then the chunk
+        self.depthwise_conv1d(out, full, weight, bias, 0, 0, None, activation)
+        state.copy_(full[:, full.shape[1] - state.shape[1] :])
+
 
 @pytest.fixture
 def cpu_launchers():
@@ -116,15 +138,18 @@ def cpu_launchers():
 
 
 def test_every_op_is_a_custom_op_with_the_launchers_signature():
-    for op in (op for family in FAMILIES for op in family.ops):
+    for op in KERNEL_OPS:
         schema = getattr(torch.ops.oasr, op).default._schema
         assert schema.returns == [] and schema.arguments[0].name == "out" and schema.arguments[0].alias_info.is_write
+    assert not any(hasattr(torch.ops.oasr, op) for op in PURE_TORCH)  # traced as the torch code they are
+    assert {op for family in FAMILIES for op in family.ops} >= PURE_TORCH
 
 
 def opcheck_cases(device: torch.device | str) -> dict[str, tuple]:
     """Arguments of each custom op (out first, as its launcher takes them)."""
     x = torch.randn(2, 3, 8, device=device)
     w, r = torch.rand(8, device=device) + 0.5, torch.randn(2, 3, 8, device=device)
+    taps, mask = torch.randn(3, 8, device=device), torch.tensor([[True, False, True]] * 2, device=device)
 
     def new(*shape: int) -> torch.Tensor:
         return torch.empty(shape or x.shape, device=device)
@@ -137,6 +162,8 @@ def opcheck_cases(device: torch.device | str) -> dict[str, tuple]:
         "rms_norm": (new(), x, w, None, 1e-5),
         "add_layer_norm": (new(), new(), x, r, w, w, 1e-5, 0.5),
         "add_rms_norm": (new(), None, x, r, w, None, 1e-5, 0.5),
+        "depthwise_conv1d": (new(2, 4, 8), x, taps, w, 2, 1, mask, "silu"),
+        "depthwise_conv1d_step": (new(), x, torch.randn(2, 2, 8, device=device), taps, None, "gelu"),
     }
 
 
@@ -194,6 +221,17 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
     results.append(oasr.add_layer_norm(x, residual, weight, out=out, residual_out=total).clone())
     results.append(total)
     results.append(oasr.rms_norm(x, weight, out=torch.empty_like(x)))
+    # conv1d: taps [3, C] folded with a BatchNorm (plain torch), a masked "same" convolution,
+    # a causal one into `out=`, and two streaming steps that update their state in place.
+    taps, bias = oasr.fold_batch_norm(residual[0, :3], weight, weight - 1.0, weight, weight, weight)
+    results += [taps, bias]
+    results.append(oasr.depthwise_conv1d(x, taps, bias, padding=1, activation="silu", mask=residual[..., 0] > 0))
+    causal = torch.empty(x.shape[0], x.shape[1] + 1, x.shape[2], dtype=x.dtype, device=x.device)
+    results.append(oasr.depthwise_conv1d(x, taps.unsqueeze(1), None, (3, 0), out=causal))
+    state = torch.zeros_like(x[:, :2])
+    results.append(oasr.depthwise_conv1d_step(x[:, :4], state, taps, bias, "gelu"))
+    results.append(oasr.depthwise_conv1d_step(x[:, 4:], state, taps, out=torch.empty_like(x[:, 4:])))
+    results.append(state)
     results.append(oasr.scale(x, 0.25, out=x))  # in place, last
     return results
 
@@ -231,17 +269,36 @@ def test_compiled_errors_are_the_eager_ones(cpu_launchers):
     with pytest.raises(ValueError, match=r"oasr.swish: `out` has shape \(3,\), expected \(2, 4\)"):
         torch.compile(bad, backend="aot_eager", fullgraph=True)(torch.ones(2, 4))
 
+    def bad_conv(x, activation, padding):
+        return oasr.depthwise_conv1d(x, torch.ones(3, 4), activation=activation, padding=padding)
+
+    compiled = torch.compile(bad_conv, backend="aot_eager", fullgraph=True)
+    with pytest.raises(ValueError, match=r"oasr.depthwise_conv1d: unknown `activation` 'swish'"):
+        compiled(torch.ones(1, 5, 4), "swish", 1)
+    with pytest.raises(ValueError, match=r"oasr.depthwise_conv1d: the kernel size K=3 .* larger than the padded"):
+        compiled(torch.ones(1, 1, 4), None, 0)
+    with pytest.raises(ValueError, match=r"oasr.depthwise_conv1d: `padding` must be >= 0"):
+        compiled(torch.ones(1, 5, 4), None, -1)
+
 
 def test_eager_calls_skip_the_dispatcher(cpu_launchers, monkeypatch):
     def dispatched(*args):
         raise AssertionError("an eager call went through torch.ops.oasr")
 
-    for module, name in [("oasr.norm", "_RMS_NORM"), ("oasr.activation", "_GLU"), ("oasr.scale", "_SCALE")]:
+    for module, name in [
+        ("oasr.norm", "_RMS_NORM"),
+        ("oasr.activation", "_GLU"),
+        ("oasr.scale", "_SCALE"),
+        ("oasr.conv1d", "_DEPTHWISE_CONV1D"),
+        ("oasr.conv1d", "_DEPTHWISE_CONV1D_STEP"),
+    ]:
         monkeypatch.setattr(sys.modules[module], name, dispatched)  # (oasr.scale is also the function)
     x = torch.randn(2, 8)
     oasr.rms_norm(x, torch.ones(8))
     oasr.glu(x)
     oasr.scale(x, 2.0)
+    oasr.depthwise_conv1d(x.view(1, 2, 8), torch.ones(2, 8))
+    oasr.depthwise_conv1d_step(x.view(1, 2, 8), torch.zeros(1, 1, 8), torch.ones(2, 8))
 
 
 # ---------------------------------------------------------------------------

@@ -1,4 +1,7 @@
-"""``python -m profiling.nsight --op scale``: profile an op's sweep under Nsight Compute (see sweep.main)."""
+"""``python -m profiling.nsight --op scale``: profile an op's sweep under Nsight Compute, or replay it.
+
+The command line is :func:`profiling.nsight.sweep.main`; ``--help`` lists the ops and every flag.
+"""
 
 import sys
 

@@ -35,7 +35,7 @@ import pandas as pd
 import torch
 
 from ..files import REPLAY_GPU
-from ..harness.ops import Config, dtype_name, get_op, parse_dtype
+from ..harness.ops import DTYPES, OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
 from . import recordings, runner
 from .reader import read_report
@@ -355,8 +355,9 @@ def profile_sweep(
 
     if not gpu_available():
         raise runner.NoGpuError(
-            "no CUDA GPU: live profiling needs an NVIDIA GPU (torch.cuda.is_available() is False); "
-            "call profile_sweep(live=False) to replay the recordings in reports/."
+            "no CUDA GPU: live profiling needs an NVIDIA GPU (torch.cuda.is_available() is False). "
+            "Replay the recordings in reports/ instead: profile_sweep(..., live=False) in Python, "
+            "`python -m profiling.nsight ... --replay` on the command line."
         )
     profiles = recordings.ProfileStore(gpu_slug(gpu_name()), op, reports_dir)
     src = recordings.source_hash(spec)
@@ -439,28 +440,97 @@ TABLE_COLUMNS = (
     "backend", "dtype", "kernel", "duration_s", "dram_bytes", "flop", "dram_bw_bytes_per_s", "pct_dram_peak", "profile",
 )  # fmt: skip
 
+CONFIG_FORM = "field=int,... (e.g. n=65536, or b=16,t=1500,c=1024)"
+
 
 def _parse_config(text: str) -> Config:
-    return {k: int(v) for k, v in (item.split("=", 1) for item in text.split(","))}
+    """``"b=16,t=1500,c=1024"`` -> ``{"b": 16, "t": 1500, "c": 1024}``; argparse's error names the flag otherwise."""
+    config: Config = {}
+    for item in text.split(","):
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not name.isidentifier():
+            raise argparse.ArgumentTypeError(f"{text!r} is not {CONFIG_FORM}")
+        try:
+            config[name] = int(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: {name}={value!r} is not an integer; expected {CONFIG_FORM}"
+            ) from None
+    return config
+
+
+def _op_epilog() -> str:
+    lines = ["ops (their config fields; backends):"]
+    for name, spec in OPS.items():
+        lines.append(f"  {name:<16} {','.join(spec.config_fields):<8} {', '.join(spec.backends)}")
+    lines += [
+        "",
+        "Without --live or --replay: live when a CUDA GPU and ncu are present, else replay the",
+        "recordings committed under reports/h200/profiles/. Profiles are cached under",
+        "reports/<gpu>/profiles/ and reused while the kernel sources, preset and ncu settings match.",
+        "",
+        "example: python -m profiling.nsight --op scale --dtypes float16,bfloat16 --config n=1048576 --replay",
+    ]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m profiling.nsight``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m profiling.nsight",
+        description="Profile an op's sweep under Nsight Compute (or replay the recordings without a GPU),\n"
+        "then print its launch table, where the numbers come from, and the report files.",
+        epilog=_op_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--op", required=True, choices=list(OPS), metavar="OP",
+                        help=f"the op to profile, one of: {', '.join(OPS)}")  # fmt: skip
+    parser.add_argument("--preset", default="roofline", choices=("timing", "roofline", "full"),
+                        help="metric set: timing (durations and launch configuration), roofline (+ bytes, "
+                        "FLOP, peaks and ncu's advice), full (every section; for one launch in the ncu GUI); "
+                        "default: %(default)s")  # fmt: skip
+    parser.add_argument("--dtypes", default="float16",
+                        help=f"comma-separated dtypes, from {', '.join(DTYPES)}; default: %(default)s")  # fmt: skip
+    backends = ", ".join(dict.fromkeys(b for spec in OPS.values() for b in spec.backends))
+    parser.add_argument("--backends", default="oasr,torch",
+                        help=f"comma-separated backends, from {backends}; default: %(default)s")  # fmt: skip
+    parser.add_argument("--config", action="append", type=_parse_config, metavar="FIELD=INT,...",
+                        help="one config of the sweep, e.g. n=65536 or b=16,t=1500,c=1024 (the op's fields, "
+                        "listed below); repeat for more; default: the op's default sweep")  # fmt: skip
+    parser.add_argument("--force", action="store_true", help="profile again even where the cache has the entries")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--live", dest="live", action="store_true", default=None,
+                      help="profile now with ncu (needs a CUDA GPU and Nsight Compute)")  # fmt: skip
+    mode.add_argument("--replay", dest="live", action="store_false",
+                      help="only replay the recordings committed under reports/, never run ncu")  # fmt: skip
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                        help="limit for the ncu run (finished configs are kept on timeout); "
+                        "default: %(default)s")  # fmt: skip
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profiling.nsight", description=__doc__.split("\n")[0])
-    parser.add_argument("--op", required=True)
-    parser.add_argument("--preset", default="roofline", choices=("timing", "roofline", "full"))
-    parser.add_argument("--dtypes", default="float16", help="comma-separated, e.g. float16,bfloat16")
-    parser.add_argument("--backends", default="oasr,torch")
-    parser.add_argument("--config", action="append", help="e.g. n=65536 (repeatable; default: the op's sweep)")
-    parser.add_argument("--force", action="store_true", help="profile again even if cached")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--live", dest="live", action="store_true", default=None)
-    mode.add_argument("--replay", dest="live", action="store_false")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S)
+    parser = build_parser()
     args = parser.parse_args(argv)
+    fields = list(get_op(args.op).config_fields)
+    for config in args.config or ():
+        if sorted(config) != sorted(fields):
+            parser.error(
+                f"argument --config: {','.join(f'{k}={v}' for k, v in config.items())} does not give "
+                f"{args.op}'s fields {','.join(fields)}; expected {','.join(f'{f}=INT' for f in fields)}"
+            )
+    if args.live and not gpu_available():
+        replay = f"python -m profiling.nsight --op {args.op} --preset {args.preset} --replay"
+        print(
+            "error: --live needs an NVIDIA GPU and there is none here (torch.cuda.is_available() is False); "
+            f"replay the recordings in reports/ instead: {replay} (or leave out --live).",
+            file=sys.stderr,
+        )
+        return 1
     try:
         result = profile_sweep(
             args.op,
-            configs=[_parse_config(c) for c in args.config] if args.config else None,
+            configs=args.config,
             dtypes=args.dtypes.split(","),
             backends=args.backends.split(","),
             preset=args.preset,
@@ -471,8 +541,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (runner.NcuError, NoRecordingError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        if isinstance(exc, runner.NcuNotFoundError):
+            print(f"On the command line: python -m profiling.nsight --op {args.op} --replay", file=sys.stderr)
         return 1
-    fields = list(get_op(args.op).config_fields)
     columns = [c for c in (*TABLE_COLUMNS[:2], *fields, *TABLE_COLUMNS[2:]) if c in result.launches]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(result.launches[columns].to_string(index=False) if columns else result.launches)

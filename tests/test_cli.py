@@ -1,0 +1,105 @@
+"""The command lines a user meets first: ``python -m oasr.jit`` and ``python -m profiling.nsight``.
+
+Their help is plain text, every flag says what it does, ops are listed, and a wrong
+flag value gets one line naming the flag and the form it expects.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from oasr.jit import __main__ as jit_cli
+from oasr.jit.families import FAMILIES
+from profiling.harness.ops import OPS
+from profiling.nsight import runner, sweep
+
+RST = re.compile(r"``|:(func|mod|class|data|meth):`")
+
+
+def test_jit_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        jit_cli.main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    assert not RST.search(text), text
+    for command in ("list", "build", "clear"):
+        assert re.search(rf"^\s+{command}\s+\S", text, re.MULTILINE), f"no help line for {command}:\n{text}"
+
+
+def test_jit_list_marks_the_current_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    family = FAMILIES[0]
+    try:
+        key = family.jit_spec().key
+    except Exception as exc:  # the key hashes nvcc's version
+        pytest.skip(f"the cache key needs the CUDA toolkit: {exc}")
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path))
+    for build in (key, "0" * 20):
+        (tmp_path / family.name / build).mkdir(parents=True)
+        (tmp_path / family.name / build / f"{family.name}.so").write_bytes(b"\0" * 1024)
+    assert jit_cli.main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    current = [line for line in lines if key in line]
+    old = [line for line in lines if "0" * 20 in line]
+    assert current and current[0].startswith("*"), lines
+    assert old and not old[0].startswith("*"), lines
+    others = [f.name for f in FAMILIES[1:]]
+    if others:  # families with no build of their current sources are named
+        assert any("not built" in line and others[0] in line for line in lines), lines
+
+
+def test_nsight_help_lists_ops_and_every_flag_has_help(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = sweep.build_parser()
+    for action in parser._actions:
+        assert action.help, f"{action.option_strings} has no help"
+    op = next(a for a in parser._actions if "--op" in a.option_strings)
+    assert list(op.choices) == list(OPS)
+    with pytest.raises(SystemExit):
+        sweep.main(["--help"])
+    text = capsys.readouterr().out
+    for name in OPS:
+        assert name in text
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("n", "field=int"), ("n=abc", "is not an integer"), ("=3", "field=int"), ("b=1,t=2", "scale's fields n")],
+)
+def test_nsight_bad_config_is_one_argparse_line(value: str, expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(["--op", "scale", "--config", value])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith("python -m profiling.nsight: error: argument --config:"), error
+    assert expected in error
+    assert "Traceback" not in error and "unpack" not in error and "invalid literal" not in error
+
+
+def test_parse_config() -> None:
+    assert sweep._parse_config("b=16, t=1500,c=1024") == {"b": 16, "t": 1500, "c": 1024}
+    with pytest.raises(argparse.ArgumentTypeError):
+        sweep._parse_config("n=1.5")
+
+
+def test_nsight_unknown_op_lists_the_ops(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        sweep.main(["--op", "nope"])
+    error = capsys.readouterr().err
+    assert "argument --op: invalid choice" in error and "scale" in error
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="about machines without a CUDA GPU")
+def test_live_without_gpu_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sweep.main(["--op", "scale", "--live"]) == 1
+    error = capsys.readouterr().err
+    assert "--replay" in error and "python -m profiling.nsight --op scale" in error
+    assert "profile_sweep(" not in error
+    # Python callers are told the argument (and where the flag is).
+    with pytest.raises(runner.NoGpuError, match=r"live=False"):
+        sweep.profile_sweep("scale", live=True)
