@@ -31,7 +31,14 @@ void check_weights(TensorView weight, const Optional& bias, TensorView input, in
 }
 
 template <typename T>
-void set_weights(oasr::conv1d::DepthwiseConv1dParams<T>& p, TensorView weight, const Optional& bias) {
+void set_tensors(oasr::conv1d::DepthwiseConv1dParams<T>& p, TensorView output, TensorView input, TensorView weight,
+                 const Optional& bias) {
+  p.output = data_ptr<T>(output);
+  p.output_batch_stride = output.stride(0);
+  p.output_time_stride = output.stride(1);
+  p.input = data_ptr<const T>(input);
+  p.input_batch_stride = input.stride(0);
+  p.input_time_stride = input.stride(1);
   p.weight = data_ptr<const T>(weight);
   p.bias = bias.has_value() ? data_ptr<const T>(bias.value()) : nullptr;
   p.kernel_size = static_cast<int>(weight.size(0));
@@ -63,18 +70,12 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
   cudaStream_t stream = get_stream(input.device());
   DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {
     oasr::conv1d::DepthwiseConv1dParams<c_type> p;
-    p.output = data_ptr<c_type>(output);
-    p.output_batch_stride = output.stride(0);
-    p.output_time_stride = output.stride(1);
-    p.input = data_ptr<const c_type>(input);
-    p.input_batch_stride = input.stride(0);
-    p.input_time_stride = input.stride(1);
+    set_tensors(p, output, input, weight, bias);
     if (mask.has_value()) {
       p.mask = data_ptr<const uint8_t>(mask.value());
       p.mask_batch_stride = mask.value().stride(0);
       p.mask_time_stride = mask.value().stride(1);
     }
-    set_weights(p, weight, bias);
     p.batch = static_cast<int>(batch);
     p.channels = static_cast<int>(channels);
     p.out_len = static_cast<int>(out_len);
@@ -104,16 +105,10 @@ void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state
   cudaStream_t stream = get_stream(input.device());
   DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {
     oasr::conv1d::DepthwiseConv1dParams<c_type> p;
-    p.output = data_ptr<c_type>(output);
-    p.output_batch_stride = output.stride(0);
-    p.output_time_stride = output.stride(1);
-    p.input = data_ptr<const c_type>(input);
-    p.input_batch_stride = input.stride(0);
-    p.input_time_stride = input.stride(1);
+    set_tensors(p, output, input, weight, bias);
     p.state = data_ptr<const c_type>(state);
     p.state_batch_stride = state.stride(0);
     p.state_time_stride = state.stride(1);
-    set_weights(p, weight, bias);
     p.batch = static_cast<int>(batch);
     p.channels = static_cast<int>(channels);
     p.out_len = static_cast<int>(chunk_len);
