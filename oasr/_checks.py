@@ -6,6 +6,15 @@ on any machine), then devices: ``input`` on a CUDA GPU whose compute capability 
 family supports (:func:`check_device`, looked up once per device), every other tensor on
 ``input``'s device. The CUDA launchers in ``csrc/`` check nothing a user can get wrong.
 
+After the devices, memory: a written tensor (``out``, ``residual_out``) must not share memory
+with ``input`` (``residual``, the other output), except the exact aliasing an op documents (in
+place: ``out`` is ``input``), and must not overlap itself, as PyTorch refuses these patterns
+(:func:`check_out`, :func:`check_outs`; only when an output is given, and a few pointer
+comparisons when nothing overlaps). Byte ranges, first to last byte, are compared, so column
+slices of one buffer (``buf[:, :C]`` and ``buf[:, C:]``) count as overlapping. Then autograd:
+no tensor may require grad while grad mode is on, since the ops have no backward
+(:func:`requires_grad`).
+
 A call costs a few microseconds, so an op tests each condition inline (an attribute read
 is about 40 ns) and calls the helpers below only to word the error it raises.
 """
@@ -15,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch import Tensor
+from torch._subclasses.fake_tensor import FakeTensor
 
 from .jit.families import Family
 
@@ -49,8 +60,11 @@ def check_real_scalar(op: str, name: str, value: object) -> float:
         raise TypeError(f"oasr.{op}: `{name}` must be a real number, got {type(value).__name__}")
     try:
         return float(value)
-    except OverflowError:
-        raise ValueError(f"oasr.{op}: `{name}` is too large for a float: {value}") from None
+    except OverflowError:  # an int beyond 1.8e308 (its digits may be too many to print)
+        raise ValueError(
+            f"oasr.{op}: `{name}` is too large for a float (an integer of {value.bit_length()} bits; "
+            f"floats end at 1.8e308)"
+        ) from None
 
 
 def other_device(op: str, name: str, tensor: torch.Tensor, device: torch.device) -> ValueError:
@@ -98,3 +112,165 @@ def check_device(op: str, family: Family, device: torch.device) -> None:
             f"but the {family.name} kernels run only on compute capability {listed}."
         )
     ready_devices(family).add(device)
+
+
+# ---------------------------------------------------------------------------
+# Memory: overlapping tensors (shared by every op; conv1d uses overlaps())
+# ---------------------------------------------------------------------------
+
+
+def _span(t: Tensor) -> int:
+    """Bytes from ``t.data_ptr()`` to one past the last byte ``t`` addresses (0 when empty; strides >= 0)."""
+    if t.is_contiguous():
+        return t.nbytes
+    if t.numel() == 0:
+        return 0
+    return (sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True)) + 1) * t.itemsize
+
+
+def extent(t: Tensor) -> tuple[int, int]:
+    """[first byte, one past the last byte) of the memory ``t`` addresses; (p, p) when empty."""
+    start = t.data_ptr()
+    return start, start + _span(t)
+
+
+def overlaps(a: Tensor, b: Tensor) -> bool:
+    """Whether the memory ranges of ``a`` and ``b`` intersect (never for fake tensors, which address none).
+
+    Ranges, not elements: interleaved views (``x[:, ::2]`` and ``x[:, 1::2]``) count as overlapping.
+    """
+    if isinstance(a, FakeTensor) or isinstance(b, FakeTensor):
+        return False
+    (a0, a1), (b0, b1) = extent(a), extent(b)
+    return a0 < a1 and b0 < b1 and a0 < b1 and b0 < a1
+
+
+def overlaps_itself(t: Tensor) -> bool:
+    """Whether two elements of ``t`` may share memory (a stride-0 or overlapping view such as ``expand``).
+
+    Sufficient test for the contrary: sorted by stride, each dimension's stride exceeds the offsets the
+    smaller ones reach. Contiguous tensors never overlap themselves; callers test that first.
+    """
+    reach = 0
+    for stride, size in sorted((stride, size) for size, stride in zip(t.shape, t.stride(), strict=True) if size > 1):
+        if stride <= reach:
+            return True
+        reach += (size - 1) * stride
+    return False
+
+
+def _internal(op: str, name: str, out: Tensor) -> ValueError:
+    return ValueError(
+        f"oasr.{op}: `{name}` has elements that share memory (strides {out.stride()} for shape "
+        f"{tuple(out.shape)}, e.g. an `expand`ed view); pass a tensor with one element per address"
+    )
+
+
+def check_out(op: str, name: str, out: Tensor, source_name: str, source: Tensor, may_alias: bool) -> None:
+    """``out`` (written) must not overlap itself nor share memory with ``source`` (read).
+
+    With ``may_alias``, ``source`` may be exactly ``out`` (same start, shape and strides: in
+    place); any other shared memory is a ValueError naming both arguments. Cheap when they do
+    not overlap: two pointers, then the size of the one that starts lower. Fake tensors are skipped.
+    """
+    if type(out) is FakeTensor:
+        return
+    start = out.data_ptr()
+    at = source.data_ptr()
+    if out.is_contiguous():
+        if at > start:
+            if at >= start + out.nbytes:
+                return
+        elif at < start and at + (source.nbytes if source.is_contiguous() else _span(source)) <= start:
+            return
+    else:
+        if overlaps_itself(out):
+            raise _internal(op, name, out)
+        if at > start:
+            if at >= start + _span(out):
+                return
+        elif at < start and at + _span(source) <= start:
+            return
+    _shared(op, name, out, source_name, source, may_alias)
+
+
+def check_outs(
+    op: str, out: Tensor | None, residual_out: Tensor | None, input: Tensor, residual: Tensor | None
+) -> None:
+    """The norms' outputs (either may be None; all four tensors have one shape and dtype), as :func:`check_out`.
+
+    ``out`` and ``residual_out`` may each be exactly ``input`` or ``residual`` (in place), never
+    each other, and share no other memory with any of them; neither may overlap itself. Each
+    range is read once (a pointer and a contiguity test), and not again for an output that is
+    ``input`` or ``residual``. (Written out long-hand: this runs on every call with an output.)
+    """
+    if type(input) is FakeTensor:
+        return
+    nbytes = input.nbytes  # the same for the four
+    if nbytes == 0:
+        return
+    p_in = input.data_ptr()
+    c_in = input.is_contiguous()
+    e_in = p_in + (nbytes if c_in else _span(input))
+    if residual is not None:
+        p_res = residual.data_ptr()
+        c_res = residual.is_contiguous()
+        e_res = p_res + (nbytes if c_res else _span(residual))
+    if out is not None:
+        if out is input:
+            p_out, e_out, c_out = p_in, e_in, c_in
+        elif out is residual:
+            p_out, e_out, c_out = p_res, e_res, c_res
+        else:
+            p_out = out.data_ptr()
+            c_out = out.is_contiguous()
+            e_out = p_out + (nbytes if c_out else _span(out))
+        if not c_out and overlaps_itself(out):
+            raise _internal(op, "out", out)
+        if out is not input and p_in < e_out and p_out < e_in:
+            _shared(op, "out", out, "input", input, True)
+        if residual is not None and out is not residual and p_res < e_out and p_out < e_res:
+            _shared(op, "out", out, "residual", residual, True)
+    if residual_out is not None:
+        if residual_out is input:
+            p_sum, e_sum, c_sum = p_in, e_in, c_in
+        elif residual_out is residual:
+            p_sum, e_sum, c_sum = p_res, e_res, c_res
+        else:
+            p_sum = residual_out.data_ptr()
+            c_sum = residual_out.is_contiguous()
+            e_sum = p_sum + (nbytes if c_sum else _span(residual_out))
+        if not c_sum and overlaps_itself(residual_out):
+            raise _internal(op, "residual_out", residual_out)
+        if residual_out is not input and p_in < e_sum and p_sum < e_in:
+            _shared(op, "residual_out", residual_out, "input", input, True)
+        if residual is not None and residual_out is not residual and p_res < e_sum and p_sum < e_res:
+            _shared(op, "residual_out", residual_out, "residual", residual, True)
+        if out is not None and p_out < e_sum and p_sum < e_out:
+            _shared(op, "residual_out", residual_out, "out", out, False)
+
+
+def _shared(op: str, name: str, out: Tensor, source_name: str, source: Tensor, may_alias: bool) -> None:
+    """``out``'s and ``source``'s byte ranges intersect: allowed when either is empty or for an allowed exact alias."""
+    if source.numel() == 0 or out.numel() == 0:
+        return
+    if source.data_ptr() == out.data_ptr() and source.shape == out.shape and source.stride() == out.stride():
+        if may_alias:
+            return
+        raise ValueError(
+            f"oasr.{op}: `{name}` and `{source_name}` must be different tensors (they are the same memory)"
+        )
+    hint = f"it may be `{source_name}` itself (in place) but must not" if may_alias else "they must not"
+    raise ValueError(
+        f"oasr.{op}: `{name}` overlaps `{source_name}` in memory (a shifted or overlapping view); "
+        f"{hint} otherwise share memory"
+    )
+
+
+def requires_grad(op: str, names: tuple[str, ...], tensors: tuple[Tensor | None, ...]) -> ValueError:
+    """The first of ``tensors`` that requires grad (grad mode is on): the ops have no backward."""
+    name = next(n for n, t in zip(names, tensors, strict=True) if t is not None and t.requires_grad)
+    return ValueError(
+        f"oasr.{op}: `{name}` requires grad, but Oasr ops have no backward (the result would have no "
+        f"grad_fn); call it under `torch.no_grad()` or `torch.inference_mode()`, or pass `{name}.detach()`"
+    )

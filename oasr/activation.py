@@ -3,8 +3,8 @@
 Channels-last tensors of float32, float16 or bfloat16; the math runs in fp32 and each
 output is rounded once. Arguments are checked before any launch (:func:`_check_glu`,
 :func:`_check_swish`), types, dtypes and shapes first (so those errors are the same on any
-machine), then devices. Under ``torch.compile`` each op is the custom op
-``torch.ops.oasr.<op>``.
+machine), then devices, then memory and autograd (``oasr/_checks.py``). Under
+``torch.compile`` each op is the custom op ``torch.ops.oasr.<op>``.
 """
 
 from __future__ import annotations
@@ -13,12 +13,14 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import FLOATS, bad_input, bad_tensor, check_device, other_device, ready_devices
+from ._checks import FLOATS, bad_input, bad_tensor, check_device, check_out, other_device, ready_devices, requires_grad
 from ._custom_ops import define
 from .api_logging import oasr_api
 from .jit.families import ACTIVATION
 
 _READY = ready_devices(ACTIVATION)
+_grad_enabled = torch.is_grad_enabled
+_NAMES = ("input", "out")
 
 
 def _rows(tensor: Tensor, cols: int) -> Tensor:
@@ -37,7 +39,7 @@ def _out_rows(out: Tensor, cols: int) -> Tensor | None:
 
 
 def _check_glu(input: object, out: object) -> None:
-    """glu's arguments, in order: types, dtypes and shapes, then devices."""
+    """glu's arguments, in order: types, dtypes and shapes, devices, then memory."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input("glu", input)
     shape = input.shape
@@ -53,8 +55,12 @@ def _check_glu(input: object, out: object) -> None:
     device = input.device
     if device not in _READY:
         check_device("glu", ACTIVATION, device)
-    if out is not None and out.device != device:
-        raise other_device("glu", "out", out, device)
+    if out is not None:
+        if out.device != device:
+            raise other_device("glu", "out", out, device)
+        check_out("glu", "out", out, "input", input, False)
+    if _grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
+        raise requires_grad("glu", _NAMES, (input, out))
 
 
 def _glu(input: Tensor, out: Tensor | None) -> Tensor:
@@ -89,8 +95,9 @@ def glu(input: Tensor, out: Tensor | None = None) -> Tensor:
         evenly strided with a contiguous last dimension (e.g. ``x[..., :2C]``) are read
         in place; other layouts are copied first.
     out : torch.Tensor, optional
-        Destination ``[..., C]`` of ``input``'s dtype and device; must not overlap
-        ``input``. Allocated when omitted.
+        Destination ``[..., C]`` of ``input``'s dtype and device; must not share memory
+        with ``input`` (their address ranges may not intersect) nor overlap itself.
+        Allocated when omitted.
 
     Returns
     -------
@@ -103,19 +110,22 @@ def glu(input: Tensor, out: Tensor | None = None) -> Tensor:
         A non-tensor argument or an unsupported/mismatched dtype.
     ValueError
         ``input`` without dimensions or with an odd last dimension, ``out`` of the wrong
-        shape, tensors not on one CUDA device, or a GPU whose compute capability the
-        activation kernels do not support.
+        shape, tensors not on one CUDA device, a GPU whose compute capability the
+        activation kernels do not support, ``out`` overlapping ``input`` or itself, or a
+        tensor that requires grad while grad mode is on (no backward: use ``torch.no_grad()``).
     """
     if is_compiling():
         if out is None:
-            out = torch.empty((*input.shape[:-1], input.shape[-1] // 2), dtype=input.dtype, device=input.device)
+            # (a 0-dim input gets an empty `out`: the op refuses it with the eager sentence)
+            shape = (*input.shape[:-1], input.shape[-1] // 2) if input.dim() else (0,)
+            out = torch.empty(shape, dtype=input.dtype, device=input.device)
         _GLU(out, input)
         return out
     return _glu(input, out)
 
 
 def _check_swish(input: object, out: object) -> None:
-    """swish's arguments, in order: types, dtypes and shapes, then devices."""
+    """swish's arguments, in order: types, dtypes and shapes, devices, then memory."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input("swish", input)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
@@ -123,8 +133,13 @@ def _check_swish(input: object, out: object) -> None:
     device = input.device
     if device not in _READY:
         check_device("swish", ACTIVATION, device)
-    if out is not None and out.device != device:
-        raise other_device("swish", "out", out, device)
+    if out is not None:
+        if out.device != device:
+            raise other_device("swish", "out", out, device)
+        if out is not input:  # (in place: nothing to compare)
+            check_out("swish", "out", out, "input", input, True)
+    if _grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
+        raise requires_grad("swish", _NAMES, (input, out))
 
 
 def _swish(input: Tensor, out: Tensor | None) -> Tensor:
@@ -155,7 +170,8 @@ def swish(input: Tensor, out: Tensor | None = None) -> Tensor:
         offset views are read in place; other layouts are copied first.
     out : torch.Tensor, optional
         Destination of ``input``'s shape, dtype and device; may be ``input`` itself
-        (in place). Allocated when omitted.
+        (in place) but must not otherwise share memory with it, nor overlap itself.
+        Allocated when omitted.
 
     Returns
     -------
@@ -167,8 +183,9 @@ def swish(input: Tensor, out: Tensor | None = None) -> Tensor:
     TypeError
         A non-tensor argument or an unsupported/mismatched dtype.
     ValueError
-        ``out`` of the wrong shape, tensors not on one CUDA device, or a GPU whose compute
-        capability the activation kernels do not support.
+        ``out`` of the wrong shape, tensors not on one CUDA device, a GPU whose compute
+        capability the activation kernels do not support, ``out`` partly overlapping
+        ``input`` or itself, or a tensor that requires grad while grad mode is on.
     """
     if is_compiling():
         out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out

@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch._subclasses.fake_tensor import FakeTensor
 from torch.compiler import is_compiling
 
 from ._checks import FLOAT_DTYPES, check_device, ready_devices
+from ._checks import overlaps as _overlap
 from ._custom_ops import define
 from .api_logging import oasr_api
 from .jit.families import CONV1D
@@ -58,21 +58,6 @@ def _tensor(op: str, name: str, tensor: object, dtype: torch.dtype | None = None
         names = ", ".join(str(d).removeprefix("torch.") for d in FLOAT_DTYPES)
         raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}; supported: {names}")
     return tensor
-
-
-def _extent(t: torch.Tensor) -> tuple[int, int]:
-    """[first byte, one past the last byte) of the memory a tensor addresses (torch strides are >= 0)."""
-    if t.numel() == 0:
-        return (0, 0)
-    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True))
-    return (t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size())
-
-
-def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if isinstance(a, FakeTensor) or isinstance(b, FakeTensor):
-        return False  # fake tensors (a faked GPU, FakeTensorMode) address no memory
-    (a0, a1), (b0, b1) = _extent(a), _extent(b)
-    return a0 < b1 and b0 < a1
 
 
 def _padding(op: str, padding: object) -> tuple[int, int]:

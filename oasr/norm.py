@@ -6,8 +6,9 @@ are ``[C]`` tensors of the input's dtype (an fp32 weight for a half input is ref
 not converted). Any C >= 1 works; rows up to ~58000 elements are read from DRAM once.
 
 Arguments are checked before any launch (:func:`_check_norm`), types, dtypes and shapes
-first (so those errors are the same on any machine), then devices. Under
-``torch.compile`` each op is the custom op ``torch.ops.oasr.<op>``.
+first (so those errors are the same on any machine), then devices, then memory and
+autograd (``oasr/_checks.py``). Under ``torch.compile`` each op is the custom op
+``torch.ops.oasr.<op>``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import FLOATS, bad_input, bad_tensor, check_device, check_real_scalar, other_device, ready_devices
+from ._checks import (
+    FLOATS,
+    bad_input,
+    bad_tensor,
+    check_device,
+    check_outs,
+    check_real_scalar,
+    other_device,
+    ready_devices,
+    requires_grad,
+)
 from ._custom_ops import define
 from .activation import _out_rows, _rows
 from .api_logging import oasr_api
@@ -26,6 +37,8 @@ from .jit.families import NORM
 
 _READY = ready_devices(NORM)
 _INF = math.inf
+_grad_enabled = torch.is_grad_enabled
+_NAMES = ("input", "residual", "weight", "bias", "out", "residual_out")
 
 
 def _check_norm(
@@ -40,7 +53,7 @@ def _check_norm(
     residual_out: object,
     fused: bool,
 ) -> tuple[float, float]:
-    """Every argument of a norm, in order (types, dtypes and shapes, scalars, then devices); (eps, alpha)."""
+    """Every argument of a norm, in order (types, dtypes and shapes, scalars, devices, then memory); (eps, alpha)."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input(op, input)
     shape = input.shape
@@ -57,14 +70,17 @@ def _check_norm(
         eps = check_real_scalar(op, "eps", eps)
     if not 0.0 <= eps < _INF:
         raise ValueError(f"oasr.{op}: `eps` must be finite and >= 0, got {eps}")
-    if fused and type(alpha) is not float:
-        alpha = check_real_scalar(op, "alpha", alpha)
+    if fused:
+        if type(alpha) is not float:
+            alpha = check_real_scalar(op, "alpha", alpha)
+        if not -_INF < alpha < _INF:
+            raise ValueError(f"oasr.{op}: `alpha` must be finite, got {alpha}")
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
     if residual_out is not None:
         if not (isinstance(residual_out, Tensor) and residual_out.dtype is dtype and residual_out.shape == shape):
             raise bad_tensor(op, "residual_out", residual_out, dtype, shape)
-        if out is not None and residual_out.data_ptr() == out.data_ptr():
+        if residual_out is out:  # (the same memory in another tensor: refused with the overlaps, below)
             raise ValueError(f"oasr.{op}: `out` and `residual_out` must be different tensors")
 
     device = input.device
@@ -80,6 +96,18 @@ def _check_norm(
         raise other_device(op, "out", out, device)
     if residual_out is not None and residual_out.device != device:
         raise other_device(op, "residual_out", residual_out, device)
+    # Memory: in place is exact aliasing of `input` (or `residual`); any other shared memory is refused.
+    if residual_out is not None or (out is not None and (fused or out is not input)):
+        check_outs(op, out, residual_out, input, residual)
+    if _grad_enabled() and (
+        input.requires_grad
+        or weight.requires_grad
+        or (fused and residual.requires_grad)
+        or (bias is not None and bias.requires_grad)
+        or (out is not None and out.requires_grad)
+        or (residual_out is not None and residual_out.requires_grad)
+    ):
+        raise requires_grad(op, _NAMES, (input, residual, weight, bias, out, residual_out))
     return eps, alpha
 
 
@@ -168,7 +196,9 @@ def layer_norm(
     eps : float
         Added to the variance; finite and >= 0.
     out : torch.Tensor, optional
-        Destination of ``input``'s shape, dtype and device; may be ``input`` (in place).
+        Destination of ``input``'s shape, dtype and device; may be ``input`` (in place),
+        but must not otherwise share memory with it (a shifted view of ``input`` is
+        refused), nor overlap itself.
 
     Returns
     -------
@@ -182,8 +212,10 @@ def layer_norm(
         differs from ``input``'s; a non-numeric ``eps``.
     ValueError
         Wrong shapes (``weight``/``bias`` not ``[C]``, ``out`` not ``input.shape``), a
-        negative ``eps``, tensors not on one CUDA device, or a GPU whose compute capability
-        the norm kernels do not support.
+        negative, non-finite or too large ``eps``, tensors not on one CUDA device, a GPU
+        whose compute capability the norm kernels do not support, ``out`` partly
+        overlapping another argument or itself, or a tensor that requires grad while grad
+        mode is on (the ops have no backward: use ``torch.no_grad()``).
     """
     if is_compiling():
         out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
@@ -234,12 +266,15 @@ def add_layer_norm(
     input, residual : torch.Tensor
         CUDA tensors ``[..., C]`` of one shape, dtype and device.
     weight, bias, eps, out
-        As in :func:`layer_norm`. ``out`` may be ``input`` or ``residual``.
+        As in :func:`layer_norm`. ``out`` may be ``input`` or ``residual`` (in place), but
+        must not otherwise share memory with either.
     alpha : float
-        Scale of ``input`` in the sum (e.g. 0.5 for the Macaron half-step feed-forward).
+        Scale of ``input`` in the sum (e.g. 0.5 for the Macaron half-step feed-forward);
+        finite.
     residual_out : torch.Tensor, optional
         Receives the sum; ``input``'s shape, dtype and device. May be ``residual`` or
-        ``input`` (updated in place), not ``out``.
+        ``input`` (updated in place), not ``out``; must not otherwise share memory with
+        ``input``, ``residual`` or ``out``, nor overlap itself.
 
     Returns
     -------
@@ -250,7 +285,7 @@ def add_layer_norm(
     ------
     TypeError, ValueError
         As :func:`layer_norm`, for every tensor argument; ValueError also when ``out`` and
-        ``residual_out`` are the same tensor.
+        ``residual_out`` are the same tensor or overlap, or ``alpha`` is not finite.
     """
     if is_compiling():
         out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out

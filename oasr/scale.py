@@ -1,7 +1,8 @@
 """Element-wise scale: ``out = input * factor``.
 
 Arguments are checked before any launch (:func:`_check_scale`), types, dtypes and shapes
-first, then devices. Under ``torch.compile`` the op is the custom op ``torch.ops.oasr.scale``.
+first, then devices, then memory and autograd (see ``oasr/_checks.py``). Under
+``torch.compile`` the op is the custom op ``torch.ops.oasr.scale``.
 """
 
 from __future__ import annotations
@@ -10,16 +11,28 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import FLOATS, bad_input, bad_tensor, check_device, check_real_scalar, other_device, ready_devices
+from ._checks import (
+    FLOATS,
+    bad_input,
+    bad_tensor,
+    check_device,
+    check_out,
+    check_real_scalar,
+    other_device,
+    ready_devices,
+    requires_grad,
+)
 from ._custom_ops import define
 from .api_logging import oasr_api
 from .jit.families import SCALE
 
 _READY = ready_devices(SCALE)
+_grad_enabled = torch.is_grad_enabled
+_NAMES = ("input", "out")
 
 
 def _check_scale(input: object, factor: object, out: object) -> float:
-    """scale's arguments, in order: types, dtypes and shapes, the factor, then devices; the factor."""
+    """scale's arguments, in order: types, dtypes and shapes, the factor, devices, then memory; the factor."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input("scale", input)
     if type(factor) is not float:
@@ -29,8 +42,13 @@ def _check_scale(input: object, factor: object, out: object) -> float:
     device = input.device
     if device not in _READY:
         check_device("scale", SCALE, device)
-    if out is not None and out.device != device:
-        raise other_device("scale", "out", out, device)
+    if out is not None:
+        if out.device != device:
+            raise other_device("scale", "out", out, device)
+        if out is not input:  # (in place: nothing to compare)
+            check_out("scale", "out", out, "input", input, True)
+    if _grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
+        raise requires_grad("scale", _NAMES, (input, out))
     return factor
 
 
@@ -62,10 +80,13 @@ def scale(input: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
         offset (``x[1:]``) run in place; other non-contiguous inputs are
         made contiguous first.
     factor : float
-        The scale factor (rounded to fp32, as torch does for ``x * factor``).
+        The scale factor (rounded to fp32, as torch does for ``x * factor``). Any
+        float, inf and NaN included (as ``x * inf`` in torch); an int beyond the
+        float range is refused.
     out : torch.Tensor, optional
         Destination with ``input``'s shape, dtype and device. May be ``input``
-        itself (in place). Allocated when omitted.
+        itself (in place) but must not otherwise share memory with it, nor
+        overlap itself (an ``expand``ed view). Allocated when omitted.
 
     Returns
     -------
@@ -77,8 +98,10 @@ def scale(input: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
     TypeError
         ``input``/``out`` not a tensor, an unsupported dtype, or a non-numeric ``factor``.
     ValueError
-        ``out`` of the wrong shape, tensors not on one CUDA device, or a GPU whose compute
-        capability the scale kernel does not support.
+        ``out`` of the wrong shape, tensors not on one CUDA device, a GPU whose compute
+        capability the scale kernel does not support, ``out`` partly overlapping ``input``
+        or itself, an int ``factor`` too large for a float, or a tensor that requires grad
+        while grad mode is on (the op has no backward: use ``torch.no_grad()``).
     """
     if is_compiling():
         out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out

@@ -8,8 +8,10 @@ were profiled.``) plus the worker's progress events, or runs the real worker
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -306,6 +308,92 @@ def test_counters_not_permitted(tmp_path, monkeypatch):
     assert "ERR_NVGPUCTRPERM" in message and "NVreg_RestrictProfilingToAdminUsers=0" in message
     assert "root" in message and "https://developer.nvidia.com/ERR_NVGPUCTRPERM" in message
     assert "\n" not in message  # one paragraph
+
+
+def test_counters_not_permitted_early_in_long_output(tmp_path, monkeypatch):
+    """ERR_NVGPUCTRPERM is found anywhere in the output, not only in the last lines."""
+    fake_ncu(
+        tmp_path,
+        monkeypatch,
+        f"""
+        print({PERM_TEXT!r}, flush=True)
+        ev("start", pid=os.getpid(), total=len(cases))
+        for i, (c, d) in enumerate(cases):
+            for line in range(30):
+                print(f"worker chatter {{i}}.{{line}}", flush=True)
+            ev("done", index=i + 1, total=len(cases), config=c, dtype=d)
+        ev("end", total=len(cases))
+        print("==WARNING== No kernels were profiled.", flush=True)
+        """,
+    )
+    with pytest.raises(CountersNotPermittedError, match="NVreg_RestrictProfilingToAdminUsers=0"):
+        run(tmp_path, preset_args=[])
+
+
+def test_malformed_worker_events_are_ignored_with_a_note(tmp_path, monkeypatch):
+    fake_ncu(
+        tmp_path,
+        monkeypatch,
+        textwrap.dedent(
+            """
+        ev("start", pid="not a pid", total=len(cases))
+        ev("done", index=1)  # no config, no dtype
+        ev("done", index=1, total=len(cases), config={"n": "big"}, dtype="float16")
+        ev("done", index=1, total="three", config={"n": 1}, dtype="float16")
+        ev("error", kind=["x"], message={"y": 1})
+        ev("ready", device="cpu")
+        print("@@oasr-worker " + json.dumps({"event": 5}), flush=True)
+        """
+        )
+        + SWEEP,
+    )
+    with pytest.warns(runner.MalformedEventWarning, match="ignored a malformed worker event") as caught:
+        result = run(tmp_path)
+    assert len(caught) == 6 and len(result.notes) == 6
+    assert any("'config'" in note for note in result.notes) and any("'pid'" in note for note in result.notes)
+    assert result.kernels == 6 and result.finished == SPEC.cases
+
+
+def test_a_malformed_event_in_a_crash_still_gives_the_crash(tmp_path, monkeypatch):
+    fake_ncu(
+        tmp_path,
+        monkeypatch,
+        """
+        ev("start", pid=os.getpid(), total=len(cases))
+        ev("done")
+        ev("error", kind="exception", message="RuntimeError: boom")
+        sys.exit(1)
+        """,
+    )
+    with pytest.warns(runner.MalformedEventWarning), pytest.raises(WorkerCrashedError, match="boom"):
+        run(tmp_path, preset_args=[])
+
+
+OUTLIVES_NCU = (
+    """
+holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])  # inherits stdout
+open(os.environ["PIDS_FILE"], "w").write(str(holder.pid))
+"""
+    + SWEEP
+)
+
+
+def test_a_child_holding_stdout_does_not_delay_a_finished_run(tmp_path, monkeypatch):
+    """The runner waits for ncu to exit, not for end of output; what still holds the pipe is stopped."""
+    fake_ncu(tmp_path, monkeypatch, OUTLIVES_NCU)
+    pids_file = tmp_path / "pids"
+    monkeypatch.setenv("PIDS_FILE", str(pids_file))
+    start = time.monotonic()
+    try:
+        result = run(tmp_path, timeout_s=15.0, kill_grace_s=1.0)
+        elapsed = time.monotonic() - start
+        assert elapsed < 8, f"a finished run waited {elapsed:.1f} s for its output to end"
+        assert result.kernels == 6 and len(result.finished) == 3
+        assert_gone([int(pids_file.read_text())])
+    finally:
+        if pids_file.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pids_file.read_text()), signal.SIGKILL)
 
 
 PASSTHROUGH = """

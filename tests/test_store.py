@@ -127,7 +127,10 @@ def test_half_written_profiles_are_ignored(tmp_path):
     orphan = json.loads(good.sidecar.read_text()) | {"report": "gone.ncu-rep"}
     (folder / "orphan.json").write_text(json.dumps(orphan))  # its report never arrived
     (folder / "broken.json").write_text("{")
-    assert [p.name for p in profiles.profiles()] == [good.name]
+    with pytest.warns(store.DamagedRecordingWarning) as caught:
+        assert [p.name for p in profiles.profiles()] == [good.name]
+    named = sorted(str(w.message).split(":")[0] for w in caught)  # one warning per file, naming it
+    assert named == [f"damaged recording {folder / 'broken.json'}", f"damaged recording {folder / 'orphan.json'}"]
     assert not [p for p in folder.iterdir() if p.name.startswith(".tmp-") and p.suffix == ".ncu-rep"]
 
 

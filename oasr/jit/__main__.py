@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
+import re
 import shutil
 import sys
+from pathlib import Path
 
-from . import env
+from . import core, env
 from .families import FAMILIES
 
 DESCRIPTION = """\
@@ -15,11 +18,14 @@ Inspect, clear or fill Oasr's JIT cache.
 
 Kernels compile on first use and are cached by content: one build per module
 and key, where the key hashes the module's sources, every header, the nvcc
-flags (target architectures included), the nvcc version and the tvm-ffi
-version. The cache is ~/.cache/oasr/jit unless OASR_JIT_DIR names another
-folder; OASR_CUDA_ARCH_LIST chooses the target architectures. `list` marks
-with '*', per family, the build that matches the current sources and flags
-(the one a call would load); the others are older builds.
+flags (target architectures included, and NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS),
+the nvcc version, the host compiler and its version, and the tvm-ffi version.
+The cache is ~/.cache/oasr/jit unless OASR_JIT_DIR names another folder;
+OASR_CUDA_ARCH_LIST chooses the target architectures. `list` marks with '*',
+per family, the build that matches the current sources and flags (the one a
+call would load); the others are older builds. A cached library whose size or
+hash no longer matches its build record is rebuilt on next use. `clear`
+deletes only the build folders and lock files the cache made.
 """
 
 
@@ -56,18 +62,71 @@ def _list() -> int:
     return 0
 
 
+_KEY = re.compile(r"^[0-9a-f]{20}$")
+
+
+def _cache_entries(root: Path) -> tuple[list[Path], list[Path]]:
+    """What the cache made under ``root``: build folders (``<module>/<key>/`` holding the cache's
+    ``build.ninja`` or ``oasr-build.json``) and lock files (``<module>/<key>.lock``)."""
+    builds: list[Path] = []
+    locks: list[Path] = []
+    for module in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
+        for entry in sorted(module.iterdir()):
+            if entry.is_symlink():
+                continue
+            if entry.is_dir() and _KEY.match(entry.name):
+                if (entry / core.MANIFEST_NAME).is_file() or (entry / "build.ninja").is_file():
+                    builds.append(entry)
+            elif entry.is_file() and entry.suffix == ".lock" and _KEY.match(entry.stem):
+                locks.append(entry)
+    return builds, locks
+
+
 def _clear() -> int:
     root = env.jit_cache_dir()
-    if root.exists():
-        shutil.rmtree(root)
-    print(f"cleared {root}")
+    if not root.exists():
+        print(f"nothing to clear: {root} does not exist")
+        return 0
+    if not root.is_dir():
+        print(
+            f"python -m oasr.jit clear: OASR_JIT_DIR={root} is a file, not a JIT cache; nothing was deleted.",
+            file=sys.stderr,
+        )
+        return 1
+    builds, locks = _cache_entries(root)
+    if not builds and not locks:
+        if any(root.iterdir()):
+            print(
+                f"python -m oasr.jit clear: {root} does not look like an Oasr JIT cache (no <module>/<key>/ "
+                "build folders in it), so nothing was deleted; check OASR_JIT_DIR.",
+                file=sys.stderr,
+            )
+            return 1
+        print(f"nothing to clear: {root} is empty")
+        return 0
+    for build in builds:
+        shutil.rmtree(build)
+    for lock in locks:
+        lock.unlink(missing_ok=True)
+    # Module folders, and the cache folder itself, go only when nothing else is left in them.
+    for folder in sorted({p.parent for p in builds + locks}):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+    with contextlib.suppress(OSError):
+        root.rmdir()
+    kept = " (other files in it were kept)" if root.exists() else ""
+    print(f"cleared {root}: {len(builds)} builds{kept}")
     return 0
 
 
 def _build() -> int:
     for family in FAMILIES:
         spec = family.jit_spec()
-        info = spec.build()
+        try:
+            info = spec.build()
+        except env.JitCacheDirError as exc:
+            print(exc, file=sys.stderr)
+            return 1
         state = "cached" if info.cache_hit else f"built in {info.seconds:.1f} s"
         print(f"  {spec.name:<16} {state}  {info.library}")
     return 0
@@ -76,7 +135,7 @@ def _build() -> int:
 COMMANDS = {
     "list": (_list, "list the builds in the cache, marking the current one of each family"),
     "build": (_build, "build every family's module (skips those already built)"),
-    "clear": (_clear, "delete the whole cache folder"),
+    "clear": (_clear, "delete the builds and lock files the cache made (other files are kept)"),
 }
 
 

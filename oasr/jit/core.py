@@ -5,17 +5,32 @@ every file under ``include/`` and ``csrc/``, the compiler flags (architectures
 included), the nvcc version and the tvm-ffi version. A build lives in
 ``<cache>/<name>/<key>/`` and is made once, under a file lock, however many
 processes ask for it at the same time.
+
+Reliability: a build records its library's size and SHA-256 in
+``oasr-build.json``; a library that no longer matches (truncated, emptied,
+overwritten) is rebuilt with one line on stderr instead of being loaded. Every
+path and flag is escaped for ninja and for the shell ninja runs commands
+through; paths that nvcc itself would hand to a shell unquoted (``$``, a
+backtick, quotes, a backslash) reach it through plain-named symlinks. ninja runs
+in its own session, killed with everything it started on Ctrl-C, on a timeout
+or when Python dies. The key also hashes ``NVCC_PREPEND_FLAGS``,
+``NVCC_APPEND_FLAGS``, ``NVCC_CCBIN`` and the host compiler's path and version.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import json
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +43,12 @@ from . import env
 from .compilation_context import current_compilation_context
 
 LOCK_TIMEOUT_S = 1800
+BUILD_TIMEOUT_S = 1500
+"""A build running longer is stopped (ninja, nvcc and the host compiler killed); below the lock's wait."""
+MANIFEST_NAME = "oasr-build.json"
+"""The record each build leaves beside its library: module, key, library size and SHA-256."""
+PID_NAME = "ninja.pid"
+"""Present while a build runs: ninja's process (and session) id, so a later build can stop a leftover one."""
 COMMON_NVCC_FLAGS = (
     "-O3",
     "-std=c++17",
@@ -133,15 +154,24 @@ class JitSpec:
 
     @functools.cached_property
     def nvcc_flags(self) -> tuple[str, ...]:
-        includes = [self.include_dir, env.OASR_CSRC_DIR, *self.extra_include_paths]
-        includes += _tvm_ffi_include_paths()
-        return tuple(default_cuda_cflags() + list(self.extra_cuda_cflags) + [f"-I{p}" for p in includes])
+        return tuple(default_cuda_cflags() + list(self.extra_cuda_cflags) + [f"-I{p}" for p in self._includes()])
+
+    def _includes(self) -> list[Path]:
+        return [self.include_dir, env.OASR_CSRC_DIR, *self.extra_include_paths, *map(Path, _tvm_ffi_include_paths())]
+
+    def _all_nvcc_flags(self) -> list[str]:
+        """The flags nvcc will see, its environment's included (for finding the host compiler)."""
+        return _env_flags("NVCC_PREPEND_FLAGS") + list(self.nvcc_flags) + _env_flags("NVCC_APPEND_FLAGS")
 
     @functools.cached_property
     def key(self) -> str:
         digest = hashlib.sha256()
         for part in (self.name, _tvm_ffi_version(), nvcc_version()[1], sys.platform):
             digest.update(part.encode())
+        for variable in NVCC_ENV_VARIABLES:  # nvcc reads these itself
+            digest.update(f"{variable}={os.environ.get(variable, '')}".encode() + b"\0")
+        for compiler in host_compilers(self._all_nvcc_flags()):
+            digest.update(compiler.encode() + b"\0")
         for flag in (*self.nvcc_flags, "|", *self.extra_ldflags):
             digest.update(flag.encode() + b"\0")
         for source in self.sources:
@@ -159,30 +189,61 @@ class JitSpec:
     def library_path(self) -> Path:
         return self.build_dir / f"{self.name}.so"
 
+    @property
+    def manifest_path(self) -> Path:
+        return self.build_dir / MANIFEST_NAME
+
     def is_cached(self) -> bool:
-        return self.library_path.is_file()
+        """A library exists and matches the size and hash recorded when it was built."""
+        return self.library_problem() is None
+
+    def library_problem(self) -> str | None:
+        """None when the cached library is sound; else "missing" or what is wrong with it."""
+        return _check_library(self.library_path, self.manifest_path)
 
     def build(self) -> BuildInfo:
-        """Compile unless a build with the same key exists; safe across processes."""
+        """Compile unless a sound build with the same key exists; safe across processes.
+
+        A damaged library (its size or hash no longer what was recorded) is rebuilt,
+        with one line on stderr saying so.
+        """
         start = time.perf_counter()
-        if not self.is_cached():
-            self.build_dir.parent.mkdir(parents=True, exist_ok=True)
+        if self.library_problem() is not None:
+            _check_module_name(self.name)
+            env.ensure_jit_cache_dir()
             lock_path = self.build_dir.parent / f"{self.key}.lock"
+            lock = FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
             try:
-                with FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S):
-                    if not self.is_cached():
-                        self._compile()
-                        return self._info(start, cache_hit=False)
+                self.build_dir.parent.mkdir(parents=True, exist_ok=True)
+                lock.acquire()
             except Timeout as exc:
                 raise RuntimeError(
                     f"oasr JIT: waited {LOCK_TIMEOUT_S} s for another process building "
                     f"'{self.name}' (lock {lock_path}). If no build is running, delete the lock."
                 ) from exc
+            except OSError as exc:  # a file in the way, a read-only folder
+                raise env.cache_dir_error(env.jit_cache_dir(), exc.strerror or type(exc).__name__) from exc
+            try:
+                problem = self.library_problem()
+                if problem is not None:
+                    if problem != "missing":
+                        print(
+                            f"oasr JIT: the cached library {self.library_path} is damaged ({problem}); "
+                            f"rebuilding '{self.name}'.",
+                            file=sys.stderr,
+                        )
+                    self._compile()
+                    return self._info(start, cache_hit=False)
+            finally:
+                lock.release()
         return self._info(start, cache_hit=True)
 
     def load(self) -> Any:
+        """Load the library, rebuilding it first (one line on stderr) when it is missing or damaged."""
         import tvm_ffi
 
+        if self.library_problem() is not None:
+            self.build()
         return tvm_ffi.load_module(str(self.library_path))
 
     def build_and_load(self) -> Any:
@@ -195,46 +256,365 @@ class JitSpec:
         )
 
     def _compile(self) -> None:
-        self.build_dir.mkdir(parents=True, exist_ok=True)
-        (self.build_dir / "build.ninja").write_text(self._ninja_file())
-        command = ["ninja", "-C", str(self.build_dir)]
-        if env.verbose_build():
-            command.append("-v")
-            print(f"oasr JIT: building '{self.name}' in {self.build_dir}", file=sys.stderr)
-        result = subprocess.run(command, capture_output=True, text=True)
-        log = result.stdout + result.stderr
-        (self.build_dir / "build.log").write_text(log)
-        if env.verbose_build():
-            print(log, file=sys.stderr)
-        if result.returncode != 0:
-            raise JitCompileError(_summarise_failure(self.name, log, self.build_dir / "build.log"))
-        # The final name appears only once the library is complete.
-        os.replace(self.build_dir / f"{self.name}.partial.so", self.library_path)
+        build_dir = self.build_dir
+        build_dir.mkdir(parents=True, exist_ok=True)
+        _stop_leftover_build(build_dir)
+        # Start clean: whatever is here is a damaged library or what a killed build left.
+        for stale in build_dir.iterdir():
+            if stale.is_dir() and not stale.is_symlink():
+                shutil.rmtree(stale, ignore_errors=True)
+            else:
+                stale.unlink(missing_ok=True)
+        # nvcc hands its cwd and paths to a shell inside double quotes: build where that is harmless.
+        work = build_dir if _nvcc_safe(str(build_dir)) else _safe_work_dir()
+        try:
+            ninja_text, output = self._ninja_file(work)
+            (build_dir / "build.ninja").write_text(ninja_text)
+            if work != build_dir:
+                (work / "build.ninja").write_text(ninja_text)
+            command = ["ninja", "-C", str(work)]
+            if env.verbose_build():
+                command.append("-v")
+                print(f"oasr JIT: building '{self.name}' in {build_dir}", file=sys.stderr)
+            returncode, log = _run_ninja(command, build_dir / PID_NAME, self.name)
+            (build_dir / "build.log").write_text(log)
+            if env.verbose_build():
+                print(log, file=sys.stderr)
+            if returncode != 0:
+                raise JitCompileError(_summarise_failure(self.name, log, build_dir / "build.log"))
+            partial = build_dir / f"{self.name}.so.partial"
+            if work != build_dir:
+                shutil.copyfile(work / output, partial)
+            else:
+                os.replace(work / output, partial)
+            _write_manifest(self, partial)
+            # The final name appears only once the library is complete and recorded.
+            os.replace(partial, self.library_path)
+        finally:
+            if work != build_dir:
+                shutil.rmtree(work, ignore_errors=True)
 
-    def _ninja_file(self) -> str:
+    def _ninja_file(self, work: Path) -> tuple[str, str]:
+        """build.ninja's text (run in ``work``) and the library's name there.
+
+        Every path and flag is shell-quoted, then escaped for ninja (``$$``; ``$ `` and
+        ``$:`` in build lines). A path nvcc cannot pass through its own shell reaches
+        it through a symlink in ``work`` with a plain name.
+        """
+        flags = [*default_cuda_cflags(), *self.extra_cuda_cflags, *self.extra_ldflags]
+        for flag in flags:
+            if not _nvcc_safe(flag):
+                raise JitCompileError(
+                    f"oasr JIT: module '{self.name}': the flag {flag!r} contains a character that nvcc "
+                    f"passes to a shell unescaped ($, `, quotes, backslash or a newline); remove it."
+                )
+        links: dict[Path, str] = {}
+
+        def safe(path: Path) -> str:
+            if _nvcc_safe(str(path)):
+                return str(path)
+            if path not in links:
+                links[path] = f"oasr_input_{len(links)}"
+                link = work / links[path]
+                link.unlink(missing_ok=True)
+                link.symlink_to(path, target_is_directory=path.is_dir())
+            return links[path]
+
         cuda_home = find_cuda_home()
-        ldflags = ["-shared", f"-L{cuda_home / 'lib64'}", "-lcudart", *self.extra_ldflags]
+        nvcc = str(cuda_home / "bin" / "nvcc")
+        cflags = [*default_cuda_cflags(), *self.extra_cuda_cflags, *(f"-I{safe(p)}" for p in self._includes())]
+        ldflags = ["-shared", f"-L{safe(cuda_home / 'lib64')}", "-lcudart", *self.extra_ldflags]
         lines = [
+            "# oasr JIT build (oasr/jit/core.py)",
             "ninja_required_version = 1.3",
-            f"nvcc = {cuda_home / 'bin' / 'nvcc'}",
-            f"cuda_cflags = {' '.join(self.nvcc_flags)}",
-            f"ldflags = {' '.join(ldflags)}",
             "",
-            "rule compile_cuda",
-            "  command = $nvcc $cuda_cflags -c $in -o $out",
-            "  description = nvcc $in",
-            "",
-            "rule link",
-            "  command = $nvcc $in $ldflags -o $out",
+            "rule run",
+            "  command = $cmd",
+            "  description = $desc",
             "",
         ]
         objects = []
-        for source in self.sources:
-            obj = f"{Path(source).stem}.o"
+        for index, source in enumerate(self.sources):
+            source = Path(source).resolve()
+            if not _nvcc_safe(source.name):
+                raise JitCompileError(
+                    f"oasr JIT: module '{self.name}': the source name {source.name!r} contains a character "
+                    "that nvcc passes to a shell unescaped ($, `, quotes, backslash or a newline); rename it."
+                )
+            stem = source.stem if re.fullmatch(r"[\w.+-]+", source.stem) else f"source{index}"
+            obj = f"{index}_{stem}.o"
             objects.append(obj)
-            lines.append(f"build {obj}: compile_cuda {Path(source).resolve()}")
-        lines.append(f"build {self.name}.partial.so: link {' '.join(objects)}")
-        return "\n".join(lines) + "\n"
+            src = f"{safe(source.parent)}/{source.name}"
+            lines.append(f"build {_ninja_path(obj)}: run {_ninja_path(str(source))}")
+            lines.append(f"  cmd = {_ninja_value(shlex.join([nvcc, *cflags, '-c', src, '-o', obj]))}")
+            lines.append(f"  desc = {_ninja_value('nvcc ' + source.name)}")
+        output = "module.partial.so"
+        lines.append(f"build {output}: run {' '.join(objects)}")
+        lines.append(f"  cmd = {_ninja_value(shlex.join([nvcc, *objects, *ldflags, '-o', output]))}")
+        lines.append(f"  desc = {_ninja_value('link ' + self.name)}")
+        return "\n".join(lines) + "\n", output
+
+
+NVCC_ENV_VARIABLES = ("NVCC_PREPEND_FLAGS", "NVCC_APPEND_FLAGS", "NVCC_CCBIN")
+_NVCC_UNSAFE = set("$`\"'\\\n\r")
+
+
+def _nvcc_safe(text: str) -> bool:
+    """Whether nvcc can pass ``text`` to its internal shell (it wraps arguments in double quotes only)."""
+    return not (_NVCC_UNSAFE & set(text))
+
+
+def _ninja_value(text: str) -> str:
+    """``text`` as a ninja variable's value (``$`` doubled; a newline cannot be written)."""
+    if "\n" in text or "\r" in text:
+        raise JitCompileError(f"oasr JIT: a newline cannot go into build.ninja: {text!r}")
+    return text.replace("$", "$$")
+
+
+def _ninja_path(path: str) -> str:
+    """``path`` as a ninja build-line path: ``$$``, ``$ `` and ``$:``."""
+    return _ninja_value(path).replace(" ", "$ ").replace(":", "$:")
+
+
+def _check_module_name(name: str) -> None:
+    if not name or name in (".", "..") or "/" in name or "\0" in name or "\n" in name:
+        raise JitCompileError(f"oasr JIT: {name!r} cannot name a module (it becomes a folder of the cache).")
+
+
+def _safe_work_dir() -> Path:
+    base = Path(tempfile.gettempdir())
+    if not _nvcc_safe(str(base)):
+        raise JitCompileError(
+            f"oasr JIT: the temporary folder {base} contains a character nvcc passes to a shell unescaped; "
+            "set TMPDIR to a plain path."
+        )
+    return Path(tempfile.mkdtemp(prefix="oasr-jit-", dir=base))
+
+
+def _env_flags(variable: str) -> list[str]:
+    text = os.environ.get(variable, "")
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def _ccbin(flags: Sequence[str]) -> str | None:
+    """The host compiler nvcc is told to use: the last -ccbin/--compiler-bindir, else NVCC_CCBIN."""
+    found = None
+    for index, flag in enumerate(flags):
+        for name in ("-ccbin", "--compiler-bindir"):
+            if flag == name and index + 1 < len(flags):
+                found = flags[index + 1]
+            elif flag.startswith(name + "="):
+                found = flag[len(name) + 1 :]
+    return found or os.environ.get("NVCC_CCBIN") or None
+
+
+def host_compilers(flags: Sequence[str]) -> list[str]:
+    """Each host compiler nvcc may run, as "path: version text" (the default: gcc and g++ on PATH)."""
+    ccbin = _ccbin(flags)
+    if ccbin is None:
+        candidates = ["gcc", "g++"]
+    elif Path(ccbin).is_dir():
+        candidates = [str(Path(ccbin) / "gcc"), str(Path(ccbin) / "g++")]
+    else:
+        candidates = [ccbin]
+    described = []
+    for candidate in candidates:
+        found = shutil.which(candidate)
+        if found is None:
+            described.append(f"{candidate}: not found")
+            continue
+        path = Path(found).resolve()
+        stat = path.stat()
+        described.append(f"{path}: {_compiler_version(str(path), stat.st_mtime_ns, stat.st_size)}")
+    return described
+
+
+@functools.cache
+def _compiler_version(path: str, mtime_ns: int, size: int) -> str:
+    try:
+        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"unknown ({type(exc).__name__})"
+    return result.stdout.strip() or result.stderr.strip()
+
+
+# --- the library's record: size and hash -------------------------------------------------
+
+_VERIFIED: dict[tuple[str, int, int, int, int, int, int], bool] = {}
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_manifest(spec: JitSpec, library: Path) -> None:
+    record = {
+        "module": spec.name,
+        "key": spec.key,
+        "library": spec.library_path.name,
+        "size": library.stat().st_size,
+        "sha256": _sha256(library),
+    }
+    partial = spec.manifest_path.with_name(MANIFEST_NAME + ".partial")
+    partial.write_text(json.dumps(record, indent=1) + "\n")
+    os.replace(partial, spec.manifest_path)
+
+
+def _check_library(library: Path, manifest: Path) -> str | None:
+    """None when ``library`` matches its record; "missing" when absent; otherwise what is wrong."""
+    try:
+        stat = library.stat()
+    except OSError:
+        return "missing"
+    if not library.is_file():
+        return "not a file"
+    try:
+        record_stat = manifest.stat()
+        record_id = (record_stat.st_ino, record_stat.st_size, record_stat.st_mtime_ns)
+    except OSError:
+        record_id = (0, 0, 0)
+    identity = (str(library), stat.st_ino, stat.st_size, stat.st_mtime_ns, *record_id)
+    if _VERIFIED.get(identity):
+        return None
+    try:
+        record = json.loads(manifest.read_text())
+        size, sha256 = int(record["size"]), str(record["sha256"])
+    except FileNotFoundError:
+        return f"no build record {MANIFEST_NAME}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"its build record {MANIFEST_NAME} is unreadable"
+    if stat.st_size != size:
+        return f"{stat.st_size} bytes, {size} when built"
+    if _sha256(library) != sha256:
+        return "its SHA-256 differs from the one recorded when it was built"
+    _VERIFIED[identity] = True
+    return None
+
+
+# --- running ninja: its own session, stopped with everything it started ------------------------
+
+
+# Linux: ask for SIGTERM when this process dies (PR_SET_PDEATHSIG), then become ninja. Done in a fresh
+# interpreter rather than a preexec_fn, which is unsafe when other threads (torch's) hold locks at fork.
+_DEATH_SIGNAL_LAUNCHER = (
+    "import ctypes, os, sys; ctypes.CDLL(None).prctl(1, 15, 0, 0, 0); "
+    "os.getppid() == int(sys.argv[1]) or os._exit(1); os.execvp(sys.argv[2], sys.argv[2:])"
+)
+
+
+def _with_death_signal(command: list[str]) -> list[str]:
+    """``command`` started so that it gets SIGTERM if this process dies (as is, off Linux)."""
+    if not sys.platform.startswith("linux"):
+        return command
+    return [sys.executable, "-S", "-c", _DEATH_SIGNAL_LAUNCHER, str(os.getpid()), *command]
+
+
+def _run_ninja(command: list[str], pid_file: Path, name: str) -> tuple[int, str]:
+    """Run ninja in its own session; on Ctrl-C, a timeout or any error, stop it and everything it started."""
+    process = subprocess.Popen(
+        _with_death_signal(command),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    with contextlib.suppress(OSError):
+        pid_file.write_text(f"{process.pid}\n")
+    try:
+        try:
+            output, _ = process.communicate(timeout=BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _stop_session(process.pid, process)
+            output, _ = process.communicate()
+            raise JitCompileError(
+                f"oasr JIT: building module '{name}' took more than {BUILD_TIMEOUT_S} s and was stopped "
+                f"(ninja, nvcc and the host compiler killed):\n{(output or '')[-4000:]}"
+            ) from None
+        except BaseException:
+            _stop_session(process.pid, process)
+            raise
+    finally:
+        pid_file.unlink(missing_ok=True)
+    return process.returncode, output or ""
+
+
+def _session_members(session: int) -> list[int]:
+    """Live (non-zombie) processes in ``session`` (Linux /proc; [] elsewhere)."""
+    members = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return members
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path("/proc", entry, "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 3 and fields[0] != "Z" and int(fields[3]) == session:
+            members.append(int(entry))
+    return members
+
+
+def _stop_session(session: int, process: subprocess.Popen[str] | None = None, grace_s: float = 5.0) -> None:
+    """SIGTERM to ninja's group (ninja forwards it to each command's group), then SIGKILL to the session."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(session, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is None:
+            time.sleep(0.05)
+            continue
+        if not _session_members(session):
+            break
+        time.sleep(0.05)
+    for _ in range(50):
+        members = _session_members(session)
+        if not members:
+            break
+        for pid in members:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(session, signal.SIGKILL)
+    if process is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace_s)
+
+
+def _stop_leftover_build(build_dir: Path) -> None:
+    """Stop a ninja a killed build left running in ``build_dir`` (its pid file says which), with its commands."""
+    pid_file = build_dir / PID_NAME
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return
+    try:
+        cmdline = Path("/proc", str(pid), "cmdline").read_bytes().split(b"\0")
+    except OSError:
+        cmdline = []
+    try:
+        leader = bool(cmdline) and Path(cmdline[0].decode(errors="replace")).name == "ninja" and os.getsid(pid) == pid
+    except OSError:
+        leader = False
+    if leader:
+        print(
+            f"oasr JIT: stopping a build of {build_dir} left running by a killed process (ninja {pid}).",
+            file=sys.stderr,
+        )
+        _stop_session(pid)
+    pid_file.unlink(missing_ok=True)
 
 
 def _summarise_failure(name: str, log: str, log_path: Path) -> str:

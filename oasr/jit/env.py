@@ -31,6 +31,36 @@ def jit_cache_dir() -> Path:
     return Path(os.environ.get("OASR_JIT_DIR", "~/.cache/oasr/jit")).expanduser()
 
 
+class JitCacheDirError(RuntimeError):
+    """The cache folder cannot hold builds (a file, read-only, not creatable); the message names OASR_JIT_DIR."""
+
+
+def cache_dir_error(root: Path, reason: str) -> JitCacheDirError:
+    """One sentence naming the folder, why it is unusable and the fix (OASR_JIT_DIR)."""
+    if "OASR_JIT_DIR" in os.environ:
+        where = f"OASR_JIT_DIR={root}"
+    else:
+        where = f"{root} (the default; OASR_JIT_DIR chooses another)"
+    return JitCacheDirError(
+        f"oasr JIT: the cache folder {where} cannot hold builds ({reason}); "
+        "set OASR_JIT_DIR to a folder you can write to."
+    )
+
+
+def ensure_jit_cache_dir() -> Path:
+    """The cache folder, created if needed; :class:`JitCacheDirError` when it is a file or not writable."""
+    root = jit_cache_dir()
+    if root.exists() and not root.is_dir():
+        raise cache_dir_error(root, "it is a file, not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise cache_dir_error(root, exc.strerror or type(exc).__name__) from exc
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise cache_dir_error(root, "it is read-only")
+    return root
+
+
 def verbose_build() -> bool:
     """``OASR_JIT_VERBOSE=1`` prints nvcc's command lines and output while building."""
     return os.environ.get("OASR_JIT_VERBOSE", "0") not in ("", "0")

@@ -15,7 +15,8 @@ same request made again replaces its own files. A sidecar holds::
     {"schema": 1, "op": "scale", "gpu": "h200", "preset": "roofline",
      "source_hash": "<JIT key of the op's module>", "complete": true,
      "settings": {"clock_control": "none", "cache_control": "all"},
-     "report": "<name>.ncu-rep", "created_ns": ...,
+     "report": "<name>.ncu-rep", "report_bytes": <size>, "report_sha256": "<hex>",
+     "created_ns": ...,
      "entries": [{"backend": "oasr", "config": {"n": 2048}, "dtype": "float16"}, ...],
      "provenance": {GPU, driver, CUDA runtime, nvcc, ncu version, clock and cache
                     control, git commit, date, op, backends, configs, dtypes, ...}}
@@ -33,6 +34,14 @@ renamed (``os.replace``) into place before its sidecar is written the same way;
 a sidecar only ever points at a complete report. A sweep stopped half-way is
 saved with ``"complete": false`` and the entries it finished. Saving a profile
 deletes older ones of the same preset and settings whose every entry it covers.
+
+Nothing read back is trusted: a sidecar that is not a JSON object of the shape
+above (a list, a missing field, a string where a number belongs) and a report
+whose size or SHA-256 no longer match its sidecar are left out with one
+:class:`DamagedRecordingWarning` naming the file. The sweep
+(:mod:`profiling.nsight.sweep`) also reads each report before storing it and
+before using it: one that cannot be read, or lacks a launch for an entry its
+sidecar claims, is damaged too (re-profiled live, left out in replay).
 """
 
 from __future__ import annotations
@@ -40,11 +49,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import time
 import uuid
-from collections.abc import Iterable
+import warnings
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +78,74 @@ def entry_label(entry: Entry) -> str:
     backend, config, dtype = entry
     fields = ",".join(f"{k}={v}" for k, v in config)
     return f"{backend} {fields},dtype={dtype}"
+
+
+class DamagedRecordingWarning(UserWarning):
+    """A stored profile (its sidecar or its report) is damaged and is left out."""
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """(size in bytes, SHA-256 hex digest) of a file."""
+    digest = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+@lru_cache(maxsize=256)
+def _digest_cached(path: str, mtime_ns: int, size: int) -> tuple[int, str]:
+    return file_digest(Path(path))
+
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_str_map(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def sidecar_problem(meta: Any) -> str | None:
+    """What is wrong with a sidecar's content (None when it has the documented shape)."""
+    if not isinstance(meta, dict):
+        return f"it holds a JSON {type(meta).__name__}, not an object"
+    if meta.get("schema") != SCHEMA:
+        return f"its schema is {meta.get('schema')!r}, not {SCHEMA}"
+    for key in ("preset", "source_hash", "report"):
+        if not isinstance(meta.get(key), str) or not meta[key]:
+            return f"its {key!r} is {meta.get(key)!r}, not a non-empty string"
+    report = meta["report"]
+    if Path(report).name != report or report in (".", "..") or not report.endswith(".ncu-rep"):
+        return f"its 'report' {report!r} is not the name of an .ncu-rep file in its folder"
+    if not _is_str_map(meta.get("settings", {})):
+        return f"its 'settings' {meta.get('settings')!r} are not a map of strings"
+    if not isinstance(meta.get("complete", True), bool):
+        return f"its 'complete' {meta.get('complete')!r} is not true or false"
+    for key in ("created_ns", "report_bytes"):
+        if key in meta and not (_is_int(meta[key]) and meta[key] >= 0):
+            return f"its {key!r} {meta[key]!r} is not a non-negative integer"
+    if "report_sha256" in meta and not (
+        isinstance(meta["report_sha256"], str) and _SHA256.fullmatch(meta["report_sha256"])
+    ):
+        return f"its 'report_sha256' {meta['report_sha256']!r} is not a SHA-256 hex digest"
+    if not isinstance(meta.get("provenance", {}), dict):
+        return f"its 'provenance' {meta.get('provenance')!r} is not an object"
+    entries = meta.get("entries")
+    if not isinstance(entries, list) or not entries:
+        return f"its 'entries' {entries!r} are not a non-empty list"
+    for entry in entries:
+        if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("backend", "dtype")):
+            return f"its entry {entry!r} lacks a backend or dtype string"
+        config = entry.get("config")
+        if not isinstance(config, dict) or not all(isinstance(k, str) and _is_int(v) for k, v in config.items()):
+            return f"its entry {entry!r} has a config that is not a map of integers"
+    return None
 
 
 def source_hash(op: OpSpec) -> str:
@@ -107,20 +187,59 @@ class ProfileStore:
         self.directory.mkdir(parents=True, exist_ok=True)
         return self.directory / f"{TMP_PREFIX}{uuid.uuid4().hex}.ncu-rep"
 
-    def profiles(self) -> list[StoredProfile]:
-        """Every stored profile whose report exists, newest first."""
-        found = []
-        for sidecar in self.directory.glob("*.json"):
+    def scan(self) -> tuple[list[StoredProfile], dict[Path, str]]:
+        """(every intact stored profile, newest first; {file: what is wrong} for each damaged one).
+
+        Checks each sidecar's shape and, where the sidecar records them, its
+        report's size and SHA-256 (hashes are cached by path, mtime and size).
+        """
+        found: list[StoredProfile] = []
+        damaged: dict[Path, str] = {}
+        for sidecar in sorted(self.directory.glob("*.json")):
             if sidecar.name.startswith(TMP_PREFIX):
-                continue
+                continue  # being written
             try:
                 meta = json.loads(sidecar.read_text())
-            except (OSError, json.JSONDecodeError):
+            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                damaged[sidecar] = f"it is not readable JSON ({type(exc).__name__}: {exc})"
                 continue
-            report = sidecar.with_name(meta.get("report", ""))
-            if meta.get("schema") == SCHEMA and report.is_file():
-                found.append(StoredProfile(report, sidecar, meta))
-        return sorted(found, key=lambda p: p.meta.get("created_ns", 0), reverse=True)
+            problem = sidecar_problem(meta)
+            if problem is not None:
+                damaged[sidecar] = problem
+                continue
+            report = sidecar.with_name(meta["report"])
+            problem = self._report_problem(report, meta)
+            if problem is not None:
+                damaged[report if report.exists() else sidecar] = problem
+                continue
+            found.append(StoredProfile(report, sidecar, meta))
+        return sorted(found, key=lambda p: p.meta.get("created_ns", 0), reverse=True), damaged
+
+    @staticmethod
+    def _report_problem(report: Path, meta: Mapping[str, Any]) -> str | None:
+        try:
+            stat = report.stat()
+        except OSError:
+            return f"its report {report.name} is missing"
+        if not report.is_file():
+            return f"its report {report.name} is not a file"
+        if "report_bytes" in meta and stat.st_size != meta["report_bytes"]:
+            return f"it is {stat.st_size} bytes, but its sidecar recorded {meta['report_bytes']}"
+        if "report_sha256" in meta:
+            try:
+                _, digest = _digest_cached(str(report), stat.st_mtime_ns, stat.st_size)
+            except OSError as exc:
+                return f"it cannot be read ({exc})"
+            if digest != meta["report_sha256"]:
+                return "its SHA-256 no longer matches the one its sidecar recorded"
+        return None
+
+    def profiles(self) -> list[StoredProfile]:
+        """Every intact stored profile, newest first; one :class:`DamagedRecordingWarning` per damaged file."""
+        found, damaged = self.scan()
+        for path, problem in damaged.items():
+            warn_damaged(path, problem)
+        return found
 
     def lookup(
         self,
@@ -181,6 +300,7 @@ class ProfileStore:
             shutil.copyfile(report, staged)
             report = staged
         os.replace(report, final)
+        size, digest = file_digest(final)
         meta = {
             "schema": SCHEMA,
             "op": self.op,
@@ -190,6 +310,8 @@ class ProfileStore:
             "settings": settings,
             "complete": complete,
             "report": final.name,
+            "report_bytes": size,
+            "report_sha256": digest,
             "created_ns": time.time_ns(),
             "entries": [{"backend": b, "config": dict(c), "dtype": d} for b, c, d in entries],
             "provenance": provenance,
@@ -202,7 +324,7 @@ class ProfileStore:
 
     def _prune(self, new: StoredProfile) -> None:
         covered = new.entries
-        for old in self.profiles():
+        for old in self.scan()[0]:
             same_kind = (old.meta.get("preset"), old.meta.get("settings", {})) == (
                 new.meta["preset"],
                 new.meta["settings"],
@@ -210,3 +332,14 @@ class ProfileStore:
             if old.name != new.name and same_kind and old.entries <= covered:
                 old.sidecar.unlink(missing_ok=True)  # sidecar first: never one without its report
                 old.report.unlink(missing_ok=True)
+
+
+def warn_damaged(path: Path, problem: str, stacklevel: int = 3) -> None:
+    """One :class:`DamagedRecordingWarning` naming ``path``."""
+    warnings.warn(
+        DamagedRecordingWarning(
+            f"damaged recording {path}: {problem}. It is left out: a live run profiles its entries again, "
+            "replay shows the rest without them."
+        ),
+        stacklevel=stacklevel,
+    )

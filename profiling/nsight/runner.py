@@ -30,6 +30,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,10 @@ _PROFILING = re.compile(
 )
 _VERSION = re.compile(r"Version\s+(\d+(?:\.\d+)+)")
 _NO_DEVICE = re.compile(r"no (cuda-capable|supported) (device|gpu)|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE", re.I)
+
+
+class MalformedEventWarning(RuntimeWarning):
+    """A worker event line had the event prefix but fields the runner cannot use; it was ignored."""
 
 
 class NcuError(RuntimeError):
@@ -265,11 +270,25 @@ class _Tracker:
         self.errors: list[dict[str, Any]] = []
         self.ended = False
         self.worker_pid: int | None = None
+        self.seen: set[str] = set()
+        """Markers seen anywhere in the output (not only in the tail): ``"perm"``, ``"no_kernels"``, ``"no_device"``."""
+        self.notes: list[str] = []
+        """One line per malformed worker event that was ignored."""
 
     def feed(self, line: str) -> None:
         self.tail.append(line)
+        if "ERR_NVGPUCTRPERM" in line:
+            self.seen.add("perm")
+        if "No kernels were profiled" in line:
+            self.seen.add("no_kernels")
+        if _NO_DEVICE.search(line):
+            self.seen.add("no_device")
         event = parse_line(line)
         if event is None:
+            return
+        problem = _event_problem(event)
+        if problem is not None:
+            self.notes.append(f"ignored a malformed worker event ({problem}): {line.strip()[:200]}")
             return
         state = self.state
         kind = event["event"]
@@ -304,6 +323,30 @@ class _Tracker:
             self.callback(state)
 
 
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _event_problem(event: dict[str, Any]) -> str | None:
+    """What is wrong with a worker event's fields (None when the runner can use it)."""
+    kind = event.get("event")
+    if not isinstance(kind, str):
+        return f"'event' is {kind!r}, not a string"
+    if "total" in event and not _is_count(event["total"]):
+        return f"'total' is {event['total']!r}, not a count"
+    if kind == "done":
+        config = event.get("config")
+        if not isinstance(config, dict) or not all(isinstance(k, str) and _is_count(v) for k, v in config.items()):
+            return f"its 'config' is {config!r}, not a map of field names to integers"
+        if not isinstance(event.get("dtype"), str):
+            return f"its 'dtype' is {event.get('dtype')!r}, not a string"
+    elif kind == "start" and "pid" in event and not (_is_count(event["pid"]) and event["pid"] > 0):
+        return f"its 'pid' is {event['pid']!r}, not a process id"
+    elif kind == "error" and not all(isinstance(event.get(k, ""), str) for k in ("kind", "message")):
+        return "its 'kind' or 'message' is not a string"
+    return None
+
+
 def print_progress(progress: Progress) -> None:
     """A ``progress`` callback for terminals: one line per event, on stderr."""
     print(f"[ncu] {progress.message}", file=sys.stderr, flush=True)
@@ -329,6 +372,8 @@ class NcuRun:
     kernels: int
     wall_s: float
     output_tail: list[str]
+    notes: list[str] = field(default_factory=list)
+    """Malformed worker events that were ignored (each also warned about)."""
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -388,6 +433,8 @@ def run_sweep(
         returncode, stopped = _watch(command, env, tracker, timeout_s, kill_grace_s)
         wall_s = time.perf_counter() - start
     tail = list(tracker.tail)
+    for note in tracker.notes:
+        warnings.warn(MalformedEventWarning(f"ncu sweep of {spec.op}: {note}"), stacklevel=2)
     if stopped is not None:
         raise _partial_error(stopped, report, tracker, timeout_s, kill_grace_s) from None
     _raise_for_failure(returncode, report, tracker)
@@ -403,6 +450,7 @@ def run_sweep(
         kernels=tracker.state.kernels,
         wall_s=wall_s,
         output_tail=tail,
+        notes=list(tracker.notes),
     )
 
 
@@ -412,7 +460,9 @@ def _watch(
     """Run ``command`` in its own session, feeding output lines to ``tracker``.
 
     Returns (exit status, None) when it ended by itself, or (status, "timeout"
-    / "interrupt") when it was stopped. Stopping is staged: SIGINT to the
+    / "interrupt") when it was stopped. It waits for ncu to *exit*, then drains
+    the output; a child that still holds the output after that is killed with
+    the group instead of keeping a finished run waiting for end of output. Stopping is staged: SIGINT to the
     worker (ncu then sees its application end and writes the report with what
     it profiled; the whole group when the worker's pid is not known yet), then
     SIGKILL to the whole process group after ``kill_grace_s`` (or at a second
@@ -436,9 +486,15 @@ def _watch(
     kill_at = math.inf
     eof = False
     try:
-        while True:
+        # Watch the process, not the pipe: a child that inherited stdout and outlives ncu
+        # must not keep a finished run waiting for end of output.
+        while proc.poll() is None:
             try:
-                line = _next_line(lines)
+                if eof:  # ncu closed its output but runs on
+                    time.sleep(0.05)
+                    line: str | None = ""
+                else:
+                    line = _next_line(lines)
                 if line is None:
                     eof = True
                 elif line:
@@ -447,7 +503,7 @@ def _watch(
                 if stopped is None and now > deadline:
                     stopped, kill_at = "timeout", now + kill_grace_s
                     _interrupt(proc.pid, tracker.worker_pid)
-                if now > kill_at or (eof and proc.poll() is not None):
+                if now > kill_at:
                     break
             except KeyboardInterrupt:
                 if stopped is not None:
@@ -459,7 +515,10 @@ def _watch(
             # Whatever is left of the group (ncu, the worker, their children) goes now.
             _kill_group(proc.pid, signal.SIGKILL)
         returncode = proc.wait()
-        _drain(lines, tracker)
+        if not eof and not _drain(lines, tracker):
+            # ncu has exited but something it started still holds the output: it goes too.
+            _kill_group(proc.pid, signal.SIGKILL)
+            _drain(lines, tracker)
         reader.join(timeout=1.0)
         if not reader.is_alive() and proc.stdout is not None:
             proc.stdout.close()
@@ -475,24 +534,31 @@ def _next_line(lines: queue.Queue[str | None]) -> str | None:
 
 
 def _interrupt(pgid: int, worker_pid: int | None) -> None:
-    """SIGINT the worker alone when its pid is known, else the whole group."""
-    if worker_pid is None:
+    """SIGINT the worker alone when its pid is known (and in ncu's process group), else the whole group."""
+    try:
+        in_group = worker_pid is not None and os.getpgid(worker_pid) == pgid
+    except OSError:
+        in_group = False
+    if worker_pid is None or not in_group:  # unknown, gone, or not one of ncu's: interrupt the group
         _kill_group(pgid, signal.SIGINT)
         return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(worker_pid, signal.SIGINT)
 
 
-def _drain(lines: queue.Queue[str | None], tracker: _Tracker) -> None:
-    deadline = time.monotonic() + 1.0
+def _drain(lines: queue.Queue[str | None], tracker: _Tracker, quiet_s: float = 0.25, limit_s: float = 2.0) -> bool:
+    """Feed what is left of the output; True at end of output, False after ``quiet_s`` without a
+    line (or ``limit_s`` in all) while something still holds the pipe."""
+    deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
         try:
-            line = lines.get(timeout=0.05)
+            line = lines.get(timeout=quiet_s)
         except queue.Empty:
-            return
+            return False
         if line is None:
-            return
+            return True
         tracker.feed(line)
+    return False
 
 
 def _tail_text(tail: Sequence[str]) -> str:
@@ -521,9 +587,8 @@ def _partial_error(
 
 def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker) -> None:
     tail = list(tracker.tail)
-    text = "\n".join(tail)
     state = tracker.state
-    if "ERR_NVGPUCTRPERM" in text:
+    if "perm" in tracker.seen:
         raise CountersNotPermittedError(
             "ncu may not read this GPU's performance counters (ERR_NVGPUCTRPERM): the NVIDIA driver "
             "restricts them to administrators. Either profile as root (sudo, or a container started with "
@@ -533,7 +598,7 @@ def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker) -> None
             tail,
         )
     kinds = {error.get("kind") for error in tracker.errors}
-    if "no_gpu" in kinds or (not tracker.ended and _NO_DEVICE.search(text)):
+    if "no_gpu" in kinds or (not tracker.ended and "no_device" in tracker.seen):
         raise NoGpuError(
             "no CUDA GPU: the profiling worker that ncu launched found no CUDA device, so nothing can be "
             "profiled. Nsight Compute needs an NVIDIA GPU and its driver (check `nvidia-smi`, and "
@@ -549,7 +614,7 @@ def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker) -> None
             f"{state.configs_total} configs{reason}. Its last output lines:\n{_tail_text(tail)}",
             tail,
         )
-    if "No kernels were profiled" in text or state.kernels == 0:
+    if "no_kernels" in tracker.seen or state.kernels == 0:
         raise NothingProfiledError(
             f"ncu ran the worker to the end but profiled no kernel: no launch matched the NVTX filter "
             f"--nvtx-include {NVTX_INCLUDE!r} (ncu: 'No kernels were profiled'). The worker wraps each measured "

@@ -146,7 +146,8 @@ def _gather(
     launch_parts, advice_parts, devices, profiles = [], [], [], []
     for profile, entries in ordered:
         launches, advice, device = read_tables(profile.report)
-        launches = launches[[e in entries for e in _row_entries(launches, fields)]]
+        keep = pd.Series([e in entries for e in _row_entries(launches, fields)], index=launches.index, dtype=bool)
+        launches = launches.loc[keep]
         if "launch" in advice and "launch" in launches:
             advice = advice[advice["launch"].isin(launches["launch"])]
         launch_parts.append(launches.assign(profile=profile.name))
@@ -156,6 +157,37 @@ def _gather(
     launches = pd.concat(launch_parts, ignore_index=True) if launch_parts else pd.DataFrame()
     advice = pd.concat(advice_parts, ignore_index=True) if advice_parts else pd.DataFrame()
     return launches, advice, (devices[0] if devices else {}), profiles
+
+
+def _report_problem(report: Path, claimed: set[recordings.Entry], fields: Sequence[str]) -> str | None:
+    """Why ``report`` cannot back ``claimed`` (it cannot be read, or lacks a launch of some entry), or None."""
+    try:
+        launches, _, _ = read_tables(report)
+    except Exception as exc:  # any failure of NVIDIA's reader on a damaged file
+        return f"it cannot be read ({type(exc).__name__}: {exc})"
+    lacking = claimed - set(_row_entries(launches, fields))
+    if not lacking:
+        return None
+    labels = sorted(recordings.entry_label(e) for e in lacking)
+    shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+    return (
+        f"it holds {len(launches)} launches but none for {len(lacking)} of the {len(claimed)} entries "
+        f"it claims ({shown})"
+    )
+
+
+def _verified(
+    hits: dict[recordings.Entry, recordings.StoredProfile], fields: Sequence[str]
+) -> tuple[dict[recordings.Entry, recordings.StoredProfile], list[recordings.Entry]]:
+    """``hits`` without the profiles whose report is damaged (one warning each), and the entries dropped."""
+    problems: dict[Path, str | None] = {}
+    for profile in hits.values():
+        if profile.report not in problems:
+            problems[profile.report] = problem = _report_problem(profile.report, profile.entries, fields)
+            if problem is not None:
+                recordings.warn_damaged(profile.report, problem, stacklevel=4)
+    kept = {e: p for e, p in hits.items() if problems[p.report] is None}
+    return kept, [e for e in hits if e not in kept]
 
 
 # ---------------------------------------------------------------------------
@@ -241,6 +273,14 @@ def _profile_missing(
             raise
         info.update(ncu_command=run.command, kernels_profiled=run.kernels, ncu_wall_s=round(run.wall_s, 3))
         entries = [recordings.make_entry(b, c, d) for c, d in spec.cases for b in spec.backends]
+        problem = _report_problem(tmp, set(entries), fields)
+        if problem is not None:
+            raise runner.NcuFailedError(
+                f"ncu finished, but the report it wrote is damaged: {problem}. Nothing was stored, so the "
+                "next call profiles these entries again; if this repeats, check the disk and the ncu version. "
+                f"Last output:\n{runner._tail_text(run.output_tail)}",
+                run.output_tail,
+            )
         return profiles.save(
             tmp,
             entries,
@@ -363,6 +403,8 @@ def profile_sweep(
     src = recordings.source_hash(spec)
     settings = {"clock_control": clock_control, "cache_control": cache_control}
     hits, missing = ({}, wanted) if force else profiles.lookup(wanted, preset, src, settings)
+    hits, damaged = _verified(hits, fields)
+    missing = [*missing, *damaged]
     if missing:
         run_kwargs = dict(
             clock_control=clock_control, cache_control=cache_control, timeout_s=timeout_s, progress=progress
@@ -382,12 +424,16 @@ def _replay(
 ) -> ProfileResult:
     stored = recordings.ProfileStore(REPLAY_GPU, op, reports_dir)
     hits, missing = stored.lookup(wanted, preset, source_hash=None)
+    hits, damaged = _verified(hits, fields)
+    missing = [*missing, *damaged]
     if not hits:
-        have = sorted({p.meta.get("preset", "?") for p in stored.profiles()})
+        intact, broken = stored.scan()
+        have = sorted({p.meta.get("preset", "?") for p in intact})
+        left_out = "; damaged recordings there were left out, see the warnings" if damaged or broken else ""
         raise NoRecordingError(
             f"no recording of op {op!r} with preset {preset!r} for any requested entry in {stored.directory} "
-            f"(presets recorded there: {', '.join(have) or 'none'}). Without a GPU and ncu only recordings can be "
-            "shown; make them on a GPU with `python -m profiling.nsight --op "
+            f"(presets recorded there: {', '.join(have) or 'none'}{left_out}). Without a GPU and ncu only "
+            "recordings can be shown; make them on a GPU with `python -m profiling.nsight --op "
             f"{op} --preset {preset}` and commit reports/."
         )
     return _finish(op, preset, hits, missing, fields, replayed=True, source="recording", where=stored, stacklevel=4)

@@ -1,0 +1,427 @@
+"""The JIT cache under faults (issue 21): damaged libraries, odd paths, clearing, killed builds, bad folders.
+
+Every compiling test builds the scale family (about 5 s on a CPU machine) or
+stops a build long before it finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from oasr.jit import JitCompileError, core, env, gen_jit_spec
+from oasr.jit import __main__ as jit_cli
+from oasr.jit.families import SCALE
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _subprocess_env(**extra: str) -> dict[str, str]:
+    path = os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])
+    return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+@pytest.fixture(scope="module")
+def built_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A cache holding one build of scale, made once; tests copy it."""
+    root = tmp_path_factory.mktemp("built") / "jit"
+    before = os.environ.get("OASR_JIT_DIR")
+    os.environ["OASR_JIT_DIR"] = str(root)
+    try:
+        SCALE.jit_spec().build()
+    finally:
+        if before is None:
+            del os.environ["OASR_JIT_DIR"]
+        else:
+            os.environ["OASR_JIT_DIR"] = before
+    yield root
+
+
+@pytest.fixture
+def jit_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, built_cache: Path) -> Path:
+    """A private copy of the built cache, as OASR_JIT_DIR."""
+    directory = tmp_path / "jit"
+    shutil.copytree(built_cache, directory, symlinks=True)
+    monkeypatch.setenv("OASR_JIT_DIR", str(directory))
+    return directory
+
+
+def _damage(library: Path, how: str) -> None:
+    data = library.read_bytes()
+    if how == "truncated":
+        library.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        library.write_bytes(b"")
+    else:  # same size, other bytes
+        library.write_bytes(b"\x7fELF" + bytes(len(data) - 4))
+
+
+# --- class 1: a damaged cached library is detected, rebuilt and reported in one line ---------------------
+
+
+@pytest.mark.parametrize("how", ["truncated", "empty", "garbage"])
+def test_damaged_library_is_rebuilt_not_loaded(jit_dir: Path, how: str) -> None:
+    spec = SCALE.jit_spec()
+    _damage(spec.library_path, how)
+    script = "from oasr.jit.families import SCALE\nprint(callable(SCALE.jit_spec().load().run))\n"
+    for attempt in range(2):  # the second run finds a sound library and says nothing
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            env=_subprocess_env(OASR_JIT_DIR=str(jit_dir), OASR_CUDA_ARCH_LIST="9.0a"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert result.stdout.strip() == "True"
+        said = [line for line in result.stderr.splitlines() if "damaged" in line]
+        if attempt == 0:
+            assert len(said) == 1 and "rebuilding 'scale'" in said[0], result.stderr
+            assert str(spec.library_path) in said[0]
+        else:
+            assert said == [], result.stderr
+    record = json.loads((spec.library_path.parent / "oasr-build.json").read_text())
+    assert spec.library_path.stat().st_size == record["size"] > 0 and len(record["sha256"]) == 64
+
+
+def test_build_reports_and_rebuilds_a_library_without_its_record(
+    jit_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = SCALE.jit_spec()
+    assert spec.build().cache_hit and capsys.readouterr().err == ""
+    spec.manifest_path.unlink()  # a library the cache cannot vouch for
+    info = SCALE.jit_spec().build()
+    err = capsys.readouterr().err
+    assert not info.cache_hit
+    assert [line for line in err.splitlines() if "damaged" in line] == [
+        f"oasr JIT: the cached library {spec.library_path} is damaged (no build record oasr-build.json); "
+        "rebuilding 'scale'."
+    ]
+    assert SCALE.jit_spec().is_cached()
+
+
+def test_a_changed_library_of_the_same_size_is_caught(jit_dir: Path) -> None:
+    spec = SCALE.jit_spec()
+    assert spec.library_problem() is None
+    _damage(spec.library_path, "garbage")
+    assert "SHA-256" in (SCALE.jit_spec().library_problem() or "")
+
+
+# --- class 5: paths and flags are escaped for ninja and for the shells -------------------------------------
+
+
+@pytest.mark.parametrize("folder", ["a b:c", "a b`echo x`$HOME'q"], ids=["space-colon", "backtick-dollar-quote"])
+def test_builds_from_a_checkout_under_an_odd_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folder: str) -> None:
+    root = tmp_path / folder
+    for name in ("csrc", "include"):
+        shutil.copytree(REPO / name, root / name)
+    monkeypatch.setattr(env, "OASR_CSRC_DIR", root / "csrc")
+    monkeypatch.setattr(env, "OASR_INCLUDE_DIR", root / "include")
+    monkeypatch.setenv("OASR_JIT_DIR", str(root / "jit"))
+    spec = SCALE.jit_spec(name="scale_`echo x`$HOME v")
+    info = spec.build()
+    assert not info.cache_hit and info.library.is_file() and info.library.is_relative_to(root / "jit")
+    assert spec.library_problem() is None
+    # Nothing was substituted: no folder or file named after a command's output appeared.
+    made = {p.name for p in tmp_path.rglob("*")}
+    assert not any(name.startswith(("a bx", "scale_x")) or name == "x" for name in made), sorted(made)
+    ninja = (spec.build_dir / "build.ninja").read_text()
+    if "`" not in folder:
+        assert "a$ b$:c" in ninja  # a path in a build line, escaped for ninja
+
+
+def test_ninja_escaping() -> None:
+    assert core._ninja_path("/a b/c:d$e.cu") == "/a$ b/c$:d$$e.cu"
+    assert core._ninja_value("x $y") == "x $$y"
+    with pytest.raises(JitCompileError, match="newline"):
+        core._ninja_value("a\nb")
+
+
+@pytest.mark.parametrize("flag", ["-DTAG=$(echo x)", "-DTAG=`echo x`", "-DTAG='a'"])
+def test_a_flag_nvcc_would_hand_to_a_shell_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str):
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    spec = gen_jit_spec("scale_flagged", SCALE.sources, extra_cuda_cflags=[flag])
+    with pytest.raises(JitCompileError, match=r"the flag .* contains a character"):
+        spec.build()
+    assert not list((tmp_path / "jit").rglob("*.o"))
+
+
+# --- class 6: clear removes only what the cache made -----------------------------------------------------
+
+
+def _fake_cache(root: Path) -> tuple[list[Path], list[Path]]:
+    """Two builds and their locks in the cache's layout; returns (made by the cache, unrelated)."""
+    made = []
+    for module, key in (("scale", "0123456789abcdef0123"), ("norm", "fedcba9876543210fedc")):
+        build = root / module / key
+        build.mkdir(parents=True)
+        (build / "build.ninja").write_text("# oasr JIT build\n")
+        (build / f"{module}.so").write_bytes(b"\0" * 64)
+        (build / core.MANIFEST_NAME).write_text("{}")
+        (root / module / f"{key}.lock").write_text("")
+        made += [build, root / module / f"{key}.lock"]
+    unrelated = [root / "notes.txt", root / "scale" / "mine.txt", root / "photos" / "cat.jpg"]
+    unrelated.append(root / "scale" / "not_a_key_folder" / "build.ninja")
+    for path in unrelated:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("keep me")
+    return made, unrelated
+
+
+def test_clear_removes_builds_and_locks_and_keeps_everything_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "jit"
+    made, unrelated = _fake_cache(root)
+    monkeypatch.setenv("OASR_JIT_DIR", str(root))
+    assert jit_cli.main(["clear"]) == 0
+    assert not any(path.exists() for path in made)
+    assert all(path.read_text() == "keep me" for path in unrelated)
+    assert not (root / "norm").exists()  # emptied module folders go
+    assert "2 builds" in capsys.readouterr().out
+
+
+def test_clear_refuses_a_folder_that_is_not_a_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    home = tmp_path / "home"
+    (home / "documents").mkdir(parents=True)
+    (home / "documents" / "thesis.tex").write_text("keep me")
+    (home / ".bashrc").write_text("keep me")
+    monkeypatch.setenv("OASR_JIT_DIR", str(home))
+    assert jit_cli.main(["clear"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "does not look like an Oasr JIT cache" in err and "OASR_JIT_DIR" in err
+    assert (home / "documents" / "thesis.tex").read_text() == "keep me" and (home / ".bashrc").exists()
+
+
+def test_clear_refuses_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    target = tmp_path / "jit"
+    target.write_text("keep me")
+    monkeypatch.setenv("OASR_JIT_DIR", str(target))
+    assert jit_cli.main(["clear"]) == 1
+    assert "OASR_JIT_DIR" in capsys.readouterr().err and target.read_text() == "keep me"
+
+
+def test_clear_of_a_real_build_leaves_no_folder(jit_dir: Path) -> None:
+    assert jit_cli.main(["clear"]) == 0
+    assert not jit_dir.exists()
+
+
+# --- class 8: the cache key sees nvcc's environment and the host compiler ----------------------------------
+
+
+@pytest.mark.parametrize("variable", ["NVCC_APPEND_FLAGS", "NVCC_PREPEND_FLAGS", "NVCC_CCBIN"])
+def test_nvcc_environment_changes_the_key(monkeypatch: pytest.MonkeyPatch, variable: str) -> None:
+    for name in core.NVCC_ENV_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    base = SCALE.jit_spec().key
+    monkeypatch.setenv(variable, "/usr/bin" if variable == "NVCC_CCBIN" else "-DOASR_FROM_ENV=1")
+    assert SCALE.jit_spec().key != base
+
+
+def _fake_compiler(folder: Path, version: str, body: str = 'exec /usr/bin/g++ "$@"') -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("gcc", "g++"):
+        path = folder / name
+        path.write_text(f'#!/bin/sh\ncase "$*" in *--version*) echo "{version}"; exit 0;; esac\n{body}\n')
+        path.chmod(0o755)
+    return folder / "g++"
+
+
+def test_host_compiler_on_path_changes_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NVCC_CCBIN", raising=False)
+    base = SCALE.jit_spec().key
+    _fake_compiler(tmp_path / "bin", "g++ (Fake) 99.1")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    assert SCALE.jit_spec().key != base
+
+
+def test_ccbin_compiler_version_changes_the_key(tmp_path: Path) -> None:
+    compiler = _fake_compiler(tmp_path / "bin", "g++ (Fake) 1.0")
+    first = gen_jit_spec("scale", SCALE.sources, extra_cuda_cflags=["-ccbin", str(compiler)]).key
+    _fake_compiler(tmp_path / "bin", "g++ (Fake) 2.0 upgraded")
+    later = time.time() + 10
+    os.utime(compiler, (later, later))
+    second = gen_jit_spec("scale", SCALE.sources, extra_cuda_cflags=["-ccbin", str(compiler)]).key
+    assert second != first
+
+
+# --- class 8: a stopped build stops ninja, nvcc and the host compiler ---------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rfind(")") + 2 :].split()[0] != "Z"
+
+
+def _wait_for_pids(pid_file: Path, timeout_s: float = 120) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if pid_file.is_file() and pid_file.read_text().strip():
+            return [int(p) for p in pid_file.read_text().split()]
+        time.sleep(0.1)
+    raise AssertionError("the slow host compiler never started")
+
+
+def _all_gone(pids: list[int], timeout_s: float = 15) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not any(map(_alive, pids)):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture
+def slow_compiler(tmp_path: Path) -> tuple[Path, Path]:
+    """A host compiler that records its pid and hangs; (its path, the pid file)."""
+    pid_file = tmp_path / "compiler.pids"
+    compiler = _fake_compiler(tmp_path / "slow", "g++ (Slow) 1.0", f'echo $$ >> "{pid_file}"\nexec sleep 60')
+    return compiler, pid_file
+
+
+needs_proc = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+
+
+@needs_proc
+def test_build_timeout_kills_ninja_and_nvcc(tmp_path, monkeypatch, slow_compiler) -> None:
+    compiler, pid_file = slow_compiler
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    monkeypatch.setattr(core, "BUILD_TIMEOUT_S", 3)
+    spec = gen_jit_spec("scale_slow", SCALE.sources, extra_cuda_cflags=["-ccbin", str(compiler)])
+    with pytest.raises(JitCompileError, match=r"took more than 3 s and was stopped"):
+        spec.build()
+    assert _all_gone([int(p) for p in pid_file.read_text().split()], timeout_s=2)
+    assert not (spec.build_dir / core.PID_NAME).exists()
+
+
+@needs_proc
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_a_killed_build_leaves_nothing_running(tmp_path, slow_compiler, sig) -> None:
+    compiler, pid_file = slow_compiler
+    script = textwrap.dedent(
+        f"""
+        from oasr.jit import gen_jit_spec
+        from oasr.jit.families import SCALE
+        gen_jit_spec("scale_slow", SCALE.sources, extra_cuda_cflags=["-ccbin", {str(compiler)!r}]).build()
+        """
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env=_subprocess_env(OASR_JIT_DIR=str(tmp_path / "jit")),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        pids = _wait_for_pids(pid_file)
+        process.send_signal(sig)
+        process.communicate(timeout=60)
+        assert _all_gone(pids), "the host compiler outlived the killed build"
+        assert _all_gone(_ninjas_in(tmp_path), timeout_s=5), "ninja outlived the killed build"
+    finally:
+        if process.poll() is None:
+            process.kill()
+        for pid in [int(p) for p in pid_file.read_text().split()] if pid_file.exists() else []:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@needs_proc
+def test_next_build_stops_a_leftover_ninja(tmp_path, monkeypatch, capsys) -> None:
+    """A ninja left running by a build killed without a chance to clean up is stopped, not built beside."""
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    spec = gen_jit_spec("scale_leftover", SCALE.sources)
+    spec.build_dir.mkdir(parents=True)
+    (spec.build_dir / "build.ninja").write_text(
+        "rule hang\n  command = sh -c 'echo $$$$ > sleeper.pid; exec sleep 60'\nbuild never: hang\n"
+    )
+    leftover = subprocess.Popen(["ninja", "-C", str(spec.build_dir)], start_new_session=True, stdout=subprocess.DEVNULL)
+    sleeper: list[int] = []
+    try:
+        (spec.build_dir / "ninja.pid").write_text(f"{leftover.pid}\n")
+        sleeper = _wait_for_pids(spec.build_dir / "sleeper.pid", timeout_s=30)
+        info = spec.build()
+        assert not any(map(_alive, sleeper)), "the leftover build's command still runs"
+        assert leftover.poll() is not None or not _alive(leftover.pid)
+        assert not info.cache_hit and spec.library_problem() is None
+        assert "left running by a killed process" in capsys.readouterr().err
+    finally:
+        if leftover.poll() is None:
+            os.killpg(leftover.pid, signal.SIGKILL)
+        leftover.wait()
+        for pid in sleeper:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def _ninjas_in(folder: Path) -> list[int]:
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return [pid for pid in pids if _cmdline(pid).startswith("ninja") and str(folder) in _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+# --- class 8: an unusable OASR_JIT_DIR is one sentence naming it ---------------------------------------------
+
+
+def _unusable(tmp_path: Path, kind: str) -> Path:
+    if kind == "file":
+        target = tmp_path / "jit"
+        target.write_text("not a folder")
+        return target
+    if kind == "under-a-file":
+        (tmp_path / "file").write_text("not a folder")
+        return tmp_path / "file" / "jit"
+    if os.geteuid() == 0:
+        pytest.skip("root writes into read-only folders")
+    target = tmp_path / "readonly"
+    target.mkdir()
+    target.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    return target
+
+
+@pytest.mark.parametrize("kind", ["file", "under-a-file", "read-only"])
+def test_unusable_cache_folder_is_one_sentence(tmp_path, monkeypatch, kind) -> None:
+    target = _unusable(tmp_path, kind)
+    monkeypatch.setenv("OASR_JIT_DIR", str(target))
+    with pytest.raises(RuntimeError) as info:
+        SCALE.jit_spec().build()
+    message = str(info.value)
+    assert isinstance(info.value, env.JitCacheDirError)
+    assert len(message.splitlines()) == 1 and f"OASR_JIT_DIR={target}" in message
+    assert "set OASR_JIT_DIR to a folder you can write to" in message
+
+
+def test_cli_build_with_an_unusable_cache_folder_is_one_line(tmp_path: Path) -> None:
+    target = _unusable(tmp_path, "file")
+    result = subprocess.run(
+        [sys.executable, "-m", "oasr.jit", "build"],
+        env=_subprocess_env(OASR_JIT_DIR=str(target)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if "OASR_JIT_DIR=" in line]
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
