@@ -212,42 +212,34 @@ def check_outs(
     p_in = input.data_ptr()
     c_in = input.is_contiguous()
     e_in = p_in + (nbytes if c_in else _span(input))
+    p_res = e_res = 0
+    c_res = True
     if residual is not None:
         p_res = residual.data_ptr()
         c_res = residual.is_contiguous()
         e_res = p_res + (nbytes if c_res else _span(residual))
-    if out is not None:
-        if out is input:
-            p_out, e_out, c_out = p_in, e_in, c_in
-        elif out is residual:
-            p_out, e_out, c_out = p_res, e_res, c_res
+    written = []  # (name, tensor, start, end) of the outputs checked so far
+    for name, t in (("out", out), ("residual_out", residual_out)):
+        if t is None:
+            continue
+        if t is input:
+            p, e, contiguous = p_in, e_in, c_in
+        elif t is residual:
+            p, e, contiguous = p_res, e_res, c_res
         else:
-            p_out = out.data_ptr()
-            c_out = out.is_contiguous()
-            e_out = p_out + (nbytes if c_out else _span(out))
-        if not c_out and overlaps_itself(out):
-            raise _internal(op, "out", out)
-        if out is not input and p_in < e_out and p_out < e_in:
-            _shared(op, "out", out, "input", input, True)
-        if residual is not None and out is not residual and p_res < e_out and p_out < e_res:
-            _shared(op, "out", out, "residual", residual, True)
-    if residual_out is not None:
-        if residual_out is input:
-            p_sum, e_sum, c_sum = p_in, e_in, c_in
-        elif residual_out is residual:
-            p_sum, e_sum, c_sum = p_res, e_res, c_res
-        else:
-            p_sum = residual_out.data_ptr()
-            c_sum = residual_out.is_contiguous()
-            e_sum = p_sum + (nbytes if c_sum else _span(residual_out))
-        if not c_sum and overlaps_itself(residual_out):
-            raise _internal(op, "residual_out", residual_out)
-        if residual_out is not input and p_in < e_sum and p_sum < e_in:
-            _shared(op, "residual_out", residual_out, "input", input, True)
-        if residual is not None and residual_out is not residual and p_res < e_sum and p_sum < e_res:
-            _shared(op, "residual_out", residual_out, "residual", residual, True)
-        if out is not None and p_out < e_sum and p_sum < e_out:
-            _shared(op, "residual_out", residual_out, "out", out, False)
+            p = t.data_ptr()
+            contiguous = t.is_contiguous()
+            e = p + (nbytes if contiguous else _span(t))
+        if not contiguous and overlaps_itself(t):
+            raise _internal(op, name, t)
+        if t is not input and p_in < e and p < e_in:
+            _shared(op, name, t, "input", input, True)
+        if residual is not None and t is not residual and p_res < e and p < e_res:
+            _shared(op, name, t, "residual", residual, True)
+        for other_name, other, q, f in written:
+            if q < e and p < f:
+                _shared(op, name, t, other_name, other, False)
+        written.append((name, t, p, e))
 
 
 def _shared(op: str, name: str, out: Tensor, source_name: str, source: Tensor, may_alias: bool) -> None:

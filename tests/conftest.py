@@ -79,3 +79,17 @@ def nonzero_randn(
     z = torch.randn(shape, generator=generator, dtype=torch.float64)
     z = torch.where(z.abs() < 1e-2, torch.full_like(z, 0.5), z)
     return (offset + scale * z).to(dtype=dtype, device=device)
+
+
+class RecordingLaunchers:
+    """A family's module whose launchers record their calls and launch nothing."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str):
+        def launch(*args: object) -> bool:
+            self.calls.append(name)
+            return True
+
+        return launch

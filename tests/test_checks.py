@@ -13,25 +13,12 @@ import re
 
 import pytest
 import torch
+from conftest import RecordingLaunchers
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import oasr
 from oasr import _checks
 from oasr.jit.families import FAMILIES, NORM, SCALE
-
-
-class RecordingLaunchers:
-    """A family's module whose launchers record their calls and launch nothing."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str):
-        def launch(*args: object) -> bool:
-            self.calls.append(name)
-            return True
-
-        return launch
 
 
 @pytest.fixture

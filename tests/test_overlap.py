@@ -18,6 +18,7 @@ import warnings
 
 import pytest
 import torch
+from conftest import RecordingLaunchers
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import oasr
@@ -25,20 +26,6 @@ from oasr import _checks
 from oasr.jit.families import FAMILIES
 
 C = 8
-
-
-class RecordingLaunchers:
-    """A family's module whose launchers record their calls and launch nothing."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str):
-        def launch(*args: object) -> bool:
-            self.calls.append(name)
-            return True
-
-        return launch
 
 
 @pytest.fixture
