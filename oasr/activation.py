@@ -15,27 +15,13 @@ from torch.compiler import is_compiling
 
 from ._checks import FLOATS, bad_input, bad_tensor, check_device, check_out, other_device, ready_devices, requires_grad
 from ._custom_ops import define
+from ._layouts import launch_contiguous, out_rows, rows
 from .api_logging import oasr_api
 from .jit.families import ACTIVATION
 
 _READY = ready_devices(ACTIVATION)
 _grad_enabled = torch.is_grad_enabled
 _NAMES = ("input", "out")
-
-
-def _rows(tensor: Tensor, cols: int) -> Tensor:
-    """A [rows, cols] view with a unit last stride (copied only when no such view exists)."""
-    view = tensor.reshape(-1, cols)
-    return view if cols <= 1 or view.stride(1) == 1 else view.contiguous()
-
-
-def _out_rows(out: Tensor, cols: int) -> Tensor | None:
-    """A [rows, cols] view of ``out`` with a unit last stride, or None when there is none."""
-    try:
-        view = out.view(-1, cols)
-    except RuntimeError:
-        return None
-    return view if cols <= 1 or view.stride(1) == 1 else None
 
 
 def _check_glu(input: object, out: object) -> None:
@@ -72,13 +58,13 @@ def _glu(input: Tensor, out: Tensor | None) -> Tensor:
     if not launch(out, input):
         # Layouts that are not row views ([..., 2C] slices are): copied.
         cols = out.shape[-1]
-        target = _out_rows(out, cols)
+        target = out_rows(out, cols)
         if target is None:
             target = torch.empty(out.shape, dtype=out.dtype, device=out.device)
-            launch(target, _rows(input, 2 * cols))
+            launch(target, rows(input, 2 * cols))
             out.copy_(target)
         else:
-            launch(target, _rows(input, 2 * cols))
+            launch(target, rows(input, 2 * cols))
     return out
 
 
@@ -149,13 +135,7 @@ def _swish(input: Tensor, out: Tensor | None) -> Tensor:
         out = torch.empty_like(input, memory_format=torch.contiguous_format)
     launch = ACTIVATION.module().swish
     if not launch(out, input):
-        source = input.contiguous()
-        if out.is_contiguous():
-            launch(out, source)
-        else:
-            target = torch.empty_like(source)
-            launch(target, source)
-            out.copy_(target)
+        launch_contiguous(launch, out, input)
     return out
 
 

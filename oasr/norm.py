@@ -31,7 +31,7 @@ from ._checks import (
     requires_grad,
 )
 from ._custom_ops import define
-from .activation import _out_rows, _rows
+from ._layouts import out_rows, rows
 from .api_logging import oasr_api
 from .jit.families import NORM
 
@@ -152,17 +152,17 @@ def _norm_copied(
 ) -> None:
     """Layouts the launcher refuses: [rows, C] views where they exist, copies otherwise."""
     cols = input.shape[-1]
-    source = _rows(input, cols)
+    source = rows(input, cols)
     weight, bias = weight.contiguous(), None if bias is None else bias.contiguous()
-    target = _out_rows(out, cols)
-    sum_target = None if residual_out is None else _out_rows(residual_out, cols)
+    target = out_rows(out, cols)
+    sum_target = None if residual_out is None else out_rows(residual_out, cols)
     # A destination with no [rows, C] view: computed into a fresh tensor, then copied.
     fresh = target is None or (residual_out is not None and sum_target is None)
     if fresh:
         target = torch.empty(source.shape, dtype=input.dtype, device=input.device)
         sum_target = None if residual_out is None else torch.empty_like(target)
     if fused:
-        launch(target, sum_target, source, _rows(residual, cols), weight, bias, eps, alpha)
+        launch(target, sum_target, source, rows(residual, cols), weight, bias, eps, alpha)
     else:
         launch(target, source, weight, bias, eps)
     if fresh:

@@ -23,6 +23,7 @@ from ._checks import (
     requires_grad,
 )
 from ._custom_ops import define
+from ._layouts import launch_contiguous
 from .api_logging import oasr_api
 from .jit.families import SCALE
 
@@ -59,13 +60,7 @@ def _scale(input: Tensor, factor: float, out: Tensor | None) -> Tensor:
         out = torch.empty_like(input, memory_format=torch.contiguous_format)
     launch = SCALE.module().run
     if not launch(out, input, factor):
-        source = input.contiguous()
-        if out.is_contiguous():
-            launch(out, source, factor)
-        else:
-            target = torch.empty_like(source)
-            launch(target, source, factor)
-            out.copy_(target)
+        launch_contiguous(launch, out, input, factor)
     return out
 
 
