@@ -446,7 +446,8 @@ def _compiler_version(path: str, mtime_ns: int, size: int) -> str:
 _VERIFIED: dict[tuple[str, int, int, int, int, int, int], bool] = {}
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """SHA-256 hex digest of a file, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):
@@ -460,7 +461,7 @@ def _write_manifest(spec: JitSpec, library: Path) -> None:
         "key": spec.key,
         "library": spec.library_path.name,
         "size": library.stat().st_size,
-        "sha256": _sha256(library),
+        "sha256": file_sha256(library),
     }
     partial = spec.manifest_path.with_name(MANIFEST_NAME + ".partial")
     partial.write_text(json.dumps(record, indent=1) + "\n")
@@ -492,7 +493,7 @@ def _check_library(library: Path, manifest: Path) -> str | None:
         return f"its build record {MANIFEST_NAME} is unreadable"
     if stat.st_size != size:
         return f"{stat.st_size} bytes, {size} when built"
-    if _sha256(library) != sha256:
+    if file_sha256(library) != sha256:
         return "its SHA-256 differs from the one recorded when it was built"
     _VERIFIED[identity] = True
     return None

@@ -60,6 +60,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from oasr.jit.core import file_sha256
+
 from ..files import TMP_PREFIX, atomic_write_text, reports_root
 from ..harness.ops import OpSpec
 
@@ -86,13 +88,7 @@ class DamagedRecordingWarning(UserWarning):
 
 def file_digest(path: Path) -> tuple[int, str]:
     """(size in bytes, SHA-256 hex digest) of a file."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return size, digest.hexdigest()
+    return path.stat().st_size, file_sha256(path)
 
 
 @lru_cache(maxsize=256)
