@@ -2,6 +2,6 @@
 
 ``harness`` (ops, timing, correctness, the result schema) <- ``nsight`` (Nsight Compute:
 naming, presets, worker, runner, reader, recordings, sweep) <- ``analysis`` (roofline,
-plots) <- ``workbench`` (tables, notebook, panel, publish); ``provenance`` and ``files``
-sit below them all.
+plots) <- ``workbench`` (tables, notebook, panel, publish); ``provenance``, ``files``
+and ``units`` sit below them all.
 """

@@ -22,7 +22,7 @@ PACKAGES = ("oasr", "profiling", "benchmarks")
 # Lower layers first; a module may import its own layer and the ones before it, never a later one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("oasr",),
-    ("profiling.provenance", "profiling.files"),
+    ("profiling.provenance", "profiling.files", "profiling.units"),
     ("profiling.harness",),
     ("profiling.nsight",),
     ("profiling.analysis",),

@@ -49,6 +49,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
 
+from .. import units
+
 BACKEND_STYLE: dict[str, dict[str, Any]] = {
     "oasr": {"marker": "o", "color": "C0"},
     "torch": {"marker": "s", "color": "C1"},
@@ -90,23 +92,12 @@ def format_rate(value: float, unit: str) -> str:
     Every ceiling label (and the workbench's ceilings table) rounds through here, so one
     value reads the same on every plot.
     """
-    if not math.isfinite(value):
-        return f"? {unit}"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.2f} {prefix}{unit}"
-    return f"{value:.2f} {unit}"
-
-
-_eng = format_rate
+    return units.decimal(value, unit, ".2f", missing="?")
 
 
 def _binary_bytes(value: float) -> str:
     """``8192`` -> ``"8 KiB"``; sizes in sweeps are powers of two."""
-    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if value >= factor:
-            return f"{value / factor:.3g} {unit}"
-    return f"{value:.4g} B"
+    return units.binary(value, lambda v: f"{v:.3g}", lambda v: f"{v:.4g}")
 
 
 def _finite(ceilings: pd.DataFrame) -> pd.DataFrame:
@@ -132,7 +123,7 @@ def _memory_ceilings(ceilings: pd.DataFrame, names: Sequence[str] | None) -> pd.
 def _ceiling_label(row: pd.Series) -> str:
     unit = "B/s" if row["kind"] == "memory" else "FLOP/s"
     tag = " (measured)" if row["source"] == "measured" and "measured" not in row["description"] else ""
-    return f"{row['description']}{tag}: {_eng(float(row['value']), unit)}"
+    return f"{row['description']}{tag}: {format_rate(float(row['value']), unit)}"
 
 
 def _draw_roofs(

@@ -35,6 +35,8 @@ from typing import Any
 
 import pandas as pd
 
+from .. import units
+
 DURATION = "gpu__time_duration.sum"
 LAUNCH_METRICS: tuple[str, ...] = (
     "launch__grid_size",
@@ -215,15 +217,6 @@ CEILING_COLUMNS: tuple[str, ...] = ("name", "kind", "value", "unit", "source", "
 UNITS = {"memory": "byte/s", "compute": "FLOP/s"}
 
 
-def _si(value: float, unit: str) -> str:
-    if not math.isfinite(value):
-        return f"nan {unit}"
-    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
-
-
 def counter_ceilings(device: Mapping[str, Any]) -> pd.DataFrame:
     """Ceilings from a report's peaks x clocks (``ReportTables.device``).
 
@@ -240,6 +233,7 @@ def counter_ceilings(device: Mapping[str, Any]) -> pd.DataFrame:
         peak = float(peaks.get(spec.peak_metric, math.nan))
         clock = float(clocks.get(spec.clock, math.nan))
         per = "" if spec.per_unit == 1 else f" x {spec.per_unit:g} FLOP/inst"
+        hz = units.decimal(clock, "Hz", ".3g")
         rows.append(
             {
                 "name": spec.name,
@@ -249,7 +243,7 @@ def counter_ceilings(device: Mapping[str, Any]) -> pd.DataFrame:
                 "source": "counters",
                 "applies_to": spec.applies_to,
                 "description": spec.description,
-                "formula": f"{spec.peak_metric} ({peak:g}/cycle){per} x {CLOCKS[spec.clock]} ({_si(clock, 'Hz')})",
+                "formula": f"{spec.peak_metric} ({peak:g}/cycle){per} x {CLOCKS[spec.clock]} ({hz})",
             }
         )
     return pd.DataFrame(rows, columns=list(CEILING_COLUMNS))

@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from .. import units
 from ..analysis.plots import format_rate
 from ..harness.ops import get_op
 
@@ -89,10 +90,7 @@ def significant(value: float, digits: int = 3) -> str:
 
 def binary_size(nbytes: float) -> str:
     """``2**30`` -> ``"1.00 GiB"``, ``16384`` -> ``"16.0 KiB"``, ``512`` -> ``"512 B"``."""
-    for factor, unit in ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
-        if abs(nbytes) >= factor:
-            return f"{significant(nbytes / factor)} {unit}"
-    return f"{nbytes:.0f} B"
+    return units.binary(nbytes, significant, lambda v: f"{v:.0f}")
 
 
 def _formatter(column: str, values: pd.Series) -> Callable[[Any], str]:
