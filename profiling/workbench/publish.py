@@ -51,7 +51,7 @@ from oasr.jit.families import FAMILIES
 from .. import provenance
 from ..files import REPLAY_DIR, atomic_write_text, reports_root, shown_path
 from ..provenance import REPO_ROOT
-from .tables import LIVE, output_dir, output_root, report_gpu_slug, workbench_mode
+from .tables import LIVE, output_dir, output_root, report_gpu_slug, summary_path, workbench_mode
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 CELL_TIMEOUT_S = 600
@@ -306,10 +306,6 @@ def export_html(
     return destination
 
 
-def _summary_file(out_dir: Path, stem: str) -> Path:
-    return out_dir / f"{stem}.summary.json"
-
-
 def run_notebooks(
     paths: Sequence[Path], out_dir: Path | None = None, interrupt: Interrupt | None = None
 ) -> list[NotebookRun]:
@@ -338,7 +334,7 @@ def run_notebooks(
             title = report_title(path, notebook)
             run.html = export_html(notebook, out_dir / f"{path.stem}.html", title=title, index=index)
             export_html(notebook, out_dir / f"{path.stem}.no-input.html", True, title=title, index=index)
-            run.summary = _settle_summary(_summary_file(out_dir, path.stem), run, title, mode, start_ns)
+            run.summary = _settle_summary(summary_path(path.stem, out_dir), run, title, mode, start_ns)
             runs.append(run)
     return runs
 
@@ -386,11 +382,11 @@ def write_index(root: Path | None = None) -> Path:
     root = root if root is not None else output_root()
     replay_index = root.name == REPLAY_DIR
     rows = []
-    for summary_path in sorted(root.glob("*/*.summary.json")):
-        if summary_path.parent.name == REPLAY_DIR:
+    for summary_file in sorted(root.glob("*/*.summary.json")):
+        if summary_file.parent.name == REPLAY_DIR:
             continue
-        summary = json.loads(summary_path.read_text())
-        report = summary_path.with_name(summary_path.name.replace(".summary.json", ".html"))
+        summary = json.loads(summary_file.read_text())
+        report = summary_file.with_name(summary_file.name.replace(".summary.json", ".html"))
         no_code = report.with_name(report.name.replace(".html", ".no-input.html"))
         title = _with_inline_code(str(summary.get("title", report.stem)))
         mode = html.escape(str(summary.get("mode", "")))

@@ -61,9 +61,9 @@ def output_dir() -> Path:
     return output_root() / report_gpu_slug()
 
 
-def summary_path(notebook: str) -> Path:
-    """``<output dir>/<notebook>.summary.json``: a notebook's headline figures for the index."""
-    return output_dir() / f"{notebook}.summary.json"
+def summary_path(notebook: str, out_dir: Path | None = None) -> Path:
+    """``<out_dir>/<notebook>.summary.json`` (default: this mode's :func:`output_dir`): its headlines for the index."""
+    return (out_dir if out_dir is not None else output_dir()) / f"{notebook}.summary.json"
 
 
 def _table_path(gpu_slug: str, op: str, kind: str) -> Path:
