@@ -65,6 +65,7 @@ class OutputWriter:
         self.errors = 0
         self._stream: IO[str] | None = None
         self._writer: csv.DictWriter | None = None
+        self._provenance: dict[str, Any] = {}
 
     def write_header(self, title: str) -> None:
         print(f"\n=== {title} ===")
@@ -92,10 +93,10 @@ class OutputWriter:
             self._stream = self.output_path.open("w", newline="")
             self._writer = csv.DictWriter(self._stream, fieldnames=CSV_COLUMNS, extrasaction="ignore")
             self._writer.writeheader()
-        provenance = {key: collect().get(key, "") for key in PROVENANCE_COLUMNS}
+            self._provenance = {key: collect().get(key, "") for key in PROVENANCE_COLUMNS}
         shape = "[" + ",".join(part.split("=", 1)[1] for part in row["config"].split(",")) + "]"
         cells = {k: "" if _missing(v) else v for k, v in row.items()}
-        self._writer.writerow({**cells, SHAPE_COLUMN: shape, **provenance})
+        self._writer.writerow({**cells, SHAPE_COLUMN: shape, **self._provenance})
         assert self._stream is not None
         self._stream.flush()
 
