@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from oasr.jit.families import Family
-from profiling.harness.measure import refcheck
+from profiling.harness.correctness import refcheck
 from profiling.harness.ops import OpSpec, dtype_name, get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 

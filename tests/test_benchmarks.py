@@ -42,8 +42,8 @@ from oasr.jit.families import FAMILIES
 from profiling.harness import measure as measure_module
 from profiling.harness import timing
 from profiling.harness.correctness import COLUMNS as CORRECTNESS_COLUMNS
-from profiling.harness.correctness import check_op, compare
-from profiling.harness.measure import RESULT_COLUMNS, columns_for, measure, refcheck
+from profiling.harness.correctness import check_op, compare, refcheck
+from profiling.harness.measure import RESULT_COLUMNS, columns_for, measure
 from profiling.harness.ops import OPS, dtype_name, get_op, ops_of, parse_dtype
 from profiling.harness.timing import NoGPUError, TimingResult
 

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import nvtx
 import torch
 
-from profiling.harness.measure import refcheck
+from profiling.harness.correctness import refcheck
 from profiling.harness.ops import get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 import torch
 
-from .ops import Config, OpSpec, dtype_name, parse_dtype
+from .ops import Config, Inputs, OpSpec, dtype_name, parse_dtype
 
 COLUMNS = [
     "op", "backend", "config", "dtype", "numel", "max_abs_err", "max_rel_err", "rtol", "atol", "passed",
@@ -42,6 +42,22 @@ def compare(result: torch.Tensor, reference: torch.Tensor, rtol: float, atol: fl
     }
 
 
+def refcheck(op: OpSpec, inputs: Inputs, backends: Iterable[str], dtype: torch.dtype) -> dict[str, dict]:
+    """Per backend, :func:`compare` against the float64 reference, ``out`` poisoned (NaN) before each launch.
+
+    Each backend's dict also holds ``numel``, the size of what it returned.
+    """
+    expected = op.reference(inputs)
+    rtol, atol = op.tolerance(dtype)
+    checks = {}
+    for backend in backends:
+        if "out" in inputs:
+            inputs["out"].fill_(float("nan"))
+        result = op.backends[backend](inputs)
+        checks[backend] = {"numel": result.numel(), **compare(result, expected, rtol, atol)}
+    return checks
+
+
 def check_op(
     op: OpSpec,
     configs: Iterable[Config],
@@ -55,22 +71,18 @@ def check_op(
     for config in configs:
         for dtype in map(parse_dtype, dtypes):
             inputs = op.make_inputs(config, dtype, torch.device(device), seed)
-            reference = op.reference(inputs)
             rtol, atol = op.tolerance(dtype)
-            for backend in backends:
-                inputs["out"].fill_(float("nan"))
-                result = op.backends[backend](inputs)
+            for backend, check in refcheck(op, inputs, backends, dtype).items():
                 rows.append(
                     {
                         "op": op.name,
                         "backend": backend,
                         "config": op.config_label(config),
                         "dtype": dtype_name(dtype),
-                        "numel": result.numel(),
                         "rtol": rtol,
                         "atol": atol,
-                        **compare(result, reference, rtol, atol),
+                        **check,
                     }
                 )
-            del inputs, reference
+            del inputs
     return pd.DataFrame(rows, columns=COLUMNS)

@@ -48,7 +48,7 @@ import pandas as pd
 import torch
 
 from . import timing
-from .correctness import compare
+from .correctness import refcheck
 from .ops import Config, OpSpec, dtype_name, parse_dtype
 
 RESULT_COLUMNS: tuple[str, ...] = (
@@ -64,13 +64,6 @@ def columns_for(op: OpSpec) -> list[str]:
     """:data:`RESULT_COLUMNS` with ``op``'s size fields after ``config``."""
     at = RESULT_COLUMNS.index("config") + 1
     return [*RESULT_COLUMNS[:at], *op.config_fields, *RESULT_COLUMNS[at:]]
-
-
-def refcheck(op: OpSpec, inputs: dict[str, Any], backends: Iterable[str], dtype: torch.dtype) -> dict[str, dict]:
-    """Per backend, :func:`~profiling.harness.correctness.compare` against the float64 reference."""
-    expected = op.reference(inputs)
-    rtol, atol = op.tolerance(dtype)
-    return {b: compare(op.backends[b](inputs), expected, rtol, atol) for b in backends}
 
 
 def measure(
