@@ -62,7 +62,7 @@ def _list() -> int:
     return 0
 
 
-_KEY = re.compile(r"^[0-9a-f]{20}$")
+_KEY = re.compile(rf"^[0-9a-f]{{{core.KEY_HEX_DIGITS}}}$")
 
 
 def _cache_entries(root: Path) -> tuple[list[Path], list[Path]]:

@@ -45,6 +45,8 @@ from .compilation_context import current_compilation_context
 LOCK_TIMEOUT_S = 1800
 BUILD_TIMEOUT_S = 1500
 """A build running longer is stopped (ninja, nvcc and the host compiler killed); below the lock's wait."""
+KEY_HEX_DIGITS = 20
+"""A module's cache key: this many hex digits of a SHA-256 (the name of its build folder)."""
 MANIFEST_NAME = "oasr-build.json"
 """The record each build leaves beside its library: module, key, library size and SHA-256."""
 PID_NAME = "ninja.pid"
@@ -179,7 +181,7 @@ class JitSpec:
             digest.update(Path(source).read_bytes())
         hash_headers(digest, self.include_dir)
         hash_headers(digest, env.OASR_CSRC_DIR)
-        return digest.hexdigest()[:20]
+        return digest.hexdigest()[:KEY_HEX_DIGITS]
 
     @property
     def build_dir(self) -> Path:
