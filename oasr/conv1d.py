@@ -39,10 +39,6 @@ ACTIVATIONS: dict[str | None, int] = {None: 0, "silu": 1, "relu": 2, "gelu": 3}
 """Activation names and the kernel's codes (``"gelu"`` is the exact, erf form)."""
 
 
-def _module() -> Any:
-    return CONV1D.module()
-
-
 # ---------------------------------------------------------------------------
 # Argument checks: one place, raised before any launch
 # ---------------------------------------------------------------------------
@@ -286,7 +282,7 @@ def _conv(
     m = None
     if mask is not None:
         m = (mask.squeeze(-1) if mask.dim() == 3 else mask).view(torch.uint8)
-    _module().depthwise_conv1d(target, _channels_last(input), w, bb, left, right, m, code)
+    CONV1D.module().depthwise_conv1d(target, _channels_last(input), w, bb, left, right, m, code)
     if target is not out:
         out.copy_(target)
     return out
@@ -359,7 +355,7 @@ def _step(
         return out
     target = _channels_last(out)
     w, bb = _flat_weights(weight, bias)
-    _module().depthwise_conv1d_step(target, _channels_last(input_chunk), state, w, bb, code)
+    CONV1D.module().depthwise_conv1d_step(target, _channels_last(input_chunk), state, w, bb, code)
     if target is not out:
         out.copy_(target)
     return out
