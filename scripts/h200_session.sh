@@ -5,7 +5,7 @@
 # and the main command live, which records the profiles and tables that replay uses.
 # Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
 #   bash scripts/h200_session.sh [steps...]
-#   (default: all; steps: tests crosscheck conformer overhead reports)
+#   (default: all; steps: tests sanitize crosscheck conformer overhead reports)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
@@ -14,7 +14,7 @@ if [ -d .whl ]; then
   export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH JUPYTER_PATH=$PWD/.site/share/jupyter
 fi
 export PYTHONUNBUFFERED=1
-steps=${*:-tests crosscheck conformer overhead reports}
+steps=${*:-tests sanitize crosscheck conformer overhead reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }
 for s in $steps; do
@@ -27,11 +27,29 @@ for s in $steps; do
       kernels="tests/test_scale.py tests/test_activation.py tests/test_norm.py tests/test_compile.py tests/test_checks.py"
       kernels="$kernels $(ls tests/test_conv1d.py 2>/dev/null)"
       rest=$(ls tests/test_*.py | grep -v -x -F -f <(tr ' ' '\n' <<< "$kernels"))
+      # The rest holds the property tests (tests/test_properties.py): their statistics give
+      # the number of cases each op ran.
       python3 -m pytest -q -ra -p no:cacheprovider --durations=10 $kernels > "$OUT/pytest-kernels.log" 2>&1 &
       kernels_pid=$!
-      python3 -m pytest -q -ra -p no:cacheprovider --durations=10 $rest > "$OUT/pytest-rest.log" 2>&1 || status=1
+      python3 -m pytest -q -ra -p no:cacheprovider --durations=10 --hypothesis-show-statistics $rest \
+        > "$OUT/pytest-rest.log" 2>&1 || status=1
       wait $kernels_pid || status=1
       tail -25 "$OUT/pytest-kernels.log" "$OUT/pytest-rest.log"
+      ;;
+    sanitize)
+      step "compute-sanitizer (memcheck, racecheck, initcheck) over every op's random odd, unaligned and strided cases"
+      # The property tests draw the cases; only the library's kernels (names holding "oasr")
+      # are instrumented, so torch's own kernels run at full speed.
+      python3 -m oasr.jit build > /dev/null || status=1
+      only_oasr=""
+      compute-sanitizer --help 2>&1 | grep -q -- "--kernel-name" && only_oasr="--kernel-name kns=oasr"
+      for tool in memcheck racecheck initcheck; do
+        OASR_PROPERTY_EXAMPLES=${SANITIZE_EXAMPLES:-60} timeout "${SANITIZE_TIMEOUT:-600}" \
+          compute-sanitizer --tool $tool $only_oasr --error-exitcode 99 --print-limit 20 \
+          python3 -m pytest -q -p no:cacheprovider tests/test_properties.py > "$OUT/sanitize-$tool.log" 2>&1 || status=1
+        echo "$tool: $(grep -E "(ERROR|RACECHECK) SUMMARY" "$OUT/sanitize-$tool.log" | tail -1)"
+        echo "$tool: $(grep -E "passed|failed|error" "$OUT/sanitize-$tool.log" | tail -1)"
+      done
       ;;
     crosscheck)
       step "benchmark harness vs ncu gpu__time_duration (>= 16 MiB)"
