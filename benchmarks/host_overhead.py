@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Host cost of one call (argument checks, dispatch, launch) of each op, oasr and torch.
 
-Each op runs on its smallest tensors (every size field 1, the channels 256: ``(1, 1, 256)``
-for the norms) with ``out=`` given, as the harness calls it. Calls are issued back to back
+Each op runs on its smallest tensors (every size field 1 but the channels, 256: ``(1, 1, 256)``
+for the norms, ``k=1`` for conv1d) with ``out=`` given, as the harness calls it. Calls are issued back to back
 without synchronizing, so the GPU never makes the host wait: the figure is CPU time per
 call, the best of five runs of 200 calls. One table per op; the target is <= 3 us.
 
@@ -29,9 +29,9 @@ CHANNELS = 256
 
 
 def tiny_config(op: OpSpec) -> dict[str, int]:
-    """Every size field 1 but the last (the channels, or the element count), which is 256."""
-    *lead, last = op.config_fields
-    return {**dict.fromkeys(lead, 1), last: CHANNELS}
+    """Every size field 1 but the channels (``c``, else the last field: the element count), which are 256."""
+    channels = "c" if "c" in op.config_fields else op.config_fields[-1]
+    return {**dict.fromkeys(op.config_fields, 1), channels: CHANNELS}
 
 
 def cost_us(fn: partial, runs: int = 5, calls: int = 200) -> float:
