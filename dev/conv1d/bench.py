@@ -27,6 +27,8 @@ Sections:
   torch's non-streaming ``F.silu(F.conv1d(...))`` on the same chunk (target: >= 1x).
 * ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the production and
   staged kernels on the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
+* ``sanitize``: compute-sanitizer memcheck and racecheck over ``dev/conv1d/sanitize.py`` with
+  the staged variant (exit 0 and "0 errors" expected).
 
 Timing: CUDA-graph replay with input sets rotated past the L2 (``profiling.harness.timing``),
 backends in turn. With ``--out DIR``: ``bench.txt`` (everything printed), ``bench.csv`` (one
@@ -70,8 +72,8 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "staged": [],
     "staged_s3": [(STAGED, "kStages", "3")],
     "staged_w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
+    "staged_w4s3": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4"), (STAGED, "kStages", "3")],
     "staged_k15x32": [(STAGED, "kChunk15", "32")],
-    "staged_mb1": [(STAGED, "kMinBlocks", "1")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = (
@@ -409,12 +411,26 @@ def ncu(names: list[str], out: Path | None) -> None:
         (out / "ncu.txt").write_text("\n".join(text))
 
 
+def sanitize(name: str) -> None:
+    """compute-sanitizer's memcheck and racecheck over dev/conv1d/sanitize.py's odd shapes with ``name``."""
+    say(f"\n== sanitize: compute-sanitizer memcheck and racecheck, dev/conv1d/sanitize.py --variant {name}")
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        say("  skipped: compute-sanitizer is not on PATH (it comes with the CUDA toolkit's bin folder)")
+        return
+    for tool in ("memcheck", "racecheck"):
+        command = [exe, "--tool", tool, "--error-exitcode", "1", sys.executable, str(HERE / "sanitize.py")]
+        run = subprocess.run([*command, "--variant", name], capture_output=True, text=True, timeout=300)
+        tail = [line for line in (run.stdout + run.stderr).splitlines() if line.strip()][-3:]
+        say(f"  {tool}: exit {run.returncode}; " + " | ".join(tail))
+
+
 # ---------------------------------------------------------------------------
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--all", action="store_true", help="every section: check, sweep, fused, step, ncu")
+    parser.add_argument("--all", action="store_true", help="every section: check, sweep, fused, step, ncu, sanitize")
     parser.add_argument("--sections", default="check,sweep,fused,step")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
     parser.add_argument("--ncu-variants", default="prod,staged")
@@ -430,7 +446,7 @@ def main() -> int:
     unknown = [n for n in names if n not in VARIANTS]
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
-    sections = "check,sweep,fused,step,ncu" if args.all else args.sections
+    sections = "check,sweep,fused,step,ncu,sanitize" if args.all else args.sections
     modules = build(names)
     say(f"built {', '.join(names)}")
     if args.build_only:
@@ -455,6 +471,8 @@ def main() -> int:
                 step(timed)
             elif section == "ncu":
                 ncu([n for n in args.ncu_variants.split(",") if n in timed], args.out)
+            elif section == "sanitize":
+                sanitize("staged")
             else:
                 say(f"unknown section {section}")
         except Exception:
