@@ -6,7 +6,9 @@
 Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others
 build ``dev/conv1d/staged.cu`` (the production launchers calling ``dev/conv1d/staged.cuh``)
 against a copy of ``include/`` that holds the staged header as ``oasr/conv1d_staged.cuh``,
-with constants of it rewritten by ``dev/tune_kernels.py``'s ``rewrite``. Each is its own JIT
+with constants of it rewritten by ``dev/tune_kernels.py``'s ``rewrite``: ``staged*`` are the
+shared-memory FFMA kernel with other tile shapes, ``mma`` runs fp16/bf16 on tensor cores
+(the Toeplitz form in ``staged.cuh``'s comment; fp32 still takes the FFMA kernel). Each is its own JIT
 module ``conv1d_<name>``, swapped in as the family's module while its calls are warmed up and
 captured (``with_module``), so every form goes through the public API (``oasr/conv1d.py``).
 
@@ -74,6 +76,7 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "staged_w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
     "staged_w4s3": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4"), (STAGED, "kStages", "3")],
     "staged_k15x32": [(STAGED, "kChunk15", "32")],
+    "mma": [(STAGED, "kUseMma", "true")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = (
@@ -192,18 +195,20 @@ def check_cases() -> list[tuple[str, Callable[[], str | None]]]:
             for form in ("plain", "silu", "mask"):
                 cases.append((f"conv {dn} ({b},{t},{c},K={k}) pad={pad} {form}", partial(conv, form=form)))
 
-        def views(dtype=dtype) -> str | None:
+        def views(dtype=dtype, pitch=300) -> str | None:
             big = rand(6, 400, 264, dtype=dtype)
             x = big[::2, 8:, 8:264]  # batch and time strides, 16-byte aligned
             w, bias = rand(31, 256, dtype=dtype, scale=31**-0.5), rand(256, dtype=dtype)
-            out_big = torch.full((3, 400, 300), float("nan"), dtype=dtype, device="cuda")
+            out_big = torch.full((3, 400, pitch), float("nan"), dtype=dtype, device="cuda")
             out = out_big[:, 8:, 16:272]
             conv1d.depthwise_conv1d(x, w, bias, 15, "silu", out=out)
-            if not torch.isnan(out_big[:, :8]).all():
+            if not (torch.isnan(out_big[:, :8]).all() and torch.isnan(out_big[..., 272:]).all()):
                 return "wrote outside out"
             return close(out, reference(x, w, bias, 15, "silu"), dtype)
 
-        cases.append((f"conv {dn} strided views", views))
+        # out rows 4-byte aligned only (CH-wide stores), and 16-byte aligned (the tensor-core path's stores)
+        cases.append((f"conv {dn} strided views, out pitch 300", views))
+        cases.append((f"conv {dn} strided views, out pitch 320", partial(views, pitch=320)))
         for k in (15, 31):
             for c in (64, 72):
                 for chunk in (1, k - 2, 16, 37, 200):

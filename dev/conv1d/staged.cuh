@@ -23,6 +23,16 @@
 // (one kernel per step instead of two); the state rows were read (by the copies this block
 // waited for) before any is written, and no other block touches these channels.
 //
+// Tensor cores (kUseMma, fp16/bf16 only): per channel c, a tile of 128 outputs is the product
+// Out[i, n] = sum_j A_c[i, j] X_c[j, n] of the 16 x 16 * kSteps Toeplitz matrix of the weights
+// (A_c[i, j] = w[j - i, c] for 0 <= j - i < K, else 0) and the windows X_c[j, n] = x[16 n + j, c]
+// (n < 8): kSteps mma.sync.m16n8k16 per channel and 128 outputs, fp32 accumulation, against
+// 128 x K / 32 FFMA per lane. The MMA operands need each channel's frames contiguous, so the
+// staged [frame][channel] tile (16-byte pieces XOR-swizzled by row: conflict-free) is
+// transposed to [channel][frame] with ldmatrix.trans + stmatrix; the outputs go back through
+// shared memory to 16-byte streaming stores. The zeros of A multiply frames outside an
+// output's window: a non-finite input makes the outputs of its 16 x 16 * kSteps block NaN.
+//
 // Anything else (K other than 15 and 31, unaligned views, channels not a multiple of a
 // 16-byte copy) runs the production kernels.
 #pragma once
@@ -30,6 +40,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "oasr/conv1d.cuh"
 
@@ -45,6 +56,8 @@ constexpr int kChunk31Fp32 = 8;      // fp32 at K = 31 (a loaded frame is 2 regi
 constexpr int kChunk15 = 16;         // outputs per lane at K = 15
 constexpr int kChunkShort = 4;       // outputs per lane when the sequence fits kWarps * kChunkShort frames
 constexpr double kSetupTiles = 0.3;  // the first tile's copy, which nothing overlaps, in tiles of work
+constexpr bool kUseMma = false;      // 16-bit storage on tensor cores (MmaConv1dKernel below); variant "mma"
+constexpr int kMmaMinBlocks = 3;     // resident blocks per SM of the tensor-core kernel
 
 constexpr int kThreads = 32 * kWarps;
 constexpr int kCopyBytes = 16;
@@ -322,6 +335,244 @@ bool stageable(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
          conv1d::detail::conv_vectorizable(p);
 }
 
+
+// ---------------------------------------------------------------------------------------
+// Tensor cores: one block per (batch row, 64 channels, 128 outputs), 8 warps of 8 channels
+// ---------------------------------------------------------------------------------------
+
+constexpr int kMmaThreads = 256;
+
+template <int K>
+struct MmaTile {
+  static constexpr int kOutputs = 128;                      // 8 time blocks of 16, per channel
+  static constexpr int kSteps = (16 + K - 1 + 15) / 16;     // k16 steps of the Toeplitz matrix
+  static constexpr int kRows = 16 * 7 + 16 * kSteps;        // frames read by the 8 blocks: 144 or 160
+  static constexpr int kRowBytes = 128;                     // 64 channels of 16-bit
+  static constexpr int kStageBytes = kRows * kRowBytes;     // [frame][channel], pieces swizzled
+  static constexpr int kPitchT = kRows + 8;                 // [channel][frame] row: +8, stmatrix conflict-free
+  static constexpr int kTBytes = 64 * kPitchT * 2;
+  static constexpr int kTaps = 64;                          // weight table row: taps -16 .. 47
+  static constexpr int kWeightBytes = 2 * 64 * kTaps * 2;   // two copies, the second shifted by one tap
+  static constexpr int kOutPitch = 72;                      // [frame][channel] output row, elements
+  static constexpr int kSmem = kStageBytes + kTBytes + kWeightBytes;
+  static constexpr int kCopiesPerThread = (kRows * 8 + kMmaThreads - 1) / kMmaThreads;
+  static_assert(kOutputs * kOutPitch * 2 <= kStageBytes, "the output tile reuses the staged one");
+};
+
+__device__ __forceinline__ uint32_t swizzled(int row, int piece) {
+  return row * 128 + ((piece ^ (row & 7)) * 16);
+}
+
+template <typename T>
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
+template <typename T, int K>
+__global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
+    MmaConv1dKernel(const DepthwiseConv1dParams<T> p, const StepState<T> s, int ctiles, int ntiles) {
+  using G = MmaTile<K>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* staged = smem;                                   // [frame][channel], later the output tile
+  uint8_t* transposed = smem + G::kStageBytes;              // [channel][frame]
+  T* table = reinterpret_cast<T*>(transposed + G::kTBytes);  // [2][channel][tap + 16]
+  const int tile = static_cast<int>(blockIdx.x % ntiles);
+  const int rest = static_cast<int>(blockIdx.x / ntiles);
+  const int ctile = rest % ctiles;
+  const int b = rest / ctiles;
+  const int c0 = ctile * 64;
+  const int o0 = tile * G::kOutputs;  // padded frame of the tile's first row
+  const int tid = static_cast<int>(threadIdx.x);
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+  // Copies of the tile's frames (swizzled pieces), then the weight table and the mask bytes
+  // while they are in flight.
+  uint8_t keep[G::kCopiesPerThread];
+#pragma unroll
+  for (int j = 0; j < G::kCopiesPerThread; ++j) {
+    const int index = tid + j * kMmaThreads;
+    const int row = index / 8, piece = index % 8;
+    keep[j] = 1;
+    if (row < G::kRows) {
+      const int f = o0 + row;
+      const int c = c0 + piece * 8;
+      const bool in_input = f >= p.split && f < p.hi;
+      const bool in_state = f >= p.lo && f < p.split;
+      const bool valid = (in_input || in_state) && c < p.channels;
+      const T* src = p.input;
+      if (valid) {
+        src = in_input ? p.input + b * p.input_batch_stride + static_cast<int64_t>(f - p.split) * p.input_time_stride + c
+                       : p.state + b * p.state_batch_stride + static_cast<int64_t>(f - p.lo) * p.state_time_stride + c;
+      }
+      cp_async_16(base + swizzled(row, piece), src, valid ? kCopyBytes : 0);
+      if (p.mask != nullptr && in_input) {
+        keep[j] = p.mask[b * p.mask_batch_stride + static_cast<int64_t>(f - p.split) * p.mask_time_stride];
+      }
+    }
+  }
+  cp_async_commit();
+  for (int index = tid; index < 2 * 64 * G::kTaps; index += kMmaThreads) {
+    const int copy = index / (64 * G::kTaps);
+    const int c = (index / G::kTaps) % 64;
+    const int d = index % G::kTaps - 16 - copy;  // copy 1 is copy 0 shifted by one tap
+    T v = from_float<T>(0.0f);
+    if (d >= 0 && d < K && c0 + c < p.channels) v = p.weight[static_cast<int64_t>(d) * p.channels + c0 + c];
+    table[index] = v;
+  }
+  cp_async_wait<0>();
+#pragma unroll
+  for (int j = 0; j < G::kCopiesPerThread; ++j) {
+    const int index = tid + j * kMmaThreads;
+    const int row = index / 8, piece = index % 8;
+    if (row < G::kRows && keep[j] == 0) {
+      *reinterpret_cast<uint4*>(staged + swizzled(row, piece)) = make_uint4(0, 0, 0, 0);
+    }
+  }
+  __syncthreads();
+
+  // The step's new state (single-tile launches): rows out_len .. out_len + K - 2.
+  if (s.state != nullptr) {
+    for (int index = tid; index < (K - 1) * 8; index += kMmaThreads) {
+      const int row = index / 8, piece = index % 8;
+      const int c = c0 + piece * 8;
+      if (c < p.channels) {
+        const uint4 v = *reinterpret_cast<const uint4*>(staged + swizzled(p.out_len + row, piece));
+        *reinterpret_cast<uint4*>(s.state + b * s.batch_stride + static_cast<int64_t>(row) * s.time_stride + c) = v;
+      }
+    }
+  }
+
+  // Transpose: 8 x 8 blocks, four per ldmatrix.x4.trans (frames 8 fb.., channel blocks 4 h + m).
+  const int lane = tid & 31, warp = tid / 32;
+  const int m = lane / 8, r = lane % 8;
+  for (int group = warp; group < (G::kRows / 8) * 2; group += kMmaThreads / 32) {
+    const int fb = group / 2, cb = (group % 2) * 4 + m;
+    uint32_t v[4];
+    ldmatrix_x4_trans(v, base + swizzled(8 * fb + r, cb));
+    stmatrix_x4(base + G::kStageBytes + ((8 * cb + r) * G::kPitchT + 8 * fb) * 2, v);
+  }
+  __syncthreads();
+
+  // Each warp: channels 8 warp .. 8 warp + 7, one after the other.
+  const int g = lane / 4, q = lane % 4;
+  const uint32_t t_base = base + G::kStageBytes;
+  const uint32_t w_base = base + G::kStageBytes + G::kTBytes;
+  T* out_tile = reinterpret_cast<T*>(staged);  // the staged frames are dead after the transpose
+#pragma unroll 1
+  for (int j = 0; j < 8; ++j) {
+    const int cl = warp * 8 + j;  // channel in the tile
+    // A fragments: pairs of taps (d, d + 1), d = 16 s + 2 q - g + {0, -8, +8}; from the
+    // table copy in which the pair is a 4-byte word.
+    const int e = 2 * q - g + 16;  // table index of tap 2 q - g
+    const uint32_t row_addr = w_base + (((e & 1) * 64 + cl) * G::kTaps + (e & 1)) * 2;
+    uint32_t a[G::kSteps][4];
+#pragma unroll
+    for (int st = 0; st < G::kSteps; ++st) {
+      const uint32_t at = row_addr + (e + 16 * st) * 2;
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][0]) : "r"(at));
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][1]) : "r"(at - 16));
+      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][2]) : "r"(at + 16));
+      a[st][3] = a[st][0];
+    }
+    // B fragments: matrix (step st, half h) row rr = frames 16 (rr + st) + 8 h of the channel.
+    // Matrix mi = 2 st + h; ldmatrix.x4 number x loads mi = 4 x .. 4 x + 3 (lanes 8 m .. give
+    // the rows of mi = 4 x + m; those past the last step repeat it and are dropped).
+    uint32_t bfrag[2 * G::kSteps];
+    const uint32_t channel_row = t_base + cl * G::kPitchT * 2;
+#pragma unroll
+    for (int x = 0; 4 * x < 2 * G::kSteps; ++x) {
+      const int st = min((4 * x + m) / 2, G::kSteps - 1), h = m % 2;
+      uint32_t v[4];
+      ldmatrix_x4(v, channel_row + (16 * (r + st) + 8 * h) * 2);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        if (4 * x + i < 2 * G::kSteps) bfrag[4 * x + i] = v[i];
+      }
+    }
+    const float bias = p.bias != nullptr ? to_float(p.bias[min(c0 + cl, p.channels - 1)]) : 0.0f;
+    float acc[4] = {bias, bias, bias, bias};
+#pragma unroll
+    for (int st = 0; st < G::kSteps; ++st) mma_16816<T>(acc, a[st], bfrag[2 * st], bfrag[2 * st + 1]);
+    // acc[0], acc[1]: outputs 16 (2 q) + g and 16 (2 q + 1) + g; acc[2], acc[3]: the same + 8.
+    const int frames[4] = {32 * q + g, 32 * q + 16 + g, 32 * q + g + 8, 32 * q + 16 + g + 8};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float y = acc[i];
+      switch (p.activation) {
+        case kSilu: y = conv1d::detail::activate<kSilu>(y); break;
+        case kRelu: y = conv1d::detail::activate<kRelu>(y); break;
+        case kGelu: y = conv1d::detail::activate<kGelu>(y); break;
+        default: break;
+      }
+      out_tile[frames[i] * G::kOutPitch + cl] = from_float<T>(y);
+    }
+  }
+  __syncthreads();
+
+  // The output tile, 16 bytes at a time.
+  for (int index = tid; index < G::kOutputs * 8; index += kMmaThreads) {
+    const int row = index / 8, piece = index % 8;
+    const int o = o0 + row, c = c0 + piece * 8;
+    if (o < p.out_len && c < p.channels) {
+      const uint4 v = *reinterpret_cast<const uint4*>(out_tile + row * G::kOutPitch + piece * 8);
+      __stcs(reinterpret_cast<uint4*>(p.output + b * p.output_batch_stride + static_cast<int64_t>(o) * p.output_time_stride + c), v);
+    }
+  }
+}
+
+template <typename T, int K>
+cudaError_t launch_mma(const DepthwiseConv1dParams<T>& p, const StepState<T>& step, bool& state_written,
+                       cudaStream_t stream) {
+  using G = MmaTile<K>;
+  auto kernel = MmaConv1dKernel<T, K>;
+  static bool raised = false;
+  if (!raised) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, G::kSmem);
+    raised = true;
+  }
+  const int ntiles = (p.out_len + G::kOutputs - 1) / G::kOutputs;
+  const int ctiles = (p.channels + 63) / 64;
+  StepState<T> s = step;
+  state_written = s.state != nullptr && ntiles == 1;
+  if (!state_written) s.state = nullptr;
+  const int64_t blocks = int64_t{p.batch} * ctiles * ntiles;
+  kernel<<<static_cast<unsigned>(blocks), kMmaThreads, G::kSmem, stream>>>(p, s, ctiles, ntiles);
+  return cudaGetLastError();
+}
+
+// The tensor-core path's extra condition: 16-byte output stores.
+template <typename T>
+bool mma_ok(const DepthwiseConv1dParams<T>& p) {
+  constexpr int n = kCopyBytes / static_cast<int>(sizeof(T));
+  return sizeof(T) == 2 && reinterpret_cast<uintptr_t>(p.output) % kCopyBytes == 0 && p.output_batch_stride % n == 0 &&
+         p.output_time_stride % n == 0;
+}
 }  // namespace detail
 
 // out = act(depthwise_conv(x) + bias), as DepthwiseConv1d; with s.state (the streaming
@@ -331,11 +582,19 @@ template <typename T>
 cudaError_t DepthwiseConv1dStaged(const DepthwiseConv1dParams<T>& p, const StepState<T>& s, cudaStream_t stream) {
   if (p.batch <= 0 || p.channels <= 0 || p.out_len <= 0) return cudaSuccess;
   bool state_written = false;
-  cudaError_t status;
-  if (detail::stageable(p, s)) {
+  cudaError_t status = cudaSuccess;
+  bool tensor_cores = false;
+  if constexpr (kUseMma && sizeof(T) == 2) {
+    tensor_cores = detail::stageable(p, s) && detail::mma_ok(p);
+    if (tensor_cores) {
+      status = p.kernel_size == 15 ? detail::launch_mma<T, 15>(p, s, state_written, stream)
+                                   : detail::launch_mma<T, 31>(p, s, state_written, stream);
+    }
+  }
+  if (!tensor_cores && detail::stageable(p, s)) {
     status = p.kernel_size == 15 ? detail::launch_for_length<T, 15>(p, s, state_written, stream)
                                  : detail::launch_for_length<T, 31>(p, s, state_written, stream);
-  } else {
+  } else if (!tensor_cores) {
     status = DepthwiseConv1d(p, stream);
   }
   if (status != cudaSuccess || s.state == nullptr || state_written) return status;
