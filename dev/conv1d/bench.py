@@ -30,7 +30,7 @@ Sections:
 * ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the production and
   staged kernels on the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
 * ``sanitize``: compute-sanitizer memcheck and racecheck over ``dev/conv1d/sanitize.py`` with
-  the staged variant (exit 0 and "0 errors" expected).
+  the staged and mma variants (exit 0 and "0 errors" expected).
 
 Timing: CUDA-graph replay with input sets rotated past the L2 (``profiling.harness.timing``),
 backends in turn. With ``--out DIR``: ``bench.txt`` (everything printed), ``bench.csv`` (one
@@ -74,19 +74,11 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "staged": [],
     "staged_s3": [(STAGED, "kStages", "3")],
     "staged_w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
-    "staged_w4s3": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4"), (STAGED, "kStages", "3")],
     "staged_k15x32": [(STAGED, "kChunk15", "32")],
     "mma": [(STAGED, "kUseMma", "true")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
-NCU_SECTIONS = (
-    "SpeedOfLight",
-    "Occupancy",
-    "LaunchStats",
-    "WarpStateStats",
-    "SchedulerStats",
-    "MemoryWorkloadAnalysis",
-)
+NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
 
 LOG: list[str] = []
 ROWS: list[dict[str, Any]] = []
@@ -416,7 +408,12 @@ def ncu(names: list[str], out: Path | None) -> None:
         (out / "ncu.txt").write_text("\n".join(text))
 
 
-def sanitize(name: str) -> None:
+def sanitize(names: list[str]) -> None:
+    for name in names:
+        sanitize_one(name)
+
+
+def sanitize_one(name: str) -> None:
     """compute-sanitizer's memcheck and racecheck over dev/conv1d/sanitize.py's odd shapes with ``name``."""
     say(f"\n== sanitize: compute-sanitizer memcheck and racecheck, dev/conv1d/sanitize.py --variant {name}")
     exe = shutil.which("compute-sanitizer")
@@ -439,6 +436,7 @@ def main() -> int:
     parser.add_argument("--sections", default="check,sweep,fused,step")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
     parser.add_argument("--ncu-variants", default="prod,staged")
+    parser.add_argument("--sanitize-variants", default="staged,mma")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
     parser.add_argument("--build-only", action="store_true", help="build the variants and stop (no GPU needed)")
     parser.add_argument("--ncu-target", nargs=5, metavar=("VARIANT", "B", "T", "C", "K"), help=argparse.SUPPRESS)
@@ -477,7 +475,7 @@ def main() -> int:
             elif section == "ncu":
                 ncu([n for n in args.ncu_variants.split(",") if n in timed], args.out)
             elif section == "sanitize":
-                sanitize("staged")
+                sanitize([n for n in args.sanitize_variants.split(",") if n in VARIANTS])
             else:
                 say(f"unknown section {section}")
         except Exception:
