@@ -17,8 +17,9 @@ Sections:
 * ``check``: every variant against float64 references on fresh random data, outputs poisoned
   with NaN: each dtype, K = 15 / 31 (the staged kernel) and 5 / 63 (fallback), padding forms,
   channel counts off the 64-channel tile, masks, strided views, streaming steps of 1 .. 200
-  frames (fused and not) against one causal call, with the state checked exactly. A variant
-  that fails any case is named with the case and not timed.
+  frames (fused and not) against one causal call, with the state checked exactly. Each
+  variant runs in a process of its own (all at once), so a kernel fault cannot end the run;
+  a variant that fails or crashes is named with the case and not timed.
 * ``sweep``: bf16, "same" padding, bias, on upstream Oasr's depthwise shapes and the issue's
   (16, 1500, C) cases (``profiling.harness.ops.conv1d.CONV1D_SWEEP``): us per variant, torch
   on the pre-transposed NCT tensor and torch from channels-last with the transposes, the
@@ -224,30 +225,48 @@ def check_cases() -> list[tuple[str, Callable[[], str | None]]]:
     return cases
 
 
-def check(modules: dict[str, Any]) -> set[str]:
-    """The variants that fail a case (each failure printed)."""
-    say("\n== check: every variant against float64 references (NaN-poisoned outputs)")
-    failed = set()
+def check_variant(name: str) -> int:
+    """Every case with variant ``name`` (the process the check section starts): prints failures, exit 1 on any."""
+    module = build([name])[name]
+    torch.manual_seed(0)
     cases = check_cases()
-    for name, module in modules.items():
-        torch.manual_seed(0)
-        failures = []
-        CONV1D.use_module(module)
+    failures = []
+    CONV1D.use_module(module)
+    for label, case in cases:
         try:
-            for label, case in cases:
-                try:
-                    failure = case()
-                except Exception as error:  # a launch error is a failure of this variant
-                    failure = f"{type(error).__name__}: {error}".splitlines()[0]
-                if failure is not None:
-                    failures.append(f"{label}: {failure}")
-            torch.cuda.synchronize()
-        finally:
-            CONV1D.use_module(None)
-        say(f"  {name:>14}: {'PASS' if not failures else 'FAIL'} ({len(cases) - len(failures)}/{len(cases)} cases)")
-        for line in failures[:12]:
-            say(f"      {line}")
-        if failures:
+            failure = case()
+        except Exception as error:  # a launch error is a failure of this variant
+            failure = f"{type(error).__name__}: {error}".splitlines()[0]
+        if failure is not None:
+            failures.append(f"{label}: {failure}")
+    torch.cuda.synchronize()
+    print(f"{'PASS' if not failures else 'FAIL'} ({len(cases) - len(failures)}/{len(cases)} cases)")
+    for line in failures[:12]:
+        print(f"    {line}")
+    return 1 if failures else 0
+
+
+def check(names: list[str]) -> set[str]:
+    """The variants that fail a case or crash, each checked in a process of its own (all at once), so
+    that a kernel fault (a sticky CUDA error) cannot take the timing of the others with it."""
+    say("\n== check: every variant against float64 references (NaN-poisoned outputs)")
+
+    def run(name: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, __file__, "--check-variant", name]
+        return subprocess.run(command, capture_output=True, text=True, timeout=400)
+
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        runs = dict(zip(names, pool.map(run, names), strict=True))
+    failed = set()
+    for name, result in runs.items():
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        if result.returncode not in (0, 1) or not lines:
+            tail = [line for line in result.stderr.splitlines() if line.strip()][-3:]
+            lines = [f"FAIL (the check process exited {result.returncode})", *(f"    {t}" for t in tail)]
+        say(f"  {name:>14}: {lines[0]}")
+        for line in lines[1:]:
+            say(f"  {line}")
+        if result.returncode != 0:
             failed.add(name)
     return failed
 
@@ -440,7 +459,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
     parser.add_argument("--build-only", action="store_true", help="build the variants and stop (no GPU needed)")
     parser.add_argument("--ncu-target", nargs=5, metavar=("VARIANT", "B", "T", "C", "K"), help=argparse.SUPPRESS)
+    parser.add_argument("--check-variant", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.check_variant:
+        return check_variant(args.check_variant)
     if args.ncu_target:
         name, *shape = args.ncu_target
         ncu_target(name, *map(int, shape))
@@ -463,7 +485,7 @@ def main() -> int:
         timed = {name: m for name, m in modules.items() if name not in failed}
         try:
             if section == "check":
-                failed = check(modules)
+                failed = check(names)
                 if failed:
                     say(f"  not timed (failed the check): {', '.join(sorted(failed))}")
             elif section == "sweep":
