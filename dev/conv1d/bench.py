@@ -77,6 +77,7 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "staged_w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
     "staged_k15x32": [(STAGED, "kChunk15", "32")],
     "mma": [(STAGED, "kUseMma", "true")],
+    "mma4": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaMinBlocks", "4")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")

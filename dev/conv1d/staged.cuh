@@ -58,6 +58,7 @@ constexpr int kChunkShort = 4;       // outputs per lane when the sequence fits 
 constexpr double kSetupTiles = 0.3;  // the first tile's copy, which nothing overlaps, in tiles of work
 constexpr bool kUseMma = false;      // 16-bit storage on tensor cores (MmaConv1dKernel below); variant "mma"
 constexpr int kMmaMinBlocks = 3;     // resident blocks per SM of the tensor-core kernel
+constexpr int kMmaTableCopies = 2;   // 2: tap pairs as one 4-byte load; 1: two 2-byte loads, 8 KB less
 
 constexpr int kThreads = 32 * kWarps;
 constexpr int kCopyBytes = 16;
@@ -352,7 +353,7 @@ struct MmaTile {
   static constexpr int kPitchT = kRows + 8;                 // [channel][frame] row: +8, stmatrix conflict-free
   static constexpr int kTBytes = 64 * kPitchT * 2;
   static constexpr int kTaps = 64;                          // weight table row: taps -16 .. 47
-  static constexpr int kWeightBytes = 2 * 64 * kTaps * 2;   // two copies, the second shifted by one tap
+  static constexpr int kWeightBytes = kMmaTableCopies * 64 * kTaps * 2;  // the second copy shifted by one tap
   static constexpr int kOutPitch = 72;                      // [frame][channel] output row, elements
   static constexpr int kSmem = kStageBytes + kTBytes + kWeightBytes;
   static constexpr int kCopiesPerThread = (kRows * 8 + kMmaThreads - 1) / kMmaThreads;
@@ -401,7 +402,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* staged = smem;                                   // [frame][channel], later the output tile
   uint8_t* transposed = smem + G::kStageBytes;              // [channel][frame]
-  T* table = reinterpret_cast<T*>(transposed + G::kTBytes);  // [2][channel][tap + 16]
+  T* table = reinterpret_cast<T*>(transposed + G::kTBytes);  // [copy][channel][tap + 16]
   const int tile = static_cast<int>(blockIdx.x % ntiles);
   const int rest = static_cast<int>(blockIdx.x / ntiles);
   const int ctile = rest % ctiles;
@@ -437,7 +438,7 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
     }
   }
   cp_async_commit();
-  for (int index = tid; index < 2 * 64 * G::kTaps; index += kMmaThreads) {
+  for (int index = tid; index < kMmaTableCopies * 64 * G::kTaps; index += kMmaThreads) {
     const int copy = index / (64 * G::kTaps);
     const int c = (index / G::kTaps) % 64;
     const int d = index % G::kTaps - 16 - copy;  // copy 1 is copy 0 shifted by one tap
@@ -490,15 +491,27 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
     // A fragments: pairs of taps (d, d + 1), d = 16 s + 2 q - g + {0, -8, +8}; from the
     // table copy in which the pair is a 4-byte word.
     const int e = 2 * q - g + 16;  // table index of tap 2 q - g
-    const uint32_t row_addr = w_base + (((e & 1) * 64 + cl) * G::kTaps + (e & 1)) * 2;
     uint32_t a[G::kSteps][4];
+    if constexpr (kMmaTableCopies == 2) {
+      const uint32_t row_addr = w_base + (((e & 1) * 64 + cl) * G::kTaps + (e & 1)) * 2;
 #pragma unroll
-    for (int st = 0; st < G::kSteps; ++st) {
-      const uint32_t at = row_addr + (e + 16 * st) * 2;
-      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][0]) : "r"(at));
-      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][1]) : "r"(at - 16));
-      asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][2]) : "r"(at + 16));
-      a[st][3] = a[st][0];
+      for (int st = 0; st < G::kSteps; ++st) {
+        const uint32_t at = row_addr + (e + 16 * st) * 2;
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][0]) : "r"(at));
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][1]) : "r"(at - 16));
+        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][2]) : "r"(at + 16));
+        a[st][3] = a[st][0];
+      }
+    } else {
+      const uint16_t* row = reinterpret_cast<const uint16_t*>(table) + cl * G::kTaps;
+      auto pair = [&](int i) { return static_cast<uint32_t>(row[i]) | (static_cast<uint32_t>(row[i + 1]) << 16); };
+#pragma unroll
+      for (int st = 0; st < G::kSteps; ++st) {
+        a[st][0] = pair(e + 16 * st);
+        a[st][1] = pair(e + 16 * st - 8);
+        a[st][2] = pair(e + 16 * st + 8);
+        a[st][3] = a[st][0];
+      }
     }
     // B fragments: matrix (step st, half h) row rr = frames 16 (rr + st) + 8 h of the channel.
     // Matrix mi = 2 st + h; ldmatrix.x4 number x loads mi = 4 x .. 4 x + 3 (lanes 8 m .. give
