@@ -28,8 +28,8 @@ Sections:
   to plain (issue target: within 1.05x).
 * ``step``: the streaming step (conv + state update) at L = 16, 32, 64 frames of C = 512 against
   torch's non-streaming ``F.silu(F.conv1d(...))`` on the same chunk (target: >= 1x).
-* ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the production and
-  staged kernels on the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
+* ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the prod, staged and
+  mma kernels on the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
 * ``sanitize``: compute-sanitizer memcheck and racecheck over ``dev/conv1d/sanitize.py`` with
   the staged and mma variants (exit 0 and "0 errors" expected).
 
@@ -455,7 +455,7 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="every section: check, sweep, fused, step, ncu, sanitize")
     parser.add_argument("--sections", default="check,sweep,fused,step")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
-    parser.add_argument("--ncu-variants", default="prod,staged")
+    parser.add_argument("--ncu-variants", default="prod,staged,mma")
     parser.add_argument("--sanitize-variants", default="staged,mma")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
     parser.add_argument("--build-only", action="store_true", help="build the variants and stop (no GPU needed)")
