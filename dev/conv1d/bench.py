@@ -31,7 +31,7 @@ Sections:
 * ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the prod, staged and
   mma kernels on the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
 * ``sanitize``: compute-sanitizer memcheck and racecheck over ``dev/conv1d/sanitize.py`` with
-  the staged and mma variants (exit 0 and "0 errors" expected).
+  the staged and mma_p2 variants (exit 0 and "0 errors" expected).
 
 Timing: CUDA-graph replay with input sets rotated past the L2 (``profiling.harness.timing``),
 backends in turn. With ``--out DIR``: ``bench.txt`` (everything printed), ``bench.csv`` (one
@@ -75,9 +75,9 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "staged": [],
     "staged_s3": [(STAGED, "kStages", "3")],
     "staged_w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
-    "staged_k15x32": [(STAGED, "kChunk15", "32")],
     "mma": [(STAGED, "kUseMma", "true")],
     "mma4": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaMinBlocks", "4")],
+    "mma_p2": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaStages", "2")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
@@ -456,7 +456,7 @@ def main() -> int:
     parser.add_argument("--sections", default="check,sweep,fused,step")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
     parser.add_argument("--ncu-variants", default="prod,staged,mma")
-    parser.add_argument("--sanitize-variants", default="staged,mma")
+    parser.add_argument("--sanitize-variants", default="staged,mma_p2")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
     parser.add_argument("--build-only", action="store_true", help="build the variants and stop (no GPU needed)")
     parser.add_argument("--ncu-target", nargs=5, metavar=("VARIANT", "B", "T", "C", "K"), help=argparse.SUPPRESS)

@@ -59,6 +59,7 @@ constexpr double kSetupTiles = 0.3;  // the first tile's copy, which nothing ove
 constexpr bool kUseMma = false;      // 16-bit storage on tensor cores (MmaConv1dKernel below); variant "mma"
 constexpr int kMmaMinBlocks = 3;     // resident blocks per SM of the tensor-core kernel
 constexpr int kMmaTableCopies = 2;   // 2: tap pairs as one 4-byte load; 1: two 2-byte loads, 8 KB less
+constexpr int kMmaStages = 1;        // tiles in shared memory per block (1: one tile per block)
 
 constexpr int kThreads = 32 * kWarps;
 constexpr int kCopyBytes = 16;
@@ -355,7 +356,7 @@ struct MmaTile {
   static constexpr int kTaps = 64;                          // weight table row: taps -16 .. 47
   static constexpr int kWeightBytes = kMmaTableCopies * 64 * kTaps * 2;  // the second copy shifted by one tap
   static constexpr int kOutPitch = 72;                      // [frame][channel] output row, elements
-  static constexpr int kSmem = kStageBytes + kTBytes + kWeightBytes;
+  static constexpr int kSmem = kMmaStages * kStageBytes + kTBytes + kWeightBytes;
   static constexpr int kCopiesPerThread = (kRows * 8 + kMmaThreads - 1) / kMmaThreads;
   static_assert(kOutputs * kOutPitch * 2 <= kStageBytes, "the output tile reuses the staged one");
 };
@@ -395,33 +396,16 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, const uint32_t (&r)[4
                : "memory");
 }
 
+// The tile at padded frame f0: its rows' 16-byte pieces, swizzled, into the slot at `slot`.
 template <typename T, int K>
-__global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
-    MmaConv1dKernel(const DepthwiseConv1dParams<T> p, const StepState<T> s, int ctiles, int ntiles) {
+__device__ __forceinline__ void mma_stage(const DepthwiseConv1dParams<T>& p, int b, int c0, int f0, uint32_t slot) {
   using G = MmaTile<K>;
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* staged = smem;                                   // [frame][channel], later the output tile
-  uint8_t* transposed = smem + G::kStageBytes;              // [channel][frame]
-  T* table = reinterpret_cast<T*>(transposed + G::kTBytes);  // [copy][channel][tap + 16]
-  const int tile = static_cast<int>(blockIdx.x % ntiles);
-  const int rest = static_cast<int>(blockIdx.x / ntiles);
-  const int ctile = rest % ctiles;
-  const int b = rest / ctiles;
-  const int c0 = ctile * 64;
-  const int o0 = tile * G::kOutputs;  // padded frame of the tile's first row
-  const int tid = static_cast<int>(threadIdx.x);
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-
-  // Copies of the tile's frames (swizzled pieces), then the weight table and the mask bytes
-  // while they are in flight.
-  uint8_t keep[G::kCopiesPerThread];
 #pragma unroll
   for (int j = 0; j < G::kCopiesPerThread; ++j) {
-    const int index = tid + j * kMmaThreads;
+    const int index = static_cast<int>(threadIdx.x) + j * kMmaThreads;
     const int row = index / 8, piece = index % 8;
-    keep[j] = 1;
     if (row < G::kRows) {
-      const int f = o0 + row;
+      const int f = f0 + row;
       const int c = c0 + piece * 8;
       const bool in_input = f >= p.split && f < p.hi;
       const bool in_state = f >= p.lo && f < p.split;
@@ -431,13 +415,60 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
         src = in_input ? p.input + b * p.input_batch_stride + static_cast<int64_t>(f - p.split) * p.input_time_stride + c
                        : p.state + b * p.state_batch_stride + static_cast<int64_t>(f - p.lo) * p.state_time_stride + c;
       }
-      cp_async_16(base + swizzled(row, piece), src, valid ? kCopyBytes : 0);
-      if (p.mask != nullptr && in_input) {
-        keep[j] = p.mask[b * p.mask_batch_stride + static_cast<int64_t>(f - p.split) * p.mask_time_stride];
-      }
+      cp_async_16(slot + swizzled(row, piece), src, valid ? kCopyBytes : 0);
     }
   }
-  cp_async_commit();
+}
+
+// The mask bytes of this thread's pieces of the tile at f0 (1 for rows that are not input rows).
+template <typename T, int K>
+__device__ __forceinline__ void mma_load_mask(const DepthwiseConv1dParams<T>& p, int b, int f0,
+                                              uint8_t (&keep)[MmaTile<K>::kCopiesPerThread]) {
+  using G = MmaTile<K>;
+#pragma unroll
+  for (int j = 0; j < G::kCopiesPerThread; ++j) {
+    const int row = (static_cast<int>(threadIdx.x) + j * kMmaThreads) / 8;
+    const int f = f0 + row;
+    keep[j] = 1;
+    if (row < G::kRows && f >= p.split && f < p.hi) {
+      keep[j] = p.mask[b * p.mask_batch_stride + static_cast<int64_t>(f - p.split) * p.mask_time_stride];
+    }
+  }
+}
+
+// Block: batch row b, 64 channels, tiles [first, last) of 128 outputs, kMmaStages slots deep.
+template <typename T, int K>
+__global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
+    MmaConv1dKernel(const DepthwiseConv1dParams<T> p, const StepState<T> s, int ctiles, int groups,
+                    int tiles_per_block) {
+  using G = MmaTile<K>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  // [slot][frame][channel] (a slot is the tile's output tile once transposed), [channel][frame],
+  // then the weight table [copy][channel][tap + 16].
+  uint8_t* transposed = smem + kMmaStages * G::kStageBytes;
+  T* table = reinterpret_cast<T*>(transposed + G::kTBytes);
+  const int group = static_cast<int>(blockIdx.x % groups);
+  const int rest = static_cast<int>(blockIdx.x / groups);
+  const int ctile = rest % ctiles;
+  const int b = rest / ctiles;
+  const int ntiles = (p.out_len + G::kOutputs - 1) / G::kOutputs;
+  const int first = group * tiles_per_block;
+  const int last = min(ntiles, first + tiles_per_block);
+  if (first >= last) return;  // the whole block leaves together
+  const int c0 = ctile * 64;
+  const int tid = static_cast<int>(threadIdx.x);
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+  // The copies of the first kPrologue tiles (at least the first, also with one slot), then the
+  // weight table and the first mask bytes while they are in flight.
+  constexpr int kPrologue = kMmaStages > 1 ? kMmaStages - 1 : 1;
+#pragma unroll
+  for (int t = 0; t < kPrologue; ++t) {
+    if (first + t < last) {
+      mma_stage<T, K>(p, b, c0, (first + t) * G::kOutputs, base + (t % kMmaStages) * G::kStageBytes);
+    }
+    cp_async_commit();
+  }
   for (int index = tid; index < kMmaTableCopies * 64 * G::kTaps; index += kMmaThreads) {
     const int copy = index / (64 * G::kTaps);
     const int c = (index / G::kTaps) % 64;
@@ -446,116 +477,134 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
     if (d >= 0 && d < K && c0 + c < p.channels) v = p.weight[static_cast<int64_t>(d) * p.channels + c0 + c];
     table[index] = v;
   }
-  cp_async_wait<0>();
-#pragma unroll
-  for (int j = 0; j < G::kCopiesPerThread; ++j) {
-    const int index = tid + j * kMmaThreads;
-    const int row = index / 8, piece = index % 8;
-    if (row < G::kRows && keep[j] == 0) {
-      *reinterpret_cast<uint4*>(staged + swizzled(row, piece)) = make_uint4(0, 0, 0, 0);
-    }
-  }
-  __syncthreads();
+  uint8_t keep[G::kCopiesPerThread];
+  if (p.mask != nullptr) mma_load_mask<T, K>(p, b, first * G::kOutputs, keep);
 
-  // The step's new state (single-tile launches): rows out_len .. out_len + K - 2.
-  if (s.state != nullptr) {
-    for (int index = tid; index < (K - 1) * 8; index += kMmaThreads) {
-      const int row = index / 8, piece = index % 8;
-      const int c = c0 + piece * 8;
-      if (c < p.channels) {
-        const uint4 v = *reinterpret_cast<const uint4*>(staged + swizzled(p.out_len + row, piece));
-        *reinterpret_cast<uint4*>(s.state + b * s.batch_stride + static_cast<int64_t>(row) * s.time_stride + c) = v;
-      }
-    }
-  }
-
-  // Transpose: 8 x 8 blocks, four per ldmatrix.x4.trans (frames 8 fb.., channel blocks 4 h + m).
   const int lane = tid & 31, warp = tid / 32;
   const int m = lane / 8, r = lane % 8;
-  for (int group = warp; group < (G::kRows / 8) * 2; group += kMmaThreads / 32) {
-    const int fb = group / 2, cb = (group % 2) * 4 + m;
-    uint32_t v[4];
-    ldmatrix_x4_trans(v, base + swizzled(8 * fb + r, cb));
-    stmatrix_x4(base + G::kStageBytes + ((8 * cb + r) * G::kPitchT + 8 * fb) * 2, v);
-  }
-  __syncthreads();
-
-  // Each warp: channels 8 warp .. 8 warp + 7, one after the other.
   const int g = lane / 4, q = lane % 4;
-  const uint32_t t_base = base + G::kStageBytes;
-  const uint32_t w_base = base + G::kStageBytes + G::kTBytes;
-  T* out_tile = reinterpret_cast<T*>(staged);  // the staged frames are dead after the transpose
-#pragma unroll 1
-  for (int j = 0; j < 8; ++j) {
-    const int cl = warp * 8 + j;  // channel in the tile
-    // A fragments: pairs of taps (d, d + 1), d = 16 s + 2 q - g + {0, -8, +8}; from the
-    // table copy in which the pair is a 4-byte word.
-    const int e = 2 * q - g + 16;  // table index of tap 2 q - g
-    uint32_t a[G::kSteps][4];
-    if constexpr (kMmaTableCopies == 2) {
-      const uint32_t row_addr = w_base + (((e & 1) * 64 + cl) * G::kTaps + (e & 1)) * 2;
+  const uint32_t t_base = base + kMmaStages * G::kStageBytes;
+  const uint32_t w_base = t_base + G::kTBytes;
+  for (int tile = first; tile < last; ++tile) {
+    const int o0 = tile * G::kOutputs;  // padded frame of the tile's first row
+    const int slot = (tile - first) % kMmaStages;
+    const int ahead = tile + kMmaStages - 1;
+    if (ahead < last && ahead >= first + kPrologue) {
+      mma_stage<T, K>(p, b, c0, ahead * G::kOutputs, base + ((ahead - first) % kMmaStages) * G::kStageBytes);
+    }
+    cp_async_commit();
+    cp_async_wait<kMmaStages - 1>();  // this thread's copies of `tile` have landed
+    uint8_t* staged = smem + slot * G::kStageBytes;
+    const uint32_t staged_base = base + slot * G::kStageBytes;
+    if (p.mask != nullptr) {
 #pragma unroll
-      for (int st = 0; st < G::kSteps; ++st) {
-        const uint32_t at = row_addr + (e + 16 * st) * 2;
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][0]) : "r"(at));
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][1]) : "r"(at - 16));
-        asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][2]) : "r"(at + 16));
-        a[st][3] = a[st][0];
+      for (int j = 0; j < G::kCopiesPerThread; ++j) {
+        const int index = tid + j * kMmaThreads;
+        const int row = index / 8, piece = index % 8;
+        if (row < G::kRows && keep[j] == 0) {
+          *reinterpret_cast<uint4*>(staged + swizzled(row, piece)) = make_uint4(0, 0, 0, 0);
+        }
       }
-    } else {
-      const uint16_t* row = reinterpret_cast<const uint16_t*>(table) + cl * G::kTaps;
-      auto pair = [&](int i) { return static_cast<uint32_t>(row[i]) | (static_cast<uint32_t>(row[i + 1]) << 16); };
-#pragma unroll
-      for (int st = 0; st < G::kSteps; ++st) {
-        a[st][0] = pair(e + 16 * st);
-        a[st][1] = pair(e + 16 * st - 8);
-        a[st][2] = pair(e + 16 * st + 8);
-        a[st][3] = a[st][0];
+      if (tile + 1 < last) mma_load_mask<T, K>(p, b, (tile + 1) * G::kOutputs, keep);  // used next iteration
+    }
+    __syncthreads();  // the tile (and, the first time, the weight table) is complete
+
+    // The step's new state (single-tile launches): rows out_len .. out_len + K - 2.
+    if (s.state != nullptr) {
+      for (int index = tid; index < (K - 1) * 8; index += kMmaThreads) {
+        const int row = index / 8, piece = index % 8;
+        const int c = c0 + piece * 8;
+        if (c < p.channels) {
+          const uint4 v = *reinterpret_cast<const uint4*>(staged + swizzled(p.out_len + row, piece));
+          *reinterpret_cast<uint4*>(s.state + b * s.batch_stride + static_cast<int64_t>(row) * s.time_stride + c) = v;
+        }
       }
     }
-    // B fragments: matrix (step st, half h) row rr = frames 16 (rr + st) + 8 h of the channel.
-    // Matrix mi = 2 st + h; ldmatrix.x4 number x loads mi = 4 x .. 4 x + 3 (lanes 8 m .. give
-    // the rows of mi = 4 x + m; those past the last step repeat it and are dropped).
-    uint32_t bfrag[2 * G::kSteps];
-    const uint32_t channel_row = t_base + cl * G::kPitchT * 2;
-#pragma unroll
-    for (int x = 0; 4 * x < 2 * G::kSteps; ++x) {
-      const int st = min((4 * x + m) / 2, G::kSteps - 1), h = m % 2;
+
+    // Transpose: 8 x 8 blocks, four per ldmatrix.x4.trans (frames 8 fb.., channel blocks 4 h + m).
+    for (int pair = warp; pair < (G::kRows / 8) * 2; pair += kMmaThreads / 32) {
+      const int fb = pair / 2, cb = (pair % 2) * 4 + m;
       uint32_t v[4];
-      ldmatrix_x4(v, channel_row + (16 * (r + st) + 8 * h) * 2);
+      ldmatrix_x4_trans(v, staged_base + swizzled(8 * fb + r, cb));
+      stmatrix_x4(t_base + ((8 * cb + r) * G::kPitchT + 8 * fb) * 2, v);
+    }
+    __syncthreads();
+
+    // Each warp: channels 8 warp .. 8 warp + 7, one after the other.
+    T* out_tile = reinterpret_cast<T*>(staged);  // the staged frames are dead after the transpose
+#pragma unroll 1
+    for (int j = 0; j < 8; ++j) {
+      const int cl = warp * 8 + j;  // channel in the tile
+      // A fragments: pairs of taps (d, d + 1), d = 16 st + 2 q - g + {0, -8, +8} (table index + 16).
+      const int e = 2 * q - g + 16;
+      uint32_t a[G::kSteps][4];
+      if constexpr (kMmaTableCopies == 2) {  // from the copy in which the pair is a 4-byte word
+        const uint32_t row_addr = w_base + (((e & 1) * 64 + cl) * G::kTaps + (e & 1)) * 2;
+#pragma unroll
+        for (int st = 0; st < G::kSteps; ++st) {
+          const uint32_t at = row_addr + (e + 16 * st) * 2;
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][0]) : "r"(at));
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][1]) : "r"(at - 16));
+          asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(a[st][2]) : "r"(at + 16));
+          a[st][3] = a[st][0];
+        }
+      } else {
+        const uint16_t* row = reinterpret_cast<const uint16_t*>(table) + cl * G::kTaps;
+        auto pair = [&](int i) { return static_cast<uint32_t>(row[i]) | (static_cast<uint32_t>(row[i + 1]) << 16); };
+#pragma unroll
+        for (int st = 0; st < G::kSteps; ++st) {
+          a[st][0] = pair(e + 16 * st);
+          a[st][1] = pair(e + 16 * st - 8);
+          a[st][2] = pair(e + 16 * st + 8);
+          a[st][3] = a[st][0];
+        }
+      }
+      // B fragments: matrix mi = 2 st + h has rows rr = frames 16 (rr + st) + 8 h of the channel;
+      // ldmatrix.x4 number x loads mi = 4 x .. 4 x + 3 (lanes 8 m .. give the rows of mi = 4 x + m;
+      // those past the last step repeat it and are dropped).
+      uint32_t bfrag[2 * G::kSteps];
+      const uint32_t channel_row = t_base + cl * G::kPitchT * 2;
+#pragma unroll
+      for (int x = 0; 4 * x < 2 * G::kSteps; ++x) {
+        const int st = min((4 * x + m) / 2, G::kSteps - 1), h = m % 2;
+        uint32_t v[4];
+        ldmatrix_x4(v, channel_row + (16 * (r + st) + 8 * h) * 2);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          if (4 * x + i < 2 * G::kSteps) bfrag[4 * x + i] = v[i];
+        }
+      }
+      const float bias = p.bias != nullptr ? to_float(p.bias[min(c0 + cl, p.channels - 1)]) : 0.0f;
+      float acc[4] = {bias, bias, bias, bias};
+#pragma unroll
+      for (int st = 0; st < G::kSteps; ++st) mma_16816<T>(acc, a[st], bfrag[2 * st], bfrag[2 * st + 1]);
+      // acc[0], acc[1]: outputs 16 (2 q) + g and 16 (2 q + 1) + g; acc[2], acc[3]: the same + 8.
+      const int frames[4] = {32 * q + g, 32 * q + 16 + g, 32 * q + g + 8, 32 * q + 16 + g + 8};
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        if (4 * x + i < 2 * G::kSteps) bfrag[4 * x + i] = v[i];
+        float y = acc[i];
+        switch (p.activation) {
+          case kSilu: y = conv1d::detail::activate<kSilu>(y); break;
+          case kRelu: y = conv1d::detail::activate<kRelu>(y); break;
+          case kGelu: y = conv1d::detail::activate<kGelu>(y); break;
+          default: break;
+        }
+        out_tile[frames[i] * G::kOutPitch + cl] = from_float<T>(y);
       }
     }
-    const float bias = p.bias != nullptr ? to_float(p.bias[min(c0 + cl, p.channels - 1)]) : 0.0f;
-    float acc[4] = {bias, bias, bias, bias};
-#pragma unroll
-    for (int st = 0; st < G::kSteps; ++st) mma_16816<T>(acc, a[st], bfrag[2 * st], bfrag[2 * st + 1]);
-    // acc[0], acc[1]: outputs 16 (2 q) + g and 16 (2 q + 1) + g; acc[2], acc[3]: the same + 8.
-    const int frames[4] = {32 * q + g, 32 * q + 16 + g, 32 * q + g + 8, 32 * q + 16 + g + 8};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float y = acc[i];
-      switch (p.activation) {
-        case kSilu: y = conv1d::detail::activate<kSilu>(y); break;
-        case kRelu: y = conv1d::detail::activate<kRelu>(y); break;
-        case kGelu: y = conv1d::detail::activate<kGelu>(y); break;
-        default: break;
-      }
-      out_tile[frames[i] * G::kOutPitch + cl] = from_float<T>(y);
-    }
-  }
-  __syncthreads();
+    __syncthreads();
 
-  // The output tile, 16 bytes at a time.
-  for (int index = tid; index < G::kOutputs * 8; index += kMmaThreads) {
-    const int row = index / 8, piece = index % 8;
-    const int o = o0 + row, c = c0 + piece * 8;
-    if (o < p.out_len && c < p.channels) {
-      const uint4 v = *reinterpret_cast<const uint4*>(out_tile + row * G::kOutPitch + piece * 8);
-      __stcs(reinterpret_cast<uint4*>(p.output + b * p.output_batch_stride + static_cast<int64_t>(o) * p.output_time_stride + c), v);
+    // The output tile, 16 bytes at a time.
+    for (int index = tid; index < G::kOutputs * 8; index += kMmaThreads) {
+      const int row = index / 8, piece = index % 8;
+      const int o = o0 + row, c = c0 + piece * 8;
+      if (o < p.out_len && c < p.channels) {
+        const uint4 v = *reinterpret_cast<const uint4*>(out_tile + row * G::kOutPitch + piece * 8);
+        T* dst = p.output + b * p.output_batch_stride + static_cast<int64_t>(o) * p.output_time_stride + c;
+        __stcs(reinterpret_cast<uint4*>(dst), v);
+      }
     }
+    __syncthreads();  // the slot and the transposed tile are free for the next tile
   }
 }
 
@@ -564,18 +613,23 @@ cudaError_t launch_mma(const DepthwiseConv1dParams<T>& p, const StepState<T>& st
                        cudaStream_t stream) {
   using G = MmaTile<K>;
   auto kernel = MmaConv1dKernel<T, K>;
+  static int cache[kMaxDevices] = {};
   static bool raised = false;
   if (!raised) {
     cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, G::kSmem);
     raised = true;
   }
+  const int per_sm = resident_blocks_per_sm(kernel, kMmaThreads, cache, G::kSmem);
   const int ntiles = (p.out_len + G::kOutputs - 1) / G::kOutputs;
   const int ctiles = (p.channels + 63) / 64;
+  const int64_t rows = int64_t{p.batch} * ctiles;
+  const int r = kMmaStages > 1 ? tiles_per_block(rows, ntiles, int64_t{per_sm} * multiprocessor_count()) : 1;
+  const int groups = (ntiles + r - 1) / r;
   StepState<T> s = step;
   state_written = s.state != nullptr && ntiles == 1;
   if (!state_written) s.state = nullptr;
-  const int64_t blocks = int64_t{p.batch} * ctiles * ntiles;
-  kernel<<<static_cast<unsigned>(blocks), kMmaThreads, G::kSmem, stream>>>(p, s, ctiles, ntiles);
+  const int64_t blocks = rows * groups;
+  kernel<<<static_cast<unsigned>(blocks), kMmaThreads, G::kSmem, stream>>>(p, s, ctiles, groups, r);
   return cudaGetLastError();
 }
 
