@@ -15,8 +15,9 @@ Layouts: the channels must be contiguous; the batch and time strides are free, s
 views (``x[::2]``, ``x[:, 10:]``, a slice of a bigger tensor) are read in place. Other
 layouts (non-contiguous channels) are copied first.
 
-Arguments are checked before any launch, types, dtypes and shapes first (so those errors
-are the same on any machine), then devices. Under ``torch.compile`` the two convolutions
+Arguments are checked before any launch in ``oasr/_checks.py``'s order and wording: types,
+dtypes and shapes first (so those errors are the same on any machine), then devices, then
+memory (a written tensor overlapping a read one or itself) and autograd. Under ``torch.compile`` the two convolutions
 are the custom ops ``torch.ops.oasr.depthwise_conv1d`` and ``torch.ops.oasr.depthwise_conv1d_step``
 (see ``oasr/_custom_ops.py``); :func:`fold_batch_norm` is plain torch, which dynamo traces.
 """
@@ -29,8 +30,16 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import FLOAT_DTYPES, check_device, ready_devices
-from ._checks import overlaps as _overlap
+from ._checks import (
+    FLOATS,
+    bad_input,
+    bad_tensor,
+    check_device,
+    check_out,
+    other_device,
+    ready_devices,
+    requires_grad,
+)
 from ._custom_ops import define
 from .api_logging import oasr_api
 from .jit.families import CONV1D
@@ -38,22 +47,20 @@ from .jit.families import CONV1D
 ACTIVATIONS: dict[str | None, int] = {None: 0, "silu": 1, "relu": 2, "gelu": 3}
 """Activation names and the kernel's codes (``"gelu"`` is the exact, erf form)."""
 
+_READY = ready_devices(CONV1D)
+_grad_enabled = torch.is_grad_enabled
+_CONV_NAMES = ("input", "weight", "bias", "out")
+_STEP_NAMES = ("input_chunk", "state", "weight", "bias", "out")
+
 
 # ---------------------------------------------------------------------------
-# Argument checks: one place, raised before any launch
+# Argument checks (oasr/_checks.py's order and wording), raised before any launch
 # ---------------------------------------------------------------------------
 
 
-def _tensor(op: str, name: str, tensor: object, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """A tensor of a supported float dtype (``dtype`` exactly, when given); TypeError otherwise."""
-    if not isinstance(tensor, torch.Tensor):
-        raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(tensor).__name__}")
-    if dtype is not None and tensor.dtype != dtype:
-        raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}, expected {dtype} (the dtype of `input`)")
-    if tensor.dtype not in FLOAT_DTYPES:
-        names = ", ".join(str(d).removeprefix("torch.") for d in FLOAT_DTYPES)
-        raise TypeError(f"oasr.{op}: `{name}` has dtype {tensor.dtype}; supported: {names}")
-    return tensor
+def _bad_chunk(op: str, value: object) -> TypeError:
+    """:func:`bad_input`'s sentence for the step's first argument, ``input_chunk``."""
+    return TypeError(str(bad_input(op, value)).replace("`input`", "`input_chunk`", 1))
 
 
 def _padding(op: str, padding: object) -> tuple[int, int]:
@@ -85,36 +92,25 @@ def _activation(op: str, activation: object) -> int:
 
 def _weights(op: str, weight: object, bias: object, dtype: torch.dtype, channels: int) -> int:
     """Check ``weight`` ([K, C] or [K, 1, C]) and ``bias`` ([C]); return K."""
-    _tensor(op, "weight", weight, dtype)
+    if not (isinstance(weight, Tensor) and weight.dtype is dtype):
+        raise bad_tensor(op, "weight", weight, dtype, (-1, channels))  # a type or dtype error
     shape = tuple(weight.shape)
     if not (len(shape) == 2 or (len(shape) == 3 and shape[1] == 1)) or shape[-1] != channels or shape[0] < 1:
         raise ValueError(
             f"oasr.{op}: `weight` has shape {shape}, expected [K, {channels}] or [K, 1, {channels}], K >= 1"
         )
-    if bias is not None:
-        _tensor(op, "bias", bias, dtype)
-        if tuple(bias.shape) != (channels,):
-            raise ValueError(f"oasr.{op}: `bias` has shape {tuple(bias.shape)}, expected ({channels},)")
+    if bias is not None and not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == (channels,)):
+        raise bad_tensor(op, "bias", bias, dtype, (channels,))
     return shape[0]
 
 
-def _out(op: str, out: object, shape: tuple[int, ...], dtype: torch.dtype, sources: dict[str, torch.Tensor]) -> None:
-    _tensor(op, "out", out, dtype)
-    if tuple(out.shape) != shape:
-        raise ValueError(f"oasr.{op}: `out` has shape {tuple(out.shape)}, expected {shape}")
-    for name, source in sources.items():
-        if source is not None and _overlap(out, source):
-            raise ValueError(f"oasr.{op}: `out` overlaps `{name}` in memory; the convolution cannot run in place")
-
-
-def _devices(op: str, input_name: str, input: torch.Tensor, **others: torch.Tensor | None) -> None:
-    if input.device not in ready_devices(CONV1D):
-        check_device(op, CONV1D, input.device)  # a CUDA GPU the family supports
+def _devices(op: str, device: torch.device, **others: Tensor | None) -> None:
+    """``input`` on a GPU the family supports, every other tensor on its device."""
+    if device not in _READY:
+        check_device(op, CONV1D, device)
     for name, tensor in others.items():
-        if tensor is not None and tensor.device != input.device:
-            raise ValueError(
-                f"oasr.{op}: `{name}` is on {tensor.device}, expected {input.device} (the device of `{input_name}`)"
-            )
+        if tensor is not None and tensor.device != device:
+            raise other_device(op, name, tensor, device)
 
 
 def _check_conv(
@@ -122,11 +118,12 @@ def _check_conv(
 ) -> tuple[int, int, int, int]:
     """Every check of :func:`depthwise_conv1d`'s arguments; returns (K, left, right, activation code)."""
     op = "depthwise_conv1d"
-    _tensor(op, "input", input)
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
+        raise bad_input(op, input)
     if input.dim() != 3:
         raise ValueError(f"oasr.{op}: `input` must be [B, T, C], got shape {tuple(input.shape)}")
     b, t, c = input.shape
-    k = _weights(op, weight, bias, input.dtype, c)
+    k = _weights(op, weight, bias, dtype, c)
     left, right = _padding(op, padding)
     out_len = t + left + right - k + 1
     if out_len < 1:
@@ -137,39 +134,58 @@ def _check_conv(
         )
     code = _activation(op, activation)
     if mask is not None:
-        if not isinstance(mask, torch.Tensor):
+        if not isinstance(mask, Tensor):
             raise TypeError(f"oasr.{op}: `mask` must be a torch.Tensor or None, got {type(mask).__name__}")
         if mask.dtype != torch.bool:
             raise TypeError(f"oasr.{op}: `mask` has dtype {mask.dtype}, expected torch.bool (True keeps a frame)")
         if tuple(mask.shape) not in ((b, t), (b, t, 1)):
             raise ValueError(f"oasr.{op}: `mask` has shape {tuple(mask.shape)}, expected ({b}, {t}) or ({b}, {t}, 1)")
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == (b, out_len, c)):
+        raise bad_tensor(op, "out", out, dtype, (b, out_len, c))
+    _devices(op, input.device, weight=weight, bias=bias, mask=mask, out=out)
     if out is not None:
-        _out(op, out, (b, out_len, c), input.dtype, {"input": input})
-    _devices(op, "input", input, weight=weight, bias=bias, mask=mask, out=out)
+        check_out(op, "out", out, "input", input, False)  # the convolution reads neighbours: never in place
+    if _grad_enabled() and (
+        input.requires_grad
+        or weight.requires_grad
+        or (bias is not None and bias.requires_grad)
+        or (out is not None and out.requires_grad)
+    ):
+        raise requires_grad(op, _CONV_NAMES, (input, weight, bias, out))
     return k, left, right, code
 
 
 def _check_step(input: Any, state: Any, weight: Any, bias: Any, activation: Any, out: Any) -> int:
     """Every check of :func:`depthwise_conv1d_step`'s arguments; returns the activation code."""
     op = "depthwise_conv1d_step"
-    _tensor(op, "input_chunk", input)
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
+        raise _bad_chunk(op, input)
     if input.dim() != 3:
         raise ValueError(f"oasr.{op}: `input_chunk` must be [B, L, C], got shape {tuple(input.shape)}")
     b, length, c = input.shape
     if length < 1:
         raise ValueError(f"oasr.{op}: `input_chunk` must have at least one frame (L >= 1), got L={length}")
-    k = _weights(op, weight, bias, input.dtype, c)
-    _tensor(op, "state", state, input.dtype)
-    if tuple(state.shape) != (b, k - 1, c):
-        raise ValueError(f"oasr.{op}: `state` has shape {tuple(state.shape)}, expected (B, K-1, C) = {(b, k - 1, c)}")
+    k = _weights(op, weight, bias, dtype, c)
+    if not (isinstance(state, Tensor) and state.dtype is dtype and state.shape == (b, k - 1, c)):
+        raise bad_tensor(op, "state", state, dtype, (b, k - 1, c))
     if state.numel() and state.stride(2) != 1 and c > 1:
         raise ValueError(f"oasr.{op}: `state` must have contiguous channels (it is updated in place)")
-    if state.numel() and _overlap(state, input):
-        raise ValueError(f"oasr.{op}: `state` overlaps `input_chunk` in memory")
     code = _activation(op, activation)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
+        raise bad_tensor(op, "out", out, dtype, (b, length, c))
+    _devices(op, input.device, state=state, weight=weight, bias=bias, out=out)
+    check_out(op, "state", state, "input_chunk", input, False)  # state is written too
     if out is not None:
-        _out(op, out, (b, length, c), input.dtype, {"input_chunk": input, "state": state})
-    _devices(op, "input_chunk", input, state=state, weight=weight, bias=bias, out=out)
+        check_out(op, "out", out, "input_chunk", input, False)
+        check_out(op, "out", out, "state", state, False)
+    if _grad_enabled() and (
+        input.requires_grad
+        or state.requires_grad
+        or weight.requires_grad
+        or (bias is not None and bias.requires_grad)
+        or (out is not None and out.requires_grad)
+    ):
+        raise requires_grad(op, _STEP_NAMES, (input, state, weight, bias, out))
     return code
 
 
@@ -245,7 +261,9 @@ def depthwise_conv1d(
         a non-bool ``mask``, a padding or activation of the wrong type.
     ValueError
         Wrong shapes, ``K > T + left + right`` (an empty output), negative padding, an
-        unknown activation, ``out`` overlapping ``input``, tensors not on one CUDA device.
+        unknown activation, tensors not on one CUDA device, ``out`` overlapping ``input`` or
+        itself (an ``expand``ed view), a tensor that requires grad while grad mode is on
+        (no backward: use ``torch.no_grad()``).
     """
     if is_compiling():
         # Checked when the op runs (the eager errors); a padded length shorter than K gets an
@@ -328,7 +346,8 @@ def depthwise_conv1d_step(
     ------
     TypeError, ValueError
         As :func:`depthwise_conv1d`; ValueError also for a ``state`` of the wrong shape,
-        with non-contiguous channels, or overlapping ``input_chunk``; ``L < 1``.
+        with non-contiguous channels, overlapping ``input_chunk`` or itself; ``out``
+        overlapping ``state``; ``L < 1``.
     """
     if is_compiling():
         if out is None:

@@ -28,8 +28,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import RecordingLaunchers
 
 import oasr.conv1d as conv1d
+from oasr import _checks
 from oasr.jit import families
 
 gpu = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
@@ -159,25 +161,62 @@ def test_conv_bad_arguments(override, error, match):
         conv1d.depthwise_conv1d(**args)
 
 
-def test_conv_out_overlapping_input_refused():
+@pytest.fixture
+def launches():
+    """CPU passes the device check and the module records its launches, so the memory and
+    autograd checks (which come after the device check) run on CPU tensors."""
+    stub = RecordingLaunchers()
+    families.CONV1D.use_module(stub)
+    _checks.ready_devices(families.CONV1D).add(torch.device("cpu"))
+    yield stub.calls
+    families.CONV1D.use_module(None)
+    _checks.forget_devices()
+
+
+def refused(calls, call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+    assert calls == [], "launched before refusing"
+
+
+def test_conv_out_overlapping_input_refused(launches):
     buffer = torch.zeros(B, T + 4, C)
     x = buffer[:, :T]
-    with pytest.raises(ValueError, match="`out` overlaps `input`"):
-        conv1d.depthwise_conv1d(x, _t(K, C), out=buffer[:, 2 : 2 + T - K + 1])  # partial overlap
+    out = buffer[:, 2 : 2 + T - K + 1]  # partial overlap
+    refused(launches, lambda: conv1d.depthwise_conv1d(x, _t(K, C), out=out), "`out` overlaps `input` in memory")
     x = torch.zeros(B, T, C)
-    with pytest.raises(ValueError, match="`out` overlaps `input`"):
-        conv1d.depthwise_conv1d(x, _t(1, C), out=x)  # in place
-    # Disjoint halves of one buffer are fine up to the device check.
-    with pytest.raises(ValueError, match="CUDA"):
-        conv1d.depthwise_conv1d(buffer[:, :T], _t(K, C), out=torch.zeros(B, T - K + 1, C))
+    in_place = "`out` and `input` must be different tensors"
+    refused(launches, lambda: conv1d.depthwise_conv1d(x, _t(1, C), out=x), in_place)
+    expanded = torch.zeros(1, C).expand(B, T - K + 1, C)  # every frame one row of memory
+    refused(launches, lambda: conv1d.depthwise_conv1d(x, _t(K, C), out=expanded), "`out` has elements that share")
+    # Disjoint halves of one buffer are fine.
+    halves = torch.zeros(1, 2 * T, C)  # one batch row: the two byte ranges are apart
+    conv1d.depthwise_conv1d(halves[:, :T], _t(K, C), out=halves[:, T : 2 * T - K + 1])
+    conv1d.depthwise_conv1d(x, _t(K, C), out=torch.zeros(B, T - K + 1, C))
+    assert launches == ["depthwise_conv1d"] * 2
+
+
+@pytest.mark.parametrize("name", ["input", "weight", "bias", "out"])
+def test_conv_requires_grad_refused(launches, name):
+    args = {"input": _t(B, T, C), "weight": _t(K, C), "bias": _t(C), "out": _t(B, T - K + 1, C)}
+    args[name].requires_grad_(True)
+    message = rf"^oasr\.depthwise_conv1d: `{name}` requires grad, but Oasr ops have no backward"
+    refused(launches, lambda: conv1d.depthwise_conv1d(**args), message)
+    with torch.no_grad():  # allowed without grad mode
+        conv1d.depthwise_conv1d(**args)
+    assert launches == ["depthwise_conv1d"]
 
 
 _BAD_STEP = [
+    ({"input_chunk": "x"}, TypeError, "`input_chunk` must be a torch.Tensor"),
+    ({"input_chunk": _t(B, 4, C, dtype=torch.int64)}, TypeError, "`input_chunk` has dtype torch.int64; supported"),
     ({"input_chunk": _t(B, 0, C)}, ValueError, "L >= 1"),
     ({"input_chunk": _t(4, C)}, ValueError, "`input_chunk` must be \\[B, L, C\\]"),
     ({"state": _t(B, K, C)}, ValueError, "`state` has shape"),
     ({"state": _t(B, K - 1, C + 1)}, ValueError, "`state` has shape"),
     ({"state": _t(B, K - 1, C, dtype=torch.float16)}, TypeError, "`state` has dtype"),
+    ({"state": [0.0]}, TypeError, "`state` must be a torch.Tensor"),
+    ({"bias": _t(C + 1)}, ValueError, "`bias` has shape"),
     ({"state": _t(B, C, K - 1).transpose(1, 2)}, ValueError, "contiguous channels"),
     ({"weight": _t(K, C + 1)}, ValueError, "`weight` has shape"),
     ({"activation": "swish"}, ValueError, "unknown `activation`"),
@@ -194,16 +233,32 @@ def test_step_bad_arguments(override, error, match):
         conv1d.depthwise_conv1d_step(**args)
 
 
-def test_step_overlaps_refused():
+def test_step_overlaps_refused(launches):
     buffer = torch.zeros(B, 10, C)
-    with pytest.raises(ValueError, match="`state` overlaps `input_chunk`"):
-        conv1d.depthwise_conv1d_step(buffer[:, 2:6], buffer[:, : K - 1], _t(K, C))
+    step = conv1d.depthwise_conv1d_step
+    refused(launches, lambda: step(buffer[:, 2:6], buffer[:, : K - 1], _t(K, C)), "`state` overlaps `input_chunk`")
     chunk, state = torch.zeros(B, 4, C), torch.zeros(B, K - 1, C)
-    with pytest.raises(ValueError, match="`out` overlaps `input_chunk`"):
-        conv1d.depthwise_conv1d_step(chunk, state, _t(K, C), out=chunk)
-    with pytest.raises(ValueError, match="`out` overlaps `state`"):
-        big = torch.zeros(B, 4 + K - 1, C)
-        conv1d.depthwise_conv1d_step(chunk, big[:, : K - 1], _t(K, C), out=big[:, 1:5])
+    refused(launches, lambda: step(chunk, state, _t(K, C), out=chunk), "`out` and `input_chunk` must be different")
+    big = torch.zeros(B, 4 + K - 1, C)
+    refused(launches, lambda: step(chunk, big[:, : K - 1], _t(K, C), out=big[:, 1:5]), "`out` overlaps `state`")
+    expanded_state = torch.zeros(1, 1, C).expand(B, K - 1, C)
+    refused(launches, lambda: step(chunk, expanded_state, _t(K, C)), "`state` has elements that share memory")
+    expanded_out = torch.zeros(1, 1, C).expand(B, 4, C)
+    refused(launches, lambda: step(chunk, state, _t(K, C), out=expanded_out), "`out` has elements that share memory")
+    one = torch.zeros(1, 4 + K - 1, C)  # disjoint parts of one buffer (one batch row: ranges apart)
+    step(chunk[:1], one[:, : K - 1], _t(K, C), out=one[:, K - 1 :])
+    assert launches == ["depthwise_conv1d_step"]
+
+
+@pytest.mark.parametrize("name", ["input_chunk", "state", "weight", "bias", "out"])
+def test_step_requires_grad_refused(launches, name):
+    args = {"input_chunk": _t(B, 4, C), "state": _t(B, K - 1, C), "weight": _t(K, C), "bias": _t(C), "out": _t(B, 4, C)}
+    args[name].requires_grad_(True)
+    message = rf"^oasr\.depthwise_conv1d_step: `{name}` requires grad"
+    refused(launches, lambda: conv1d.depthwise_conv1d_step(**args), message)
+    with torch.inference_mode():
+        conv1d.depthwise_conv1d_step(**{n: t.detach() for n, t in args.items()})
+    assert launches == ["depthwise_conv1d_step"]
 
 
 # ---------------------------------------------------------------------------

@@ -1,21 +1,58 @@
-"""Scratch GPU check and benchmark of the conv1d family (one H200 run).
+"""Check and time the conv1d kernel variants against production and torch (one H200 run, issue 16).
 
-    python3 dev/conv1d/bench.py [--sections sweep,fused,step]
+    python dev/conv1d/bench.py --all --out $OUT      # everything below, ~4 min on the H200
+    python dev/conv1d/bench.py --sections sweep --variants prod,staged
 
-Prints, for each shape of the harness sweep in bf16: oasr us, torch us on the pre-transposed
-NCT tensor (torch's best layout), torch us from channels-last with the transposes, the
-speedup over NCT torch and the share of the measured copy bandwidth; then the fused forms
-(SiLU, mask + SiLU) and the streaming step at Conformer chunk sizes. Timing: CUDA-graph
-replay with input sets rotated past the L2 (profiling.harness.timing). Variants of the kernel's
-constants: dev/tune_kernels.py (e.g. ``--variant mb2=conv1d.cuh:kExactMinBlocks=2``).
+Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others
+build ``dev/conv1d/staged.cu`` (the production launchers calling ``dev/conv1d/staged.cuh``)
+against a copy of ``include/`` that holds the staged header as ``oasr/conv1d_staged.cuh``,
+with constants of it rewritten by ``dev/tune_kernels.py``'s ``rewrite``: ``staged*`` are the
+shared-memory FFMA kernel with other tile shapes, ``mma`` runs fp16/bf16 on tensor cores
+(the Toeplitz form in ``staged.cuh``'s comment; fp32 still takes the FFMA kernel). Each is its own JIT
+module ``conv1d_<name>``, swapped in as the family's module while its calls are warmed up and
+captured (``with_module``), so every form goes through the public API (``oasr/conv1d.py``).
+
+Sections:
+
+* ``check``: every variant against float64 references on fresh random data, outputs poisoned
+  with NaN: each dtype, K = 15 / 31 (the staged kernel) and 5 / 63 (fallback), padding forms,
+  channel counts off the 64-channel tile, masks, strided views, streaming steps of 1 .. 200
+  frames (fused and not) against one causal call, with the state checked exactly. Each
+  variant runs in a process of its own (all at once), so a kernel fault cannot end the run;
+  a variant that fails or crashes is named with the case and not timed.
+* ``sweep``: bf16, "same" padding, bias, on upstream Oasr's depthwise shapes and the issue's
+  (16, 1500, C) cases (``profiling.harness.ops.conv1d.CONV1D_SWEEP``): us per variant, torch
+  on the pre-transposed NCT tensor and torch from channels-last with the transposes, the
+  speedup over each, the share of the measured copy bandwidth (the op's minimal bytes).
+* ``fused``: plain + bias, + SiLU, mask + SiLU (10 % padded frames) per variant, and the ratios
+  to plain (issue target: within 1.05x).
+* ``step``: the streaming step (conv + state update) at L = 16, 32, 64 frames of C = 512 against
+  torch's non-streaming ``F.silu(F.conv1d(...))`` on the same chunk (target: >= 1x).
+* ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the prod, staged and
+  mma kernels on the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
+* ``sanitize``: compute-sanitizer memcheck and racecheck over ``dev/conv1d/sanitize.py`` with
+  the staged and mma_p2 variants (exit 0 and "0 errors" expected).
+
+Timing: CUDA-graph replay with input sets rotated past the L2 (``profiling.harness.timing``),
+backends in turn. With ``--out DIR``: ``bench.txt`` (everything printed), ``bench.csv`` (one
+row per timing) and ``ncu.txt``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,76 +60,278 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr.conv1d as conv1d
+from dev.tune_kernels import Edit, rewrite, with_module
+from oasr.jit.core import gen_jit_spec
+from oasr.jit.families import CONV1D
+from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
 from profiling.harness.ops.conv1d import DEPTHWISE_CONV1D as op
 from profiling.harness.timing import measure_copy_bandwidth, rotation_sets, time_interleaved
 
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+STAGED = "conv1d_staged.cuh"
+VARIANTS: dict[str, list[Edit] | None] = {
+    "prod": None,
+    "staged": [],
+    "staged_s3": [(STAGED, "kStages", "3")],
+    "staged_w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
+    "mma": [(STAGED, "kUseMma", "true")],
+    "mma4": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaMinBlocks", "4")],
+    "mma_p2": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaStages", "2")],
+}
+HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
+NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
+
+LOG: list[str] = []
+ROWS: list[dict[str, Any]] = []
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+    LOG.append(line)
+
+
+# ---------------------------------------------------------------------------
+# Building the variants
+# ---------------------------------------------------------------------------
+
+
+def variant_spec(name: str, edits: list[Edit]):
+    """The JIT spec of a staged variant: staged.cu against a copy of include/ with the staged header, edited."""
+    root = Path(tempfile.gettempdir()) / "oasr-variants" / f"conv1d_{name}" / "include"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(ROOT / "include", root)
+    shutil.copy(HERE / "staged.cuh", root / "oasr" / STAGED)
+    for edit in edits:
+        path, text = rewrite(root, edit)
+        path.write_text(text)
+    return gen_jit_spec(
+        f"conv1d_{name}", [HERE / "staged.cu", ROOT / "csrc" / "conv1d_jit_binding.cu"], include_dir=root
+    )
+
+
+def build(names: list[str]) -> dict[str, Any]:
+    """Each variant's loaded module, built in parallel (nvcc runs in subprocesses)."""
+    specs = {}
+    for name in names:
+        edits = VARIANTS[name]
+        specs[name] = CONV1D.jit_spec() if edits is None else variant_spec(name, edits)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        modules = list(pool.map(lambda spec: spec.build_and_load(), specs.values()))
+    return dict(zip(names, modules, strict=True))
+
+
+def through(module: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` run with ``module`` as the family's module (for warm-up and graph capture)."""
+    return partial(with_module, CONV1D, module, fn)
+
+
+# ---------------------------------------------------------------------------
+# Correctness: float64 references, poisoned outputs
+# ---------------------------------------------------------------------------
+
+
+def reference(x, weight, bias=None, padding=0, activation=None, mask=None) -> torch.Tensor:
+    left, right = (padding, padding) if isinstance(padding, int) else padding
+    xd = x.double()
+    if mask is not None:
+        xd = xd * mask.reshape(x.shape[0], x.shape[1], 1).double()
+    w = weight.double().t().unsqueeze(1)
+    bd = None if bias is None else bias.double()
+    y = F.conv1d(F.pad(xd.transpose(1, 2), (left, right)), w, bd, groups=x.shape[2])
+    if activation == "silu":
+        y = F.silu(y)
+    return y.transpose(1, 2)
+
+
+def close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> str | None:
+    """None when ``actual`` matches within the dtype's tolerance, else what went wrong."""
+    rtol, atol = TOLERANCES[str(dtype).removeprefix("torch.")]
+    if torch.isnan(actual).any():
+        return f"{int(torch.isnan(actual).sum())} NaN (unwritten) outputs"
+    bad = ~torch.isclose(actual.double(), expected.double(), rtol=rtol, atol=atol)
+    if bad.any():
+        err = float((actual.double() - expected.double()).abs().max())
+        return f"{int(bad.sum())} outputs off (max |err| {err:.3g})"
+    return None
+
+
+def rand(*shape: int, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
+    return (scale * torch.randn(*shape, device="cuda", dtype=torch.float64)).to(dtype)
+
+
+def check_cases() -> list[tuple[str, Callable[[], str | None]]]:
+    """(name, case) pairs; a case runs the public API (with whatever module is in place) and returns a failure."""
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16, torch.float32):
+        dn = str(dtype).removeprefix("torch.")
+        for b, t, c, k, pad in (
+            (3, 300, 256, 31, 15),
+            (2, 700, 512, 15, 7),
+            (2, 37, 64, 31, (30, 0)),
+            (3, 1, 64, 15, 7),
+            (2, 200, 72, 15, (3, 9)),
+            (1, 1100, 136, 31, (40, 45)),
+            (2, 50, 66, 31, 15),
+            (2, 90, 64, 5, 2),
+            (2, 90, 64, 63, 31),
+        ):
+
+            def conv(b=b, t=t, c=c, k=k, pad=pad, dtype=dtype, form="plain") -> str | None:
+                x, w, bias = rand(b, t, c, dtype=dtype), rand(k, c, dtype=dtype, scale=k**-0.5), rand(c, dtype=dtype)
+                mask = (torch.rand(b, t, device="cuda") > 0.3) if form == "mask" else None
+                act = None if form == "plain" else "silu"
+                left, right = (pad, pad) if isinstance(pad, int) else pad
+                out = torch.full((b, t + left + right - k + 1, c), float("nan"), dtype=dtype, device="cuda")
+                conv1d.depthwise_conv1d(x, w, bias, pad, act, mask=mask, out=out)
+                return close(out, reference(x, w, bias, pad, act, mask), dtype)
+
+            for form in ("plain", "silu", "mask"):
+                cases.append((f"conv {dn} ({b},{t},{c},K={k}) pad={pad} {form}", partial(conv, form=form)))
+
+        def views(dtype=dtype, pitch=300) -> str | None:
+            big = rand(6, 400, 264, dtype=dtype)
+            x = big[::2, 8:, 8:264]  # batch and time strides, 16-byte aligned
+            w, bias = rand(31, 256, dtype=dtype, scale=31**-0.5), rand(256, dtype=dtype)
+            out_big = torch.full((3, 400, pitch), float("nan"), dtype=dtype, device="cuda")
+            out = out_big[:, 8:, 16:272]
+            conv1d.depthwise_conv1d(x, w, bias, 15, "silu", out=out)
+            if not (torch.isnan(out_big[:, :8]).all() and torch.isnan(out_big[..., 272:]).all()):
+                return "wrote outside out"
+            return close(out, reference(x, w, bias, 15, "silu"), dtype)
+
+        # out rows 4-byte aligned only (CH-wide stores), and 16-byte aligned (the tensor-core path's stores)
+        cases.append((f"conv {dn} strided views, out pitch 300", views))
+        cases.append((f"conv {dn} strided views, out pitch 320", partial(views, pitch=320)))
+        for k in (15, 31):
+            for c in (64, 72):
+                for chunk in (1, k - 2, 16, 37, 200):
+
+                    def step(k=k, c=c, chunk=chunk, dtype=dtype) -> str | None:
+                        x, w = rand(3, 260, c, dtype=dtype), rand(k, c, dtype=dtype, scale=k**-0.5)
+                        bias = rand(c, dtype=dtype)
+                        state = torch.zeros(3, k - 1, c, dtype=dtype, device="cuda")
+                        outs = []
+                        for start in range(0, x.shape[1], chunk):
+                            piece = x[:, start : start + chunk]
+                            out = torch.full(piece.shape, float("nan"), dtype=dtype, device="cuda")
+                            conv1d.depthwise_conv1d_step(piece, state, w, bias, "silu", out=out)
+                            outs.append(out)
+                        failure = close(torch.cat(outs, 1), reference(x, w, bias, (k - 1, 0), "silu"), dtype)
+                        if failure is None and not torch.equal(state, x[:, -(k - 1) :]):
+                            failure = "state differs from the last K - 1 frames"
+                        return failure
+
+                    cases.append((f"step {dn} K={k} C={c} chunks of {chunk}", step))
+    return cases
+
+
+def check_variant(name: str) -> int:
+    """Every case with variant ``name`` (the process the check section starts): prints failures, exit 1 on any."""
+    module = build([name])[name]
+    torch.manual_seed(0)
+    cases = check_cases()
+    failures = []
+    CONV1D.use_module(module)
+    for label, case in cases:
+        try:
+            failure = case()
+        except Exception as error:  # a launch error is a failure of this variant
+            failure = f"{type(error).__name__}: {error}".splitlines()[0]
+        if failure is not None:
+            failures.append(f"{label}: {failure}")
+    torch.cuda.synchronize()
+    print(f"{'PASS' if not failures else 'FAIL'} ({len(cases) - len(failures)}/{len(cases)} cases)")
+    for line in failures[:12]:
+        print(f"    {line}")
+    return 1 if failures else 0
+
+
+def check(names: list[str]) -> set[str]:
+    """The variants that fail a case or crash, each checked in a process of its own (all at once), so
+    that a kernel fault (a sticky CUDA error) cannot take the timing of the others with it."""
+    say("\n== check: every variant against float64 references (NaN-poisoned outputs)")
+
+    def run(name: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, __file__, "--check-variant", name]
+        return subprocess.run(command, capture_output=True, text=True, timeout=400)
+
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        runs = dict(zip(names, pool.map(run, names), strict=True))
+    failed = set()
+    for name, result in runs.items():
+        lines = [line for line in result.stdout.splitlines() if line.strip()]
+        if result.returncode not in (0, 1) or not lines:
+            tail = [line for line in result.stderr.splitlines() if line.strip()][-3:]
+            lines = [f"FAIL (the check process exited {result.returncode})", *(f"    {t}" for t in tail)]
+        say(f"  {name:>14}: {lines[0]}")
+        for line in lines[1:]:
+            say(f"  {line}")
+        if result.returncode != 0:
+            failed.add(name)
+    return failed
+
+
+# ---------------------------------------------------------------------------
+# Timing
+# ---------------------------------------------------------------------------
+
 
 def time_us(backends: dict[str, list]) -> dict[str, float]:
-    """Median us per launch of each backend (lists of callables rotate through input sets)."""
     results = time_interleaved(backends, rounds=3, iters=30)
     return {name: r.median_ms * 1e3 for name, r in results.items()}
 
 
-def n_sets(nbytes: int) -> int:
-    return rotation_sets(nbytes)
+def record(section: str, shape: str, variant: str, us: float, **extra: Any) -> None:
+    ROWS.append({"section": section, "shape": shape, "variant": variant, "us": round(us, 3), **extra})
 
 
-# ---------------------------------------------------------------------------
-# Sections
-# ---------------------------------------------------------------------------
-
-
-def sweep(copy_bw: float) -> None:
+def sweep(modules: dict[str, Any], copy_bw: float) -> None:
     dtype = torch.bfloat16
-    print(f"\n== depthwise_conv1d bf16, same padding, bias (copy bandwidth {copy_bw:.2f} TB/s)")
-    print(
-        f"{'b,t,c,k':>18} {'oasr us':>8} {'torch NCT':>9} {'torch BTC':>9} {'x NCT':>6} {'x BTC':>6} "
-        f"{'%copy':>6} {'TB/s':>5} {'max|err|':>9} ok"
-    )
-    for config in op.default_sweep:
+    say(f"\n== sweep: depthwise_conv1d bf16, same padding, bias (copy bandwidth {copy_bw:.2f} TB/s)")
+    say("   x NCT: torch on a pre-transposed [B, C, T] tensor / variant; x BTC: torch with the transposes / variant")
+    say(f"{'b,t,c,k':>18} {'variant':>14} {'us':>8} {'x NCT':>6} {'x BTC':>6} {'%copy':>6} {'check':>6}")
+    for config in CONV1D_SWEEP:
         work = op.work(config, dtype)
-        sets = [op.make_inputs(config, dtype, torch.device("cuda"), seed) for seed in range(n_sets(work.bytes))]
-        first = sets[0]
-        first["out"].fill_(float("nan"))
-        result = op.backends["oasr"](first)
-        reference = op.reference(first)
-        rtol, atol = op.tolerance(dtype)
-        ok = bool(torch.isclose(result.double(), reference, rtol=rtol, atol=atol).all())
-        err = float((result.double() - reference).abs().nan_to_num(float("inf")).max())
+        sets = [op.make_inputs(config, dtype, torch.device("cuda"), seed) for seed in range(rotation_sets(work.bytes))]
+        ok = {}
+        for name, module in modules.items():
+            first = sets[0]
+            first["out"].fill_(float("nan"))
+            with_module(CONV1D, module, partial(op.backends["oasr"], first))
+            ok[name] = close(first["out"], op.reference(first), dtype) is None
 
         def btc(i):
             x = i["x"].transpose(1, 2).contiguous()
             y = F.conv1d(x, i["weight_ck"], i["bias"], padding=i["padding"], groups=x.shape[1])
             return y.transpose(1, 2).contiguous()
 
-        us = time_us(
-            {
-                "oasr": [
-                    lambda i=i: conv1d.depthwise_conv1d(i["x"], i["weight"], i["bias"], i["padding"], out=i["out"])
-                    for i in sets
-                ],
-                "nct": [lambda i=i: op.backends["torch"](i) for i in sets],
-                "btc": [lambda i=i: btc(i) for i in sets],
-            }
-        )
+        backends = {name: [through(m, partial(op.backends["oasr"], s)) for s in sets] for name, m in modules.items()}
+        backends["torch_nct"] = [partial(op.backends["torch"], s) for s in sets]
+        backends["torch_btc"] = [partial(btc, s) for s in sets]
+        us = time_us(backends)
         label = ",".join(str(config[f]) for f in op.config_fields)
-        tbs = work.bytes / (us["oasr"] * 1e-6) / 1e12
-        print(
-            f"{label:>18} {us['oasr']:8.2f} {us['nct']:9.2f} {us['btc']:9.2f} {us['nct'] / us['oasr']:6.1f} "
-            f"{us['btc'] / us['oasr']:6.1f} {100 * tbs / copy_bw:5.1f}% {tbs:5.2f} {err:9.2e} "
-            f"{'PASS' if ok else 'FAIL'}",
-            flush=True,
-        )
-        del sets
+        for name in modules:
+            pct = 100 * work.bytes / (us[name] * 1e-6) / 1e12 / copy_bw
+            x_nct, x_btc = us["torch_nct"] / us[name], us["torch_btc"] / us[name]
+            say(
+                f"{label:>18} {name:>14} {us[name]:8.2f} {x_nct:6.1f} {x_btc:6.1f} {pct:5.1f}% "
+                f"{'PASS' if ok[name] else 'FAIL':>6}"
+            )
+            record("sweep", label, name, us[name], x_nct=round(x_nct, 2), pct_copy=round(pct, 1), ok=ok[name])
+        say(f"{label:>18} {'torch NCT':>14} {us['torch_nct']:8.2f}   (BTC with transposes {us['torch_btc']:.2f})")
+        record("sweep", label, "torch_nct", us["torch_nct"])
+        record("sweep", label, "torch_btc", us["torch_btc"])
+        del sets, backends
 
 
-def fused(copy_bw: float) -> None:
+def fused(modules: dict[str, Any], copy_bw: float) -> None:
     dtype = torch.bfloat16
-    print("\n== fused forms, bf16 (us): plain+bias, +silu, mask+silu (prefix mask, 10% padded frames)")
-    for b, t, c, k in ((16, 1500, 256, 31), (16, 1500, 512, 15), (64, 250, 256, 15)):
+    say("\n== fused forms, bf16 (us): plain + bias, + silu, mask + silu (prefix mask, 10% padded frames)")
+    for b, t, c, k in (*HEADLINE, (64, 250, 256, 15)):
         nbytes = 2 * b * t * c * 2
         sets = []
-        for seed in range(n_sets(nbytes)):
+        for seed in range(rotation_sets(nbytes)):
             g = torch.Generator(device="cuda").manual_seed(seed)
             x = torch.randn(b, t, c, device="cuda", dtype=dtype, generator=g)
             w = torch.randn(k, c, device="cuda", dtype=dtype, generator=g) / k**0.5
@@ -101,29 +340,32 @@ def fused(copy_bw: float) -> None:
             mask = torch.arange(t, device="cuda")[None] < lengths[:, None]
             sets.append((x, w, bias, mask, torch.empty_like(x)))
         pad = k // 2
-        us = time_us(
-            {
-                "plain": [lambda s=s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, out=s[4]) for s in sets],
-                "silu": [
-                    lambda s=s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, "silu", out=s[4]) for s in sets
-                ],
-                "mask_silu": [
-                    lambda s=s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, "silu", mask=s[3], out=s[4])
-                    for s in sets
-                ],
-            }
-        )
-        print(
-            f"  ({b},{t},{c},K={k}): plain {us['plain']:.2f}  silu {us['silu']:.2f} ({us['silu'] / us['plain']:.3f}x)  "
-            f"mask+silu {us['mask_silu']:.2f} ({us['mask_silu'] / us['plain']:.3f}x)  "
-            f"plain {100 * nbytes / (us['plain'] * 1e-6) / 1e12 / copy_bw:.0f}% of copy",
-            flush=True,
-        )
+        forms = {
+            "plain": lambda s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, out=s[4]),
+            "silu": lambda s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, "silu", out=s[4]),
+            "mask_silu": lambda s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, "silu", mask=s[3], out=s[4]),
+        }
+        backends = {
+            f"{name}/{form}": [through(m, partial(fn, s)) for s in sets]
+            for name, m in modules.items()
+            for form, fn in forms.items()
+        }
+        us = time_us(backends)
+        for name in modules:
+            plain, silu, masked = (us[f"{name}/{form}"] for form in forms)
+            pct = 100 * nbytes / (plain * 1e-6) / 1e12 / copy_bw
+            say(
+                f"  ({b},{t},{c},K={k}) {name:>14}: plain {plain:6.2f}  silu {silu:6.2f} ({silu / plain:.3f}x)  "
+                f"mask+silu {masked:6.2f} ({masked / plain:.3f}x)  plain {pct:.0f}% of copy"
+            )
+            for form in forms:
+                record("fused", f"{b},{t},{c},{k}", name, us[f"{name}/{form}"], form=form)
+        del sets, backends
 
 
-def step() -> None:
+def step(modules: dict[str, Any]) -> None:
     dtype = torch.bfloat16
-    print("\n== streaming step, bf16 (us): oasr step (conv + state update) vs torch F.conv1d on the chunk (NCT)")
+    say("\n== streaming step, bf16, C = 512 (us): step (conv + state update) vs torch F.silu(F.conv1d) on the chunk")
     for b in (1, 8):
         for k in (15, 31):
             for length in (16, 32, 64):
@@ -135,35 +377,150 @@ def step() -> None:
                 out = torch.empty_like(x)
                 x_nct = torch.randn(b, c, length + k - 1, device="cuda", dtype=dtype)
                 w_ck = w.t().unsqueeze(1).contiguous()
-                us = time_us(
-                    {
-                        "oasr": [
-                            lambda a=(x, state, w, bias, out): conv1d.depthwise_conv1d_step(*a[:4], "silu", out=a[4])
-                        ],
-                        "torch": [lambda a=(x_nct, w_ck, bias, c): F.silu(F.conv1d(a[0], a[1], a[2], groups=a[3]))],
-                    }
-                )
-                print(
-                    f"  B={b} K={k} L={length}: oasr {us['oasr']:.2f}  torch {us['torch']:.2f}  "
-                    f"({us['torch'] / us['oasr']:.2f}x)",
-                    flush=True,
-                )
+                args = (x, state, w, bias, "silu")
+                backends = {
+                    name: [through(m, partial(conv1d.depthwise_conv1d_step, *args, out=out))]
+                    for name, m in modules.items()
+                }
+                backends["torch"] = [lambda a=(x_nct, w_ck, bias, c): F.silu(F.conv1d(a[0], a[1], a[2], groups=a[3]))]
+                us = time_us(backends)
+                line = "  ".join(f"{name} {us[name]:.2f} ({us['torch'] / us[name]:.2f}x)" for name in modules)
+                say(f"  B={b} K={k} L={length}: torch {us['torch']:.2f}  {line}")
+                for name in modules:
+                    record("step", f"{b},{length},{c},{k}", name, us[name], x_torch=round(us["torch"] / us[name], 2))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sections", default="sweep,fused,step")
+# ---------------------------------------------------------------------------
+# Nsight Compute: stall reasons of the headline shapes
+# ---------------------------------------------------------------------------
+
+
+def ncu_target(name: str, b: int, t: int, c: int, k: int) -> None:
+    """Run one variant on one shape a few times (the process ncu profiles)."""
+    module = build([name])[name]
+    config = {"b": b, "t": t, "c": c, "k": k}
+    inputs = op.make_inputs(config, torch.bfloat16, torch.device("cuda"), 0)
+    CONV1D.use_module(module)
+    for _ in range(3):
+        op.backends["oasr"](inputs)
+    torch.cuda.synchronize()
+
+
+def ncu(names: list[str], out: Path | None) -> None:
+    say("\n== ncu: " + ", ".join(NCU_SECTIONS) + " (third launch of each variant; text in ncu.txt)")
+    exe = shutil.which("ncu")
+    if exe is None:
+        say("  skipped: ncu is not on PATH (install Nsight Compute, or add its folder to PATH)")
+        return
+    text = []
+    for name in names:
+        for shape in HEADLINE:
+            command = [exe, "--clock-control", "none", "-k", "regex:Conv1d", "--launch-skip", "2"]
+            command += ["--launch-count", "1"]
+            for section in NCU_SECTIONS:
+                command += ["--section", section]
+            command += [sys.executable, __file__, "--ncu-target", name, *map(str, shape)]
+            run = subprocess.run(command, capture_output=True, text=True, timeout=240)
+            text.append(f"######## {name} {shape}: {' '.join(command)}\n{run.stdout}\n{run.stderr[-2000:]}")
+            stalls = [line.strip() for line in run.stdout.splitlines() if "stall" in line.lower() or "Duration" in line]
+            say(f"  {name} {shape}: exit {run.returncode}; " + " | ".join(stalls[:6]))
+    if out is not None:
+        (out / "ncu.txt").write_text("\n".join(text))
+
+
+def sanitize(names: list[str]) -> None:
+    for name in names:
+        sanitize_one(name)
+
+
+def sanitize_one(name: str) -> None:
+    """compute-sanitizer's memcheck and racecheck over dev/conv1d/sanitize.py's odd shapes with ``name``."""
+    say(f"\n== sanitize: compute-sanitizer memcheck and racecheck, dev/conv1d/sanitize.py --variant {name}")
+    exe = shutil.which("compute-sanitizer")
+    if exe is None:
+        say("  skipped: compute-sanitizer is not on PATH (it comes with the CUDA toolkit's bin folder)")
+        return
+    for tool in ("memcheck", "racecheck"):
+        command = [exe, "--tool", tool, "--error-exitcode", "1", sys.executable, str(HERE / "sanitize.py")]
+        run = subprocess.run([*command, "--variant", name], capture_output=True, text=True, timeout=300)
+        tail = [line for line in (run.stdout + run.stderr).splitlines() if line.strip()][-3:]
+        say(f"  {tool}: exit {run.returncode}; " + " | ".join(tail))
+
+
+# ---------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all", action="store_true", help="every section: check, sweep, fused, step, ncu, sanitize")
+    parser.add_argument("--sections", default="check,sweep,fused,step")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
+    parser.add_argument("--ncu-variants", default="prod,staged,mma")
+    parser.add_argument("--sanitize-variants", default="staged,mma_p2")
+    parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
+    parser.add_argument("--build-only", action="store_true", help="build the variants and stop (no GPU needed)")
+    parser.add_argument("--ncu-target", nargs=5, metavar=("VARIANT", "B", "T", "C", "K"), help=argparse.SUPPRESS)
+    parser.add_argument("--check-variant", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    print(f"timing with profiling.harness.timing on {torch.cuda.get_device_name()}")
+    if args.check_variant:
+        return check_variant(args.check_variant)
+    if args.ncu_target:
+        name, *shape = args.ncu_target
+        ncu_target(name, *map(int, shape))
+        return 0
+    names = args.variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
+    sections = "check,sweep,fused,step,ncu,sanitize" if args.all else args.sections
+    modules = build(names)
+    say(f"built {', '.join(names)}")
+    if args.build_only:
+        return 0
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+    say(f"conv1d variants on {torch.cuda.get_device_name()}, torch {torch.__version__}, commit {commit()}")
     copy_bw = measure_copy_bandwidth()
-    sections = {"sweep": lambda: sweep(copy_bw), "fused": lambda: fused(copy_bw), "step": step}
-    for name in args.sections.split(","):
+    failed: set[str] = set()
+    for section in sections.split(","):
+        timed = {name: m for name, m in modules.items() if name not in failed}
         try:
-            sections[name]()
+            if section == "check":
+                failed = check(names)
+                if failed:
+                    say(f"  not timed (failed the check): {', '.join(sorted(failed))}")
+            elif section == "sweep":
+                sweep(timed, copy_bw)
+            elif section == "fused":
+                fused(timed, copy_bw)
+            elif section == "step":
+                step(timed)
+            elif section == "ncu":
+                ncu([n for n in args.ncu_variants.split(",") if n in timed], args.out)
+            elif section == "sanitize":
+                sanitize([n for n in args.sanitize_variants.split(",") if n in VARIANTS])
+            else:
+                say(f"unknown section {section}")
         except Exception:
-            print(f"section {name} failed:")
-            traceback.print_exc()
+            say(f"section {section} failed:\n{traceback.format_exc()}")
+        if args.out is not None:  # after each section: a run cut short keeps what it measured
+            (args.out / "bench.txt").write_text("\n".join(LOG) + "\n")
+            write_csv(args.out / "bench.csv")
+    return 0
+
+
+def write_csv(path: Path) -> None:
+    fields = list(dict.fromkeys(key for row in ROWS for key in row))
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(ROWS)
+
+
+def commit() -> str:
+    run = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return run.stdout.strip() or os.environ.get("OASR_COMMIT", "unknown")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
