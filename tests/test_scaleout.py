@@ -1,0 +1,186 @@
+"""Sweeps over several GPUs (profiling.scaleout): GPU selection, the local and the Ray engine, failures.
+
+The engines run on fake GPUs here: device ids handed to workers as ``CUDA_VISIBLE_DEVICES``,
+with work that needs no GPU. A worker killed mid-sweep (``os._exit`` the first time a
+chunk runs, a marker file remembering it) must lose only that chunk, which is redone
+on another GPU. Ray tests start a local Ray with ``num_gpus=2`` faked as resources.
+The GPU tests at the end compare a live sweep on 1 GPU and on all GPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from profiling.scaleout import gpus as gpus_module
+from profiling.scaleout import ray_engine
+from profiling.scaleout.chunks import LOST, OK, worker_gpu
+from profiling.scaleout.engine import run_chunks
+from profiling.scaleout.gpus import resolve
+
+TESTS = str(Path(__file__).resolve().parent)
+
+
+# ---------------------------------------------------------------------------
+# Chunk functions (module level: workers import them by name)
+# ---------------------------------------------------------------------------
+
+
+def square(chunk: int) -> dict:
+    return {"value": chunk * chunk, "gpu": worker_gpu(), "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}
+
+
+def slow_square(chunk: int) -> dict:
+    time.sleep(0.3)
+    return square(chunk)
+
+
+def die_once(chunk: tuple[int, str]) -> dict:
+    """Kill this worker the first time chunk 3 runs (the marker file remembers it across processes)."""
+    value, marker = chunk
+    if value == 3 and not Path(marker).exists():
+        Path(marker).write_text(worker_gpu())
+        os._exit(17)
+    time.sleep(0.2)
+    return square(value)
+
+
+def always_die(chunk: int) -> dict:
+    if chunk == 1:
+        os._exit(9)
+    return square(chunk)
+
+
+def raise_on_two(chunk: int) -> dict:
+    if chunk == 2:
+        raise ValueError("chunk two is bad")
+    return square(chunk)
+
+
+# ---------------------------------------------------------------------------
+# GPU selection
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [("all", ["0", "1", "2"]), (2, ["0", "1"]), ("2", ["0", "1"]), ([2, 0], ["2", "0"]), ("1,2", ["1", "2"])],
+)
+def test_resolve_all_count_and_list(spec, expected):
+    assert resolve(spec, available=["0", "1", "2"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "error", "words"),
+    [
+        (0, ValueError, "at least 1"),
+        (4, ValueError, "has 3 GPU"),
+        ([0, 0], ValueError, "listed twice"),
+        ([5], ValueError, "no GPU 5"),
+        ([], ValueError, "empty"),
+        (True, TypeError, "gpus must be"),
+        (2.5, TypeError, "gpus must be"),
+    ],
+)
+def test_resolve_rejects_bad_requests_naming_the_argument(spec, error, words):
+    with pytest.raises(error, match=words) as info:
+        resolve(spec, available=["0", "1", "2"])
+    assert "gpus" in str(info.value)
+
+
+def test_resolve_all_without_gpus_says_so():
+    with pytest.raises(ValueError, match="found no GPU"):
+        resolve("all", available=[])
+
+
+def test_discover_follows_cuda_visible_devices(monkeypatch):
+    monkeypatch.setattr(gpus_module, "_driver_count", lambda: 4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    assert gpus_module.discover() == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,-1,2")  # CUDA stops at the first invalid entry
+    assert gpus_module.discover() == ["1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert gpus_module.discover() == []
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert gpus_module.discover() == ["0", "1", "2", "3"]
+
+
+def test_bad_engine_and_address_without_ray():
+    with pytest.raises(ValueError, match="engine must be one of local, ray"):
+        run_chunks(square, [1], gpus=["0"], engine="dask")
+    with pytest.raises(ValueError, match="needs engine='ray'"):
+        run_chunks(square, [1], gpus=["0"], address="auto")
+
+
+def test_ray_missing_names_the_install_command(monkeypatch):
+    monkeypatch.setattr(ray_engine, "ray", None)
+    with pytest.raises(ImportError, match=r"pip install 'oasr\[scaleout\]'"):
+        run_chunks(square, [1], gpus=1, engine="ray")
+
+
+# ---------------------------------------------------------------------------
+# The local engine
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_gpus(monkeypatch):
+    """Two fake GPUs "0" and "1" for resolve(); workers get them as CUDA_VISIBLE_DEVICES."""
+    monkeypatch.setattr(gpus_module, "discover", lambda: ["0", "1"])
+    return ["0", "1"]
+
+
+def test_local_engine_spreads_chunks_over_gpus_in_order(fake_gpus):
+    seen = []
+    run = run_chunks(slow_square, list(range(6)), gpus="all", on_result=lambda i, r, a: seen.append(i))
+    assert run.ok and sorted(seen) == list(range(6))
+    assert [r["value"] for r in run.results] == [i * i for i in range(6)]
+    used = {r["gpu"] for r in run.results}
+    assert used == {"0", "1"}, "both workers took chunks"
+    assert all(r["gpu"] == r["visible"] for r in run.results), "each worker sees only its GPU"
+    assert all(run.placement(i).gpu == run.results[i]["gpu"] for i in range(6))
+    assert "6 of 6 chunks done on 2 GPU(s)" in run.summary()
+
+
+def test_local_engine_worker_killed_mid_sweep_loses_only_its_chunk(fake_gpus, tmp_path):
+    marker = tmp_path / "killed"
+    chunks = [(i, str(marker)) for i in range(8)]
+    run = run_chunks(die_once, chunks, gpus="all")
+    assert run.ok, run.summary()
+    assert [r["value"] for r in run.results] == [i * i for i in range(8)], "nothing finished was lost"
+    lost = [a for a in run.attempts if a.outcome == LOST]
+    assert [a.chunk for a in lost] == [3]
+    died_on = marker.read_text()
+    assert lost[0].gpu == died_on
+    redone = run.placement(3)
+    assert redone is not None and redone.gpu != died_on, "the lost chunk was redone on the other GPU"
+    assert sum(a.outcome == OK for a in run.attempts) == 8
+    assert f"chunk 3 lost on" in run.summary() and "redone on" in run.summary()
+
+
+def test_local_engine_gives_up_after_max_attempts(fake_gpus):
+    run = run_chunks(always_die, [0, 1, 2], gpus="all", max_attempts=2)
+    assert not run.ok and set(run.errors) == {1}
+    assert "lost 2 times" in run.errors[1]
+    assert run.results[0]["value"] == 0 and run.results[2]["value"] == 4
+    assert "chunk 1 FAILED" in run.summary()
+
+
+def test_local_engine_reports_a_raising_chunk_without_retrying(fake_gpus):
+    run = run_chunks(raise_on_two, [1, 2, 3], gpus=["1"])
+    assert set(run.errors) == {1} and "ValueError: chunk two is bad" in run.errors[1]  # chunk index 1 is 2
+    assert [a.chunk for a in run.attempts].count(1) == 1
+    assert run.results[0]["gpu"] == "1" and run.results[2]["value"] == 9
+
+
+def test_local_engine_time_limit(fake_gpus):
+    start = time.perf_counter()
+    run = run_chunks(slow_square, list(range(40)), gpus=["0"], timeout_s=2.0)
+    assert time.perf_counter() - start < 30
+    assert run.errors and any("time limit" in e for e in run.errors.values())
+    assert any(r is not None for r in run.results), "what finished before the limit is kept"
