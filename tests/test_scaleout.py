@@ -184,3 +184,53 @@ def test_local_engine_time_limit(fake_gpus):
     assert time.perf_counter() - start < 30
     assert run.errors and any("time limit" in e for e in run.errors.values())
     assert any(r is not None for r in run.results), "what finished before the limit is kept"
+
+
+# ---------------------------------------------------------------------------
+# The Ray engine (a local Ray with two GPUs faked as resources)
+# ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    path = os.pathsep.join([str(Path(TESTS).parent), TESTS, os.environ.get("PYTHONPATH", "")])
+    ray.init(
+        num_cpus=2,
+        num_gpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": path}},
+    )
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_engine_runs_each_chunk_on_one_gpu(local_ray):
+    seen = []
+    run = run_chunks(slow_square, list(range(6)), gpus="all", engine="ray", timeout_s=120,
+                     on_result=lambda i, r, a: seen.append(i))  # fmt: skip
+    assert run.ok, run.summary()
+    assert sorted(seen) == list(range(6))
+    assert [r["value"] for r in run.results] == [i * i for i in range(6)]
+    assert {r["visible"] for r in run.results} <= {"0", "1"}, "Ray pinned each task to one GPU"
+    assert all(run.placement(i).gpu == run.results[i]["visible"] for i in range(6))
+    assert "ray engine: 6 of 6 chunks done" in run.summary()
+
+
+def test_ray_engine_worker_killed_mid_sweep_loses_only_its_chunk(local_ray, tmp_path):
+    marker = tmp_path / "killed"
+    run = run_chunks(die_once, [(i, str(marker)) for i in range(6)], gpus=2, engine="ray", timeout_s=120)
+    assert run.ok, run.summary()
+    assert [r["value"] for r in run.results] == [i * i for i in range(6)], "nothing finished was lost"
+    lost = [a for a in run.attempts if a.outcome == LOST]
+    assert [a.chunk for a in lost] == [3] and marker.exists()
+    assert run.placement(3) is not None
+    assert "chunk 3 lost" in run.summary()
+
+
+def test_ray_engine_rejects_more_gpus_than_the_cluster_has(local_ray):
+    with pytest.raises(ValueError, match="gpus=3, but the Ray cluster has 2"):
+        run_chunks(square, [1], gpus=3, engine="ray")
+    with pytest.raises(ValueError, match="'all' or a count"):
+        run_chunks(square, [1], gpus=[0, 1], engine="ray")
