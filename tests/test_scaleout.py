@@ -10,11 +10,9 @@ The GPU tests at the end compare a live sweep on 1 GPU and on all GPUs.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from profiling.scaleout import gpus as gpus_module
@@ -160,7 +158,7 @@ def test_local_engine_worker_killed_mid_sweep_loses_only_its_chunk(fake_gpus, tm
     redone = run.placement(3)
     assert redone is not None and redone.gpu != died_on, "the lost chunk was redone on the other GPU"
     assert sum(a.outcome == OK for a in run.attempts) == 8
-    assert f"chunk 3 lost on" in run.summary() and "redone on" in run.summary()
+    assert "chunk 3 lost on" in run.summary() and "redone on" in run.summary()
 
 
 def test_local_engine_gives_up_after_max_attempts(fake_gpus):

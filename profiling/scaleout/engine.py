@@ -14,7 +14,7 @@ from typing import Any
 from .chunks import Attempt, ChunkRun
 from .gpus import GpuSpec, resolve
 from .local import run_local
-from .ray_engine import run_ray
+from .ray_engine import cluster_gpus, run_ray
 
 ENGINES = ("local", "ray")
 
@@ -24,6 +24,14 @@ def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     return engine
+
+
+def expected_gpus(gpus: GpuSpec, engine: str = "local", address: str | None = None) -> int:
+    """How many GPUs ``run_chunks`` would use at once: to cut a sweep into one chunk per GPU."""
+    check_engine(engine)
+    if engine == "ray":
+        return cluster_gpus(gpus, address)
+    return len(resolve(gpus))
 
 
 def run_chunks(

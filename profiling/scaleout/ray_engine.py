@@ -52,13 +52,12 @@ def _start(gpus: GpuSpec, address: str | None) -> tuple[int, bool]:
     """Join or start Ray; returns (concurrent tasks, whether this call started it)."""
     started = False
     if not ray.is_initialized():
-        env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
         if address is None:
             ids = resolve(gpus)
             saved = os.environ.get("CUDA_VISIBLE_DEVICES")
             os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(ids)  # the GPUs Ray hands out
             try:
-                ray.init(num_gpus=len(ids), include_dashboard=False, runtime_env={"env_vars": env})
+                ray.init(num_gpus=len(ids), include_dashboard=False, runtime_env={"env_vars": _worker_env()})
             finally:
                 if saved is None:
                     os.environ.pop("CUDA_VISIBLE_DEVICES", None)
@@ -66,7 +65,7 @@ def _start(gpus: GpuSpec, address: str | None) -> tuple[int, bool]:
                     os.environ["CUDA_VISIBLE_DEVICES"] = saved
             started = True
         else:
-            ray.init(address=address, runtime_env={"env_vars": env})
+            _join(address)
             started = True
     total = int(ray.cluster_resources().get("GPU", 0))
     if total < 1:
@@ -84,6 +83,28 @@ def _start(gpus: GpuSpec, address: str | None) -> tuple[int, bool]:
     raise ValueError(
         f"gpus={gpus!r}: with a Ray cluster pass 'all' or a count; Ray decides which GPU of which node runs a task"
     )
+
+
+def cluster_gpus(gpus: GpuSpec, address: str | None = None) -> int:
+    """The GPUs :func:`run_ray` would use at once, without starting Ray when it can be told from here."""
+    if isinstance(gpus, int) and not isinstance(gpus, bool):
+        return gpus
+    if ray is not None and ray.is_initialized():
+        return int(ray.cluster_resources().get("GPU", 0)) or 1
+    if address is None:
+        return len(resolve(gpus))
+    require_ray()
+    _join(address)  # stays joined: run_ray then uses this connection
+    return int(ray.cluster_resources().get("GPU", 0)) or 1
+
+
+def _worker_env() -> dict[str, str]:
+    """The job's environment: workers import ``profiling`` from this checkout."""
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+def _join(address: str) -> None:
+    ray.init(address=address, runtime_env={"env_vars": _worker_env()})
 
 
 def run_ray(
