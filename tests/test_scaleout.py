@@ -13,8 +13,11 @@ import os
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from test_store import CONFIGS, GOOD, LiveEnv
 
+from profiling.nsight.sweep import profile_sweep
 from profiling.scaleout import gpus as gpus_module
 from profiling.scaleout import ray_engine
 from profiling.scaleout.chunks import LOST, OK, worker_gpu
@@ -232,3 +235,60 @@ def test_ray_engine_rejects_more_gpus_than_the_cluster_has(local_ray):
         run_chunks(square, [1], gpus=3, engine="ray")
     with pytest.raises(ValueError, match="'all' or a count"):
         run_chunks(square, [1], gpus=[0, 1], engine="ray")
+
+
+# ---------------------------------------------------------------------------
+# profile_sweep spread over fake GPUs, with a fake ncu (see tests/test_store.py)
+# ---------------------------------------------------------------------------
+
+KILLS_ITS_WORKER_ONCE = (
+    """
+if any(c["n"] == 8192 for c in spec["configs"]) and not os.path.exists(os.environ["KILL_MARKER"]):
+    open(os.environ["KILL_MARKER"], "w").write(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
+    os.kill(os.getppid(), signal.SIGKILL)  # the scale-out worker running this ncu dies with its chunk
+    sys.exit(1)
+"""
+    + GOOD
+)
+
+
+@pytest.fixture
+def live(tmp_path, monkeypatch, fake_gpus):
+    return LiveEnv(tmp_path, monkeypatch)
+
+
+def test_profile_sweep_on_two_gpus_matches_one_process(live):
+    single = live.profile()
+    spread = profile_sweep("scale", configs=CONFIGS, reports_dir=live.tmp_path / "spread", gpus="all")
+    assert spread.source == "live" and len(live.calls()) == 3, "one ncu for the single run, one per GPU"
+    assert sorted([d["n"] for d in c["configs"]] for c in live.calls()[1:]) == [[2048, 32768], [8192]]
+    key = ["backend", "dtype", "n"]
+    same = ["backend", "dtype", "n", "kernel"]
+    pd.testing.assert_frame_equal(
+        single.launches.sort_values(key)[same].reset_index(drop=True),
+        spread.launches.sort_values(key)[same].reset_index(drop=True),
+    )
+    assert set(spread.launches["gpu_device"]) == {"0", "1"}, "each launch carries the GPU it ran on"
+    assert spread.launches.groupby("n")["gpu_device"].nunique().max() == 1
+    assert len(spread.report_paths) == 2 and "2 of 2 chunks done on 2 GPU(s)" in spread.placement
+    assert all(p["engine"] == "local" and p["chunks"] == 2 for p in spread.provenance)
+    assert "local engine" in spread.summary()
+    again = profile_sweep("scale", configs=CONFIGS, reports_dir=live.tmp_path / "spread", gpus="all")
+    assert again.source == "cache" and len(live.calls()) == 3
+
+
+def test_profile_sweep_worker_killed_mid_sweep_redoes_its_chunk_elsewhere(live, monkeypatch):
+    marker = live.tmp_path / "killed"
+    monkeypatch.setenv("KILL_MARKER", str(marker))
+    live.use(KILLS_ITS_WORKER_ONCE)
+    result = live.profile(gpus=["0", "1"])
+    assert marker.exists() and len(result.launches) == 6 and not result.missing
+    died_on = marker.read_text()
+    ran_on = result.launches.loc[result.launches["n"] == 8192, "gpu_device"].unique().tolist()
+    assert ran_on != [died_on] and len(ran_on) == 1, "the lost chunk was profiled on the other GPU"
+    assert "lost on" in result.placement and "redone on" in result.placement
+
+
+def test_profile_sweep_bad_engine_names_the_argument(live):
+    with pytest.raises(ValueError, match="engine must be one of"):
+        live.profile(gpus="all", engine="slurm")
