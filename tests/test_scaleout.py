@@ -17,12 +17,15 @@ import pandas as pd
 import pytest
 from test_store import CONFIGS, GOOD, LiveEnv
 
+from profiling.harness.ops import get_op
 from profiling.nsight.sweep import profile_sweep
 from profiling.scaleout import gpus as gpus_module
 from profiling.scaleout import ray_engine
-from profiling.scaleout.chunks import LOST, OK, worker_gpu
+from profiling.scaleout import timing as scaleout_timing
+from profiling.scaleout.chunks import LOST, OK, Attempt, ChunkRun, call, worker_gpu
 from profiling.scaleout.engine import run_chunks
 from profiling.scaleout.gpus import resolve
+from profiling.scaleout.timing import SweepFailedError, measure_sweep
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -292,3 +295,69 @@ def test_profile_sweep_worker_killed_mid_sweep_redoes_its_chunk_elsewhere(live, 
 def test_profile_sweep_bad_engine_names_the_argument(live):
     with pytest.raises(ValueError, match="engine must be one of"):
         live.profile(gpus="all", engine="slurm")
+
+
+# ---------------------------------------------------------------------------
+# The timing sweep's assembly (the engines are tested above; measure needs a GPU)
+# ---------------------------------------------------------------------------
+
+
+def fake_measure(op, configs, dtypes, backends, **options):
+    (config,) = configs
+    (dtype,) = dtypes
+    if config["n"] == 666:
+        raise RuntimeError("no such size")
+    rows = [
+        {"op": op.name, "backend": b, "n": config["n"], "dtype": dtype, "seconds": 1e-6 * config["n"]} for b in backends
+    ]
+    return pd.DataFrame(rows)
+
+
+def in_process_engine(fn, chunks, *, gpus, engine, address, on_result):
+    """run_chunks' contract, in this process, chunks dealt to fake GPUs "0" and "1" in turn, last first."""
+    run = ChunkRun(engine, ["0", "1"], [None] * len(chunks))
+    for index in reversed(range(len(chunks))):
+        outcome, value, seconds = call(fn, chunks[index])
+        attempt = Attempt(index, str(index % 2), "hostA", seconds, outcome, "" if outcome == OK else value)
+        run.attempts.append(attempt)
+        if outcome == OK:
+            run.results[index] = value
+            on_result(index, value, attempt)
+        else:
+            run.errors[index] = value
+    return run
+
+
+@pytest.fixture
+def fake_timing(monkeypatch):
+    monkeypatch.setattr(scaleout_timing, "measure", fake_measure)
+    monkeypatch.setattr(scaleout_timing, "run_chunks", in_process_engine)
+
+
+def test_measure_sweep_keeps_the_sweep_order_and_says_where_each_row_ran(fake_timing):
+    arrived = []
+    frame = measure_sweep(get_op("scale"), [{"n": 1}, {"n": 2}, {"n": 3}], ["fp16", "float32"], gpus="all",
+                          on_rows=arrived.append)  # fmt: skip
+    assert frame[["n", "dtype"]].drop_duplicates().values.tolist() == [
+        [1, "float16"], [1, "float32"], [2, "float16"], [2, "float32"], [3, "float16"], [3, "float32"],
+    ]  # fmt: skip
+    assert frame["gpu_device"].tolist() == [str(i // 2 % 2) for i in range(12)] and set(frame["host"]) == {"hostA"}
+    assert [batch[0]["n"] for batch in arrived] == [3, 3, 2, 2, 1, 1], "rows are passed on as they arrive"
+    assert all("gpu_device" in row for batch in arrived for row in batch)
+    assert list(frame.columns[-2:]) == ["gpu_device", "host"]
+
+
+def test_measure_sweep_failure_keeps_what_finished(fake_timing):
+    with pytest.raises(SweepFailedError, match="1 of 3 cases of scale failed") as info:
+        measure_sweep(get_op("scale"), [{"n": 1}, {"n": 666}, {"n": 3}], ["fp16"], gpus="all")
+    assert info.value.rows["n"].tolist() == [1, 1, 3, 3]
+    assert "RuntimeError: no such size" in str(info.value)
+
+
+def test_measure_sweep_checks_arguments_before_running(fake_timing):
+    with pytest.raises(ValueError, match="backends: op 'scale' has no backend cutlass"):
+        measure_sweep(get_op("scale"), [{"n": 1}], ["fp16"], ["cutlass"], gpus="all")
+    with pytest.raises(ValueError, match="engine must be one of"):
+        measure_sweep(get_op("scale"), [{"n": 1}], ["fp16"], gpus="all", engine="mpi")
+    with pytest.raises(ValueError, match="dtype"):
+        measure_sweep(get_op("scale"), [{"n": 1}], ["int7"], gpus="all")
