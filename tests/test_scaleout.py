@@ -10,13 +10,17 @@ The GPU tests at the end compare a live sweep on 1 GPU and on all GPUs.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from test_store import CONFIGS, GOOD, LiveEnv
 
+from benchmarks import oasr_benchmark as benchmark
+from oasr.jit.families import SCALE
 from profiling.harness.ops import get_op
 from profiling.nsight.sweep import profile_sweep
 from profiling.scaleout import gpus as gpus_module
@@ -26,6 +30,9 @@ from profiling.scaleout.chunks import LOST, OK, Attempt, ChunkRun, call, worker_
 from profiling.scaleout.engine import run_chunks
 from profiling.scaleout.gpus import resolve
 from profiling.scaleout.timing import SweepFailedError, measure_sweep
+from profiling.workbench import panel as panel_module
+from profiling.workbench.notebook import Workbench
+from profiling.workbench.panel import SweepPanel
 
 TESTS = str(Path(__file__).resolve().parent)
 
@@ -361,3 +368,56 @@ def test_measure_sweep_checks_arguments_before_running(fake_timing):
         measure_sweep(get_op("scale"), [{"n": 1}], ["fp16"], gpus="all", engine="mpi")
     with pytest.raises(ValueError, match="dtype"):
         measure_sweep(get_op("scale"), [{"n": 1}], ["int7"], gpus="all")
+
+
+# ---------------------------------------------------------------------------
+# The panel on several GPUs, the benchmark CLI's flags
+# ---------------------------------------------------------------------------
+
+
+def test_panel_times_on_one_gpu_while_it_profiles_on_another(tmp_path, monkeypatch, fake_gpus):
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "live")
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    calls: list[tuple] = []
+    profiling_started = threading.Event()
+
+    def fake_measure_sweep(op, configs, dtypes, backends, *, gpus, engine):
+        assert profiling_started.wait(10), "the timing waited for the profile: they did not overlap"
+        calls.append(("measure", gpus, engine))
+        rows = [
+            {"backend": b, "config": op.config_label(c), "dtype": d, "seconds": 1e-6, "bandwidth_bytes_per_s": 1e12}
+            | {"pct_of_copy": 25.0, "gpu_device": gpus[0]}
+            for c in configs
+            for d in dtypes
+            for b in backends
+        ]
+        return pd.DataFrame(rows)
+
+    def fake_profile_sweep(op, *, configs, dtypes, backends, preset, live, gpus, engine):
+        profiling_started.set()
+        calls.append(("profile", gpus, engine))
+        launches = pd.DataFrame({"backend": backends, "kernel": [f"K_{b}" for b in backends], "duration_s": 1e-6})
+        return SimpleNamespace(launches=launches)
+
+    monkeypatch.setattr(panel_module, "measure_sweep", fake_measure_sweep)
+    monkeypatch.setattr(panel_module, "profile_sweep", fake_profile_sweep)
+    panel = SweepPanel(Workbench(SCALE), gpus="all")
+    panel.preset.value = "timing"
+    panel.run.click()
+    assert not panel.error, panel.error
+    assert sorted(calls) == [("measure", ["0"], "local"), ("profile", ["1"], "local")]
+    table = panel.comparison()
+    assert table["gpu_device"].tolist() == ["0", "0"] and table["kernel"].tolist() == ["K_oasr", "K_torch"]
+
+
+def test_panel_rejects_a_bad_engine():
+    with pytest.raises(ValueError, match="engine must be one of"):
+        SweepPanel(Workbench(SCALE), gpus="all", engine="mpi")
+
+
+def test_benchmark_cli_scaleout_flags(capsys):
+    assert benchmark.main(["--routine", "scale", "--gpus", "2", "--engine", "ray", "--dry_run"]) == 0
+    assert benchmark.main(["--routine", "scale", "--engine", "dask"]) == 2
+    assert "--engine: invalid choice: 'dask'" in capsys.readouterr().err
+    assert benchmark.main(["--routine", "scale", "--address", "auto"]) == 2
+    assert "--address joins a Ray cluster: it needs --engine ray" in capsys.readouterr().err
