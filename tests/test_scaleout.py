@@ -9,6 +9,7 @@ The GPU tests at the end compare a live sweep on 1 GPU and on all GPUs.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -17,6 +18,8 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from test_reports import _notebook
+from test_reports import reports_dir as reports_dir  # the fixture, re-exported
 from test_store import CONFIGS, GOOD, LiveEnv
 
 from benchmarks import oasr_benchmark as benchmark
@@ -31,6 +34,7 @@ from profiling.scaleout.engine import run_chunks
 from profiling.scaleout.gpus import resolve
 from profiling.scaleout.timing import SweepFailedError, measure_sweep
 from profiling.workbench import panel as panel_module
+from profiling.workbench import publish
 from profiling.workbench.notebook import Workbench
 from profiling.workbench.panel import SweepPanel
 
@@ -421,3 +425,31 @@ def test_benchmark_cli_scaleout_flags(capsys):
     assert "--engine: invalid choice: 'dask'" in capsys.readouterr().err
     assert benchmark.main(["--routine", "scale", "--address", "auto"]) == 2
     assert "--address joins a Ray cluster: it needs --engine ray" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# The main command: one notebook per GPU
+# ---------------------------------------------------------------------------
+
+STAMP = """import json, os, time, pathlib
+start = time.time(); time.sleep(3)
+pathlib.Path({path!r}).write_text(json.dumps([os.environ.get("CUDA_VISIBLE_DEVICES"), start, time.time()]))"""
+
+
+def test_notebooks_run_in_parallel_one_per_gpu(tmp_path, reports_dir):
+    stamps = {name: tmp_path / f"{name}.json" for name in ("01_a", "02_b", "03_c")}
+    paths = [_notebook(tmp_path / f"{name}.ipynb", STAMP.format(path=str(stamp))) for name, stamp in stamps.items()]
+    runs = publish.run_notebooks(paths, reports_dir / "testgpu", gpus=["0", "1"])
+    assert [run.notebook for run in runs] == paths and all(run.ok for run in runs), [r.error for r in runs]
+    seen = {name: json.loads(stamp.read_text()) for name, stamp in stamps.items()}
+    assert {run.gpu for run in runs} == {"0", "1"}
+    assert all(seen[run.notebook.stem][0] == run.gpu for run in runs), "each kernel saw only its GPU"
+    (_, a0, a1), (_, b0, b1) = seen["01_a"], seen["02_b"]
+    assert a0 < b1 and b0 < a1, "the first two notebooks ran at the same time"
+    assert (reports_dir / "testgpu" / "03_c.html").is_file()
+
+
+def test_main_command_gpus_flag_needs_live(tmp_path, reports_dir, capsys):
+    with pytest.raises(SystemExit):
+        publish.main(["--gpus", "2", str(_notebook(tmp_path / "01_x.ipynb", "1"))])
+    assert "notebooks run on GPUs only live" in capsys.readouterr().err
