@@ -65,4 +65,11 @@ if [ -n "$missing" ]; then
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$PY" --implementation cp \
     --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$DEST" $missing
 fi
+# The project's own wheels that the scale-out script needs, from .whl (../shared/device/fetch-wheels.sh), so
+# that only .whl-ray travels (.whl and .whl-ray together pass the 64 MiB a call may carry).
+if [ "$tag" = cp312 ]; then
+  for wheel in .whl/apache_tvm_ffi-*-cp312-*.whl .whl/nvtx-*-cp312-*.whl; do
+    [ -f "$wheel" ] && cp "$wheel" "$DEST/" || echo "missing $wheel: run bash ../shared/device/fetch-wheels.sh first"
+  done
+fi
 ls -la "$DEST"

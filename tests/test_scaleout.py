@@ -25,6 +25,7 @@ from test_store import CONFIGS, GOOD, LiveEnv
 from benchmarks import oasr_benchmark as benchmark
 from oasr.jit.families import SCALE
 from profiling.harness.ops import get_op
+from profiling.nsight import runner
 from profiling.nsight.sweep import profile_sweep
 from profiling.scaleout import gpus as gpus_module
 from profiling.scaleout import ray_engine
@@ -453,3 +454,47 @@ def test_main_command_gpus_flag_needs_live(tmp_path, reports_dir, capsys):
     with pytest.raises(SystemExit):
         publish.main(["--gpus", "2", str(_notebook(tmp_path / "01_x.ipynb", "1"))])
     assert "notebooks run on GPUs only live" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# Live, on the GPUs of this machine
+# ---------------------------------------------------------------------------
+
+LIVE_CONFIGS = [{"b": 8, "t": 250, "c": 512}, {"b": 16, "t": 500, "c": 512}, {"b": 33, "t": 77, "c": 384}]
+
+
+def _same_up_to_noise(base: pd.DataFrame, other: pd.DataFrame, column: str, low: float, high: float) -> None:
+    key = ["backend", "config", "dtype"]
+    merged = base[[*key, column]].merge(other[[*key, column]], on=key, suffixes=("_1", "_n"))
+    assert len(merged) == len(base) == len(other), "the same rows"
+    ratio = merged[f"{column}_n"] / merged[f"{column}_1"]
+    assert ratio.between(low, high).all(), merged.assign(ratio=ratio)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("engine", ["local", "ray"])
+def test_live_timing_sweep_on_all_gpus_matches_one_process(engine):
+    if engine == "ray":
+        pytest.importorskip("ray")
+    op = get_op("rms_norm")
+    single = measure_sweep(op, LIVE_CONFIGS, ["float16", "bfloat16"], check=True)
+    spread = measure_sweep(op, LIVE_CONFIGS, ["float16", "bfloat16"], check=True, gpus="all", engine=engine)
+    assert (single["refcheck"] == "pass").all() and (spread["refcheck"] == "pass").all()
+    assert spread["gpu_device"].nunique() == min(len(gpus_module.discover()), len(spread) // 2)
+    _same_up_to_noise(single, spread, "seconds", 0.6, 1.6)  # a few microseconds each: graph timing noise
+    assert list(spread.columns) == list(single.columns)
+
+
+@pytest.mark.gpu
+def test_live_ncu_sweep_on_all_gpus_matches_one_process(tmp_path):
+    if not runner.ncu_available():
+        pytest.skip("needs Nsight Compute's ncu")
+    configs = [{"n": 65536}, {"n": 1 << 20}, {"n": 1 << 22}]
+    kwargs = dict(configs=configs, preset="timing", live=True)
+    single = profile_sweep("scale", reports_dir=tmp_path / "one", **kwargs)
+    spread = profile_sweep("scale", reports_dir=tmp_path / "all", gpus="all", **kwargs)
+    single = single.launches.assign(config="n=" + single.launches["n"].astype(str))
+    launches = spread.launches.assign(config="n=" + spread.launches["n"].astype(str))
+    assert sorted(single["kernel"]) == sorted(launches["kernel"])
+    _same_up_to_noise(single, launches, "duration_s", 0.5, 2.0)
+    assert launches["gpu_device"].nunique() == min(len(gpus_module.discover()), len(configs))

@@ -6,7 +6,7 @@
 ``timing``: a 40-case timing sweep (rms_norm, 20 shapes x fp16/bf16, CUDA-graph timing,
 float64 reference check) in this process on one GPU (``gpus=None``, the baseline, CUDA
 start-up included: it is this process's first GPU work), then through the engines on one
-GPU and on all GPUs. ``ncu``: a 40-config ``profile_sweep`` (scale, timing preset, both
+GPU (what the engine costs by itself) and on all GPUs with each engine. ``ncu``: a 40-config ``profile_sweep`` (scale, timing preset, both
 backends) on one GPU and spread over all, each into a fresh store so that nothing is a
 cache hit. Each prints one line per run and writes ``<kind>.csv`` (one row per run) and
 the tables (``<kind>-<run>.csv``); the tables are compared per (backend, config, dtype):
@@ -49,9 +49,8 @@ def _agreement(base: pd.DataFrame, other: pd.DataFrame, column: str) -> str:
 def timing(out: Path, engines: list[str]) -> list[dict]:
     op = get_op(TIMING_OP)
     gpus = discover()
-    runs = [("in-process-1gpu", None, "local")]
-    for engine in engines:
-        runs += [(f"{engine}-1gpu", 1, engine), (f"{engine}-{len(gpus)}gpu", "all", engine)]
+    runs = [("in-process-1gpu", None, "local"), ("local-1gpu", 1, "local")]  # the engine's own cost on one GPU
+    runs += [(f"{engine}-{len(gpus)}gpu", "all", engine) for engine in engines]
     rows, tables = [], {}
     for name, spread, engine in runs:
         start = time.perf_counter()
@@ -69,11 +68,8 @@ def timing(out: Path, engines: list[str]) -> list[dict]:
     for row in rows:
         row["speedup_vs_in_process"] = round(base / row["wall_s"], 3)
         row["agreement"] = _agreement(tables[rows[0]["run"]], tables[row["run"]], "seconds")
-    for engine in engines:
-        one = next(r for r in rows if r["run"] == f"{engine}-1gpu")
-        for row in rows:
-            if row["run"].startswith(engine):
-                row["speedup_vs_engine_1gpu"] = round(one["wall_s"] / row["wall_s"], 3)
+    for row in rows:
+        row["speedup_vs_local_1gpu"] = round(rows[1]["wall_s"] / row["wall_s"], 3)
     return rows
 
 
