@@ -5,12 +5,12 @@
 
 ``timing``: a 40-case timing sweep (rms_norm, 20 shapes x fp16/bf16, CUDA-graph timing,
 float64 reference check) in this process on one GPU (``gpus=None``, the baseline, CUDA
-start-up included: it is this process's first GPU work), then through the engines on one
-GPU (what the engine costs by itself) and on all GPUs with each engine. ``ncu``: a 40-config ``profile_sweep`` (scale, timing preset, both
-backends) on one GPU and spread over all, each into a fresh store so that nothing is a
-cache hit. Each prints one line per run and writes ``<kind>.csv`` (one row per run) and
-the tables (``<kind>-<run>.csv``); the tables are compared per (backend, config, dtype):
-the median ratio of times and the largest, and the reference checks.
+start-up included: it is this process's first GPU work), then through the local engine on
+one GPU (what the engine costs by itself) and on all GPUs with each engine. ``ncu``: a
+40-config ``profile_sweep`` (scale, timing preset, both backends) on one GPU and spread
+over all, each into a fresh store so that nothing is a cache hit. Each prints one line per
+run and writes ``<kind>.csv`` (one row per run) and the tables (``<kind>-<run>.csv``); the
+tables are compared per (backend, config, dtype): the median ratio of times and the largest, and the reference checks.
 """
 
 from __future__ import annotations
