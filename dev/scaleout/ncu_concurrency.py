@@ -75,10 +75,10 @@ def _run(name: str, proc: int, gpu: str, command: list[str], t0: float, events: 
         tail = [*tail[-5:], line.rstrip()]
         match = PROFILING.search(line)
         if match:
-            now = time.perf_counter() - t0
+            now = round(time.perf_counter() - t0, 3)
             first = now if first is None else first
             last, kernels = now, kernels + 1
-            events.append({"variant": name, "proc": proc, "gpu": gpu, "t_s": round(now, 3), "kernel": match.group(1)})
+            events.append({"variant": name, "proc": proc, "gpu": gpu, "t_s": now, "kernel": match.group(1)})
     code = child.wait()
     rows.append({"variant": name, "proc": proc, "gpu": gpu, "wall_s": round(time.perf_counter() - start, 2),
                  "exit": code, "kernels": kernels, "first_kernel_s": first, "last_kernel_s": last,
