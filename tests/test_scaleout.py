@@ -196,10 +196,11 @@ def test_local_engine_reports_a_raising_chunk_without_retrying(fake_gpus):
 
 def test_local_engine_time_limit(fake_gpus):
     start = time.perf_counter()
-    run = run_chunks(slow_square, list(range(40)), gpus=["0"], timeout_s=8.0)
-    assert time.perf_counter() - start < 30
-    assert run.errors and any("time limit" in e for e in run.errors.values())
-    assert any(r is not None for r in run.results), "what finished before the limit is kept"
+    run = run_chunks(slow_square, list(range(200)), gpus=["0"], timeout_s=15.0)  # 60 s of work
+    assert time.perf_counter() - start < 45, "the busy worker was interrupted, not waited for"
+    assert run.errors and all("time limit" in e for e in run.errors.values())
+    done = [i for i, r in enumerate(run.results) if r is not None]
+    assert done and not set(done) & set(run.errors), "what finished before the limit is kept"
 
 
 # ---------------------------------------------------------------------------

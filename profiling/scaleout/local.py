@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import signal
 import threading
 import time
 from collections import deque
@@ -26,7 +27,8 @@ from typing import Any
 from .chunks import ERROR, GPU_ENV, LOST, OK, Attempt, ChunkRun, call, host_name
 
 MAX_DEATHS_PER_GPU = 2
-STOP_GRACE_S = 5.0
+STOP_GRACE_S = 20.0
+"""How long a busy worker has to stop after SIGINT (the ncu runner's own grace is 15 s) before it is killed."""
 _SPAWN_LOCK = threading.Lock()
 
 
@@ -34,19 +36,22 @@ def _worker_main(gpu: str, conn: Connection) -> None:
     """A worker's loop: receive ``(index, fn, chunk)``, send ``(index, outcome, value, seconds)``; None ends it."""
     os.environ["CUDA_VISIBLE_DEVICES"] = gpu  # before anything touches CUDA in this process
     os.environ[GPU_ENV] = gpu
-    while True:
-        try:
-            message = conn.recv()
-        except EOFError:  # the driver is gone
-            return
-        if message is None:
-            return
-        index, fn, chunk = message
-        outcome, value, seconds = call(fn, chunk)
-        try:
-            conn.send((index, outcome, value, seconds))
-        except Exception as exc:  # an unpicklable result
-            conn.send((index, ERROR, f"its result could not be sent back ({type(exc).__name__}: {exc})", seconds))
+    try:
+        while True:
+            try:
+                message = conn.recv()
+            except EOFError:  # the driver is gone
+                return
+            if message is None:
+                return
+            index, fn, chunk = message
+            outcome, value, seconds = call(fn, chunk)
+            try:
+                conn.send((index, outcome, value, seconds))
+            except Exception as exc:  # an unpicklable result
+                conn.send((index, ERROR, f"its result could not be sent back ({type(exc).__name__}: {exc})", seconds))
+    except KeyboardInterrupt:  # the driver stops the run (Ctrl-C, time limit): what the chunk started has stopped
+        return
 
 
 @dataclass
@@ -86,14 +91,16 @@ def _spawn(gpu: str) -> _Worker:
 
 
 def _stop(workers: Sequence[_Worker]) -> None:
-    """End every worker: ask, then terminate, then kill (nothing outlives the run)."""
+    """End every worker: idle ones are asked to, busy ones interrupted (SIGINT, so that a chunk's ncu run
+    stops its process group), and any still there after :data:`STOP_GRACE_S` are killed."""
     for worker in workers:
         with contextlib.suppress(OSError, ValueError):
             worker.conn.send(None)
+        if worker.chunk is not None and worker.process.pid is not None:  # the run ended without it
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.process.pid, signal.SIGINT)
     deadline = time.monotonic() + STOP_GRACE_S
     for worker in workers:
-        if worker.chunk is not None:
-            worker.process.kill()  # still busy: the run has ended without it (timeout, Ctrl-C)
         worker.process.join(max(0.0, deadline - time.monotonic()))
         if worker.process.is_alive():
             worker.process.kill()
