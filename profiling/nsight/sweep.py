@@ -47,7 +47,7 @@ from ..files import REPLAY_GPU
 from ..harness.ops import DTYPES, OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
 from ..scaleout import gpus as scaleout_gpus
-from ..scaleout.chunks import Attempt, host_name
+from ..scaleout.chunks import Attempt, host_name, worker_gpu
 from ..scaleout.engine import check_engine, expected_gpus, run_chunks
 from ..scaleout.gpus import GpuSpec
 from . import recordings, runner
@@ -366,10 +366,6 @@ class NcuChunk:
     timeout_s: float
 
 
-def _worker_gpu_name() -> str:
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else ""
-
-
 def profile_chunk(chunk: NcuChunk) -> dict[str, Any]:
     """Runs in a scale-out worker: profile ``chunk`` with ncu on this worker's GPU; the report comes back as bytes.
 
@@ -382,7 +378,7 @@ def profile_chunk(chunk: NcuChunk) -> dict[str, Any]:
         info: dict[str, Any] = {
             "ncu_path": str(ncu_path),
             "ncu_version": runner.ncu_version(ncu_path),
-            "worker_gpu": _worker_gpu_name(),
+            "worker_gpu": scaleout_gpus.name_of(worker_gpu()),  # no CUDA context here: ncu's app owns the GPU
         }
         try:
             run = runner.run_sweep(chunk.spec, report, preset=chunk.preset, ncu=ncu_path, **kwargs)

@@ -35,6 +35,21 @@ def discover() -> list[str]:
     return [str(i) for i in range(_driver_count())]
 
 
+def name_of(device: str) -> str:
+    """The model name of the GPU with device id ``device`` (``"NVIDIA H200"``), from nvidia-smi without
+    creating a CUDA context; ``""`` when it cannot be asked."""
+    smi = shutil.which("nvidia-smi")
+    if not smi or not device:
+        return ""
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=name", "--format=csv,noheader", "-i", device], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return out.stdout.strip().splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else ""
+
+
 def _driver_count() -> int:
     """GPUs the driver lists (``nvidia-smi -L``; torch's count where nvidia-smi is missing or fails)."""
     smi = shutil.which("nvidia-smi")
