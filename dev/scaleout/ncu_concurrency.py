@@ -12,8 +12,10 @@ windows of the two show whether they overlap (parallel) or take turns (serialise
 Variants: ``default`` (our options: --clock-control none, --cache-control all, kernel
 replay); ``cache-none`` (--cache-control none: no flush between passes); ``app-replay``
 (--replay-mode application: the worker is relaunched per pass, no save/restore of memory);
+``own-tmpdir`` (each ncu with its own ``TMPDIR``: ncu serialises profiling through a lock
+file ``$TMPDIR/nsight-compute-lock``, as scripts that work around its permissions note);
 ``own-tmp`` (each ncu in its own mount namespace with a private /tmp, via ``unshare -m``:
-ncu's inter-process lock file, if it keeps one in /tmp, is then not shared; root only);
+a lock kept in /tmp whatever ``TMPDIR`` says is then not shared either; root only);
 ``devices`` (--devices 0: each ncu only enables profiling on its own, visible, device).
 During the first two-at-once run it lists files in /tmp, /var/tmp and /dev/shm whose name
 has "nsight" or "lock" in it. Writes ``ncu_concurrency.csv`` (one row per process) and
@@ -48,6 +50,7 @@ VARIANTS: dict[str, dict] = {
     "default": {},
     "cache-none": {"cache_control": "none"},
     "app-replay": {"extra": ["--replay-mode", "application"]},
+    "own-tmpdir": {"own_tmpdir": True},
     "own-tmp": {"own_tmp": True},
     "devices": {"extra": ["--devices", "0"]},
 }
@@ -65,8 +68,10 @@ def _command(ncu: Path, spec_path: Path, report: Path, variant: dict) -> list[st
     return command
 
 
-def _run(name: str, proc: int, gpu: str, command: list[str], t0: float, events: list, rows: list) -> None:
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1"}
+def _run(
+    name: str, proc: int, gpu: str, command: list[str], t0: float, events: list, rows: list, tmpdir: str | None
+) -> None:
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": gpu, "PYTHONUNBUFFERED": "1", **({"TMPDIR": tmpdir} if tmpdir else {})}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
     start = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -97,7 +102,7 @@ def _locks() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--variants", nargs="+", default=["default", "cache-none", "own-tmp", "app-replay"],
+    parser.add_argument("--variants", nargs="+", default=["default", "own-tmpdir", "own-tmp", "cache-none", "app-replay"],
                         choices=list(VARIANTS))  # fmt: skip
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -120,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
                 for proc in range(together):
                     label = f"{name}-x{together}"
                     command = _command(ncu, spec_path, Path(tmp) / f"{label}-{proc}.ncu-rep", variant)
-                    thread = threading.Thread(target=_run, args=(label, proc, pair[proc], command, t0, events, rows))
+                    tmpdir = None
+                    if variant.get("own_tmpdir"):
+                        tmpdir = str(Path(tmp) / f"tmpdir-{label}-{proc}")
+                        Path(tmpdir).mkdir()
+                    args = (label, proc, pair[proc], command, t0, events, rows, tmpdir)
+                    thread = threading.Thread(target=_run, args=args)
                     threads.append(thread)
                     thread.start()
                 if together == 2 and name == args.variants[0]:
