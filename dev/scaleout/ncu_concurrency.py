@@ -102,8 +102,8 @@ def _locks() -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--variants", nargs="+", default=["default", "own-tmpdir", "own-tmp", "cache-none", "app-replay"],
-                        choices=list(VARIANTS))  # fmt: skip
+    default = ["default", "own-tmpdir", "own-tmp", "cache-none", "app-replay"]
+    parser.add_argument("--variants", nargs="+", default=default, choices=list(VARIANTS))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     ncu = runner.find_ncu()
