@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
                     if variant.get("own_tmpdir"):
                         tmpdir = str(Path(tmp) / f"tmpdir-{label}-{proc}")
                         Path(tmpdir).mkdir()
-                    args = (label, proc, pair[proc], command, t0, events, rows, tmpdir)
-                    thread = threading.Thread(target=_run, args=args)
+                    run_args = (label, proc, pair[proc], command, t0, events, rows, tmpdir)
+                    thread = threading.Thread(target=_run, args=run_args)
                     threads.append(thread)
                     thread.start()
                 if together == 2 and name == args.variants[0]:
