@@ -26,6 +26,7 @@ from benchmarks import oasr_benchmark as benchmark
 from oasr.jit.families import SCALE
 from profiling.harness.ops import get_op
 from profiling.nsight import runner
+from profiling.nsight import sweep as sweep_cli
 from profiling.nsight.sweep import profile_sweep
 from profiling.scaleout import gpus as gpus_module
 from profiling.scaleout import ray_engine
@@ -499,3 +500,13 @@ def test_live_ncu_sweep_on_all_gpus_matches_one_process(tmp_path):
     assert sorted(single["kernel"]) == sorted(launches["kernel"])
     _same_up_to_noise(single, launches, "duration_s", 0.5, 2.0)
     assert launches["gpu_device"].nunique() == min(len(gpus_module.discover()), len(configs))
+
+
+def test_profile_cli_takes_gpus_and_engine(live, capsys, monkeypatch):
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(live.reports))
+    assert sweep_cli.main(["--op", "scale", "--config", "n=2048", "--config", "n=8192", "--gpus", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "local engine: 2 of 2 chunks done on 2 GPU(s)" in out and len(live.calls()) == 2
+    with pytest.raises(SystemExit):
+        sweep_cli.main(["--op", "scale", "--address", "auto"])
+    assert "needs --engine ray" in capsys.readouterr().err

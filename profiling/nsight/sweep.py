@@ -48,7 +48,7 @@ from ..harness.ops import DTYPES, OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
 from ..scaleout import gpus as scaleout_gpus
 from ..scaleout.chunks import Attempt, host_name, worker_gpu
-from ..scaleout.engine import check_engine, expected_gpus, run_chunks
+from ..scaleout.engine import ENGINES, check_engine, expected_gpus, run_chunks
 from ..scaleout.gpus import GpuSpec
 from . import recordings, runner
 from .reader import read_report
@@ -711,6 +711,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help="limit for the ncu run (finished configs are kept on timeout); "
                         "default: %(default)s")  # fmt: skip
+    parser.add_argument("--gpus", metavar="all|N|IDS",
+                        help="spread the configs over GPUs, one ncu run per GPU: all, a count, or ids like 0,1 "
+                        "(default: one ncu run on this process's GPU)")  # fmt: skip
+    parser.add_argument("--engine", default="local", choices=ENGINES,
+                        help="with --gpus: a process per GPU (local) or Ray tasks (ray)")  # fmt: skip
+    parser.add_argument("--address", help="with --engine ray: the Ray cluster to join (auto, ray://host:10001)")
     return parser
 
 
@@ -724,6 +730,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"argument --config: {','.join(f'{k}={v}' for k, v in config.items())} does not give "
                 f"{args.op}'s fields {','.join(fields)}; expected {','.join(f'{f}=INT' for f in fields)}"
             )
+    if args.address is not None and args.engine != "ray":
+        parser.error("argument --address: joins a Ray cluster, so it needs --engine ray")
     if args.live and not gpu_available():
         replay = f"python -m profiling.nsight --op {args.op} --preset {args.preset} --replay"
         print(
@@ -743,8 +751,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             live=args.live,
             progress=runner.print_progress,
             timeout_s=args.timeout,
+            gpus=args.gpus,
+            engine=args.engine,
+            address=args.address,
         )
-    except (runner.NcuError, NoRecordingError, ValueError) as exc:
+    except (runner.NcuError, NoRecordingError, ValueError, TypeError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         if isinstance(exc, runner.NcuNotFoundError):
             print(f"On the command line: python -m profiling.nsight --op {args.op} --replay", file=sys.stderr)
