@@ -134,6 +134,11 @@ def test_bad_engine_and_address_without_ray():
         run_chunks(square, [1], gpus=["0"], address="auto")
 
 
+def test_fn_must_be_importable_by_the_workers():
+    with pytest.raises(TypeError, match="fn must be a module-level function"):
+        run_chunks(lambda chunk: chunk, [1], gpus=["0"])
+
+
 def test_ray_missing_names_the_install_command(monkeypatch):
     monkeypatch.setattr(ray_engine, "ray", None)
     with pytest.raises(ImportError, match=r"pip install 'oasr\[scaleout\]'"):

@@ -8,6 +8,7 @@ name into the workers) and its chunks and results picklable.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -70,6 +71,10 @@ def run_chunks(
     ChunkRun
     """
     check_engine(engine)
+    try:
+        pickle.dumps(fn)
+    except (pickle.PicklingError, AttributeError, TypeError) as error:
+        raise TypeError(f"fn must be a module-level function (workers import it by name), not {fn!r}") from error
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
     if engine == "ray":

@@ -181,11 +181,14 @@ def _assign(
             if any(not (p.avoid >= live) for p in pending):
                 continue  # another GPU can take them
             item = pending[0]
+        try:
+            worker.conn.send((item.index, fn, chunks[item.index]))
+        except (BrokenPipeError, ConnectionResetError):  # it has just died: its sentinel says so next
+            continue
         pending.remove(item)
         tries[item.index] += 1
         worker.chunk, worker.started = item.index, time.perf_counter()
         worker.avoid = item.avoid
-        worker.conn.send((item.index, fn, chunks[item.index]))
 
 
 def _finish(
