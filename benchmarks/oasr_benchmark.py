@@ -7,6 +7,8 @@ Examples::
     python benchmarks/oasr_benchmark.py --routine scale --subroutine scale --backends oasr torch --refcheck --compare
     python benchmarks/oasr_benchmark.py --routine scale --size 16777216 --dtype bfloat16 -vv --output_path scale.csv
     python benchmarks/oasr_benchmark.py --testlist lines.txt --output_path all.csv --plot all.png
+    python benchmarks/oasr_benchmark.py --routine norm --subroutine rms_norm --refcheck --gpus all
+    python benchmarks/oasr_benchmark.py --routine scale --gpus 2 --engine ray [--address auto]
     ncu --nvtx --nvtx-include 'oasr@scale:oasr:n=65536,dtype=float16/' \\
         python benchmarks/oasr_benchmark.py --routine scale --size 65536 --profile --target oasr
 
@@ -19,6 +21,11 @@ A testlist holds one run per line (the run flags below, without ``python
 ...oasr_benchmark.py``); ``#`` starts a comment. With ``--testlist`` the command
 line takes only the global flags. Exit codes: 0 success, 1 a failed run (no GPU,
 reference mismatch), 2 a bad command line or testlist.
+
+``--gpus all|N|0,1`` spreads every run's configs over several GPUs (one worker per GPU,
+one config per task; ``profiling.scaleout``), with the local engine or Ray (``--engine
+ray``, ``--address`` to join a cluster); rows then arrive in the order they finish and
+carry the GPU they ran on.
 """
 
 from __future__ import annotations
@@ -41,9 +48,12 @@ from profiling.harness.measure import measure
 from profiling.harness.ops import Config, OpSpec, dtype_name, ops_of, parse_dtype
 from profiling.harness.timing import NoGPUError, require_cuda
 from profiling.nsight.naming import RangeName, profile_launches
+from profiling.scaleout.engine import ENGINES
+from profiling.scaleout.gpus import resolve
+from profiling.scaleout.timing import SweepFailedError, measure_sweep
 
 PROG = "oasr_benchmark.py"
-GLOBAL_FLAGS = ("list", "testlist", "dry_run", "output_path", "plot", "verbose")
+GLOBAL_FLAGS = ("list", "testlist", "dry_run", "output_path", "plot", "verbose", "gpus", "engine", "address")
 ROUTINES: dict[str, list[OpSpec]] = {f.name: ops_of(f) for f in FAMILIES if ops_of(f)}
 """Routine (family) -> its subroutines (the family's harness ops)."""
 BACKEND_ALIASES = {"cuda": "oasr"}
@@ -91,6 +101,13 @@ def _add_global_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--output_path", metavar="CSV", help="write all results as CSV (schema: benchmarks/README.md)")
     group.add_argument("--plot", metavar="PNG", help="save bandwidth against size per backend")
     group.add_argument("-v", "--verbose", action="count", default=0, help="-v: p10/p90/std; -vv: timing details")
+    group.add_argument("--gpus", metavar="all|N|IDS", help="spread each run over GPUs: all, a count, or ids like 0,1 "
+                       "(default: this process's GPU)")  # fmt: skip
+    group.add_argument("--engine", default="local", choices=ENGINES, help="with --gpus: one process per GPU (local, "
+                       "default) or Ray tasks (ray)")  # fmt: skip
+    group.add_argument(
+        "--address", metavar="ADDR", help="with --engine ray: the cluster to join (auto, ray://host:10001)"
+    )
 
 
 def _add_run_flags(parser: argparse.ArgumentParser) -> None:
@@ -226,7 +243,13 @@ def _describe(run: argparse.Namespace) -> str:
     return " ".join(f"{k}={' '.join(map(str, v)) if isinstance(v, list) else v}" for k, v in flags.items())
 
 
-def run_one(run: argparse.Namespace, output: OutputWriter) -> None:
+def run_one(
+    run: argparse.Namespace,
+    output: OutputWriter,
+    gpus: str | None = None,
+    engine: str = "local",
+    address: str | None = None,
+) -> None:
     """Time (or, with ``--profile``, run under NVTX ranges) every config of one run."""
     op: OpSpec = run.op
     configs = configs_of(run)
@@ -246,18 +269,24 @@ def run_one(run: argparse.Namespace, output: OutputWriter) -> None:
                 return
         output.write_rows(rows)
 
-    measure(
-        op,
-        configs,
-        [run.dtype],
-        run.backends,
+    options = dict(
         rounds=run.rounds,
         warmup=run.dry_run_iters,
         iters=run.num_iters,
         method="events" if run.use_cuda_events else "graph",
         check=run.refcheck,
-        on_rows=emit,
     )
+    if gpus is None:
+        measure(op, configs, [run.dtype], run.backends, on_rows=emit, **options)
+        return
+    try:
+        frame = measure_sweep(
+            op, configs, [run.dtype], run.backends, gpus=gpus, engine=engine, address=address, on_rows=emit, **options
+        )
+    except SweepFailedError as error:
+        output.error(str(error))
+        return
+    output.info(frame.attrs["placement"])
 
 
 def _main(argv: Sequence[str]) -> int:
@@ -270,14 +299,23 @@ def _main(argv: Sequence[str]) -> int:
         for run in runs:
             print(f"[DRY RUN] {_describe(run)}")
         return 0
-    require_cuda("benchmarking")
+    if args.address is not None and args.engine != "ray":
+        raise UsageError("--address joins a Ray cluster: it needs --engine ray")
+    if args.address is None:
+        require_cuda("benchmarking")
+        if args.gpus is not None:
+            try:
+                resolve(args.gpus)
+            except (ValueError, TypeError) as error:
+                raise UsageError(f"--gpus {args.gpus}: {error}") from error
     output = OutputWriter(args.output_path, args.verbose)
     try:
         for run in runs:
             method = "CUDA events" if run.use_cuda_events else "CUDA graphs"
             samples = f"{run.num_iters} samples in {run.rounds} rounds"
-            output.write_header(f"{run.routine}/{run.subroutine} {run.dtype}, {method}, {samples}")
-            run_one(run, output)
+            where = f", on GPUs {args.gpus} ({args.engine})" if args.gpus else ""
+            output.write_header(f"{run.routine}/{run.subroutine} {run.dtype}, {method}, {samples}{where}")
+            run_one(run, output, args.gpus, args.engine, args.address)
     finally:
         results = output.finalize()
     if args.plot and not results.empty:

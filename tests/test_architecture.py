@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("oasr",),
     ("profiling.provenance", "profiling.files", "profiling.units"),
     ("profiling.harness",),
+    ("profiling.scaleout",),
     ("profiling.nsight",),
     ("profiling.analysis",),
     ("profiling.workbench",),

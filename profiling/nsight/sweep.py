@@ -5,6 +5,13 @@
 ``"live"``
     A GPU and ncu are here: the entries not in the cache are profiled now, in
     one ncu process (:mod:`profiling.nsight.runner`), and stored (:mod:`profiling.nsight.recordings`).
+    With ``gpus=`` the configs are split into one chunk per GPU, each profiled by its
+    own ncu on its own GPU by a :mod:`profiling.scaleout` engine (``"local"``: a process
+    per GPU; ``"ray"``: Ray tasks, on a cluster too); each chunk's report comes back as
+    bytes and is stored here as a profile of its own, so a chunk lost with its GPU or
+    node is profiled again elsewhere and nothing finished is lost. On one host, ncu
+    runs on different GPUs still largely serialise (``scripts/h200_scaleout.sh`` measures
+    it); across hosts they scale.
 ``"cache"``
     Every requested entry (backend x config x dtype, same preset, same kernel
     sources) is already stored for this GPU: returned at once, no ncu run.
@@ -21,9 +28,11 @@ CLI, used to make the committed recordings on the H200::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as dt
 import functools
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +46,10 @@ import torch
 from ..files import REPLAY_GPU
 from ..harness.ops import DTYPES, OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
+from ..scaleout import gpus as scaleout_gpus
+from ..scaleout.chunks import Attempt, host_name, worker_gpu
+from ..scaleout.engine import ENGINES, check_engine, expected_gpus, run_chunks
+from ..scaleout.gpus import GpuSpec
 from . import recordings, runner
 from .reader import read_report
 from .worker import SweepSpec
@@ -74,6 +87,8 @@ class ProfileResult:
     device: dict[str, Any] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    placement: str = ""
+    """What ran where, when the sweep was spread over GPUs (:meth:`profiling.scaleout.chunks.ChunkRun.summary`)."""
 
     @property
     def banner(self) -> str:
@@ -98,7 +113,8 @@ class ProfileResult:
         return text + "."
 
     def summary(self) -> str:
-        return f"{self.banner}\n{len(self.launches)} launches of {self.op} ({self.preset}) in {self.wall_s:.2f} s."
+        text = f"{self.banner}\n{len(self.launches)} launches of {self.op} ({self.preset}) in {self.wall_s:.2f} s."
+        return f"{text}\n{self.placement}" if self.placement else text
 
     def __repr__(self) -> str:
         return f"<ProfileResult {self.summary()}>"
@@ -150,7 +166,12 @@ def _gather(
         launches = launches.loc[keep]
         if "launch" in advice and "launch" in launches:
             advice = advice[advice["launch"].isin(launches["launch"])]
-        launch_parts.append(launches.assign(profile=profile.name))
+        where = profile.provenance
+        launch_parts.append(
+            launches.assign(
+                profile=profile.name, gpu_device=str(where.get("gpu_device", "")), host=where.get("host", "")
+            )
+        )
         advice_parts.append(advice.assign(profile=profile.name))
         devices.append(device)
         profiles.append(profile)
@@ -262,6 +283,8 @@ def _profile_missing(
         "ncu_version": runner.ncu_version(ncu_path),
         "clock_control": run_kwargs["clock_control"],
         "cache_control": run_kwargs["cache_control"],
+        "gpu_device": (scaleout_gpus.discover() or ["0"])[0],
+        "host": host_name(),
     }
     settings = _settings(info)
     tmp = profiles.temp_report_path()
@@ -328,6 +351,122 @@ def _keep_finished(
 
 
 # ---------------------------------------------------------------------------
+# Live profiling spread over GPUs
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NcuChunk:
+    """One ncu run of a spread sweep: a part of the configs, on whichever GPU the engine gives it."""
+
+    spec: SweepSpec
+    preset: str
+    clock_control: str
+    cache_control: str
+    timeout_s: float
+
+
+def profile_chunk(chunk: NcuChunk) -> dict[str, Any]:
+    """Runs in a scale-out worker: profile ``chunk`` with ncu on this worker's GPU; the report comes back as bytes.
+
+    A run stopped half-way (time limit) returns what it finished, with ``complete`` False and its ``error``.
+    """
+    ncu_path = runner.find_ncu()
+    with tempfile.TemporaryDirectory(prefix="oasr-chunk-") as tmp:
+        report = Path(tmp) / "chunk.ncu-rep"
+        kwargs = dict(clock_control=chunk.clock_control, cache_control=chunk.cache_control, timeout_s=chunk.timeout_s)
+        info: dict[str, Any] = {
+            "ncu_path": str(ncu_path),
+            "ncu_version": runner.ncu_version(ncu_path),
+            "worker_gpu": scaleout_gpus.name_of(worker_gpu()),  # no CUDA context here: ncu's app owns the GPU
+        }
+        try:
+            run = runner.run_sweep(chunk.spec, report, preset=chunk.preset, ncu=ncu_path, **kwargs)
+        except runner.PartialSweepError as exc:
+            if exc.report is None or not exc.finished:
+                raise
+            return {**info, "report": exc.report.read_bytes(), "finished": exc.finished, "complete": False,
+                    "error": str(exc).splitlines()[0]}  # fmt: skip
+        info.update(ncu_command=run.command, kernels_profiled=run.kernels, ncu_wall_s=round(run.wall_s, 3))
+        return {**info, "report": report.read_bytes(), "finished": run.finished, "complete": True, "error": ""}
+
+
+def _split(spec: SweepSpec, parts: int) -> list[SweepSpec]:
+    """``spec``'s configs dealt round-robin into ``parts`` sweeps (sweeps run small to large: this balances them)."""
+    parts = max(1, min(parts, len(spec.configs)))
+    return [dataclasses.replace(spec, configs=spec.configs[j::parts]) for j in range(parts)]
+
+
+def _profile_spread(
+    profiles: recordings.ProfileStore,
+    spec: SweepSpec,
+    *,
+    preset: str,
+    src: str,
+    fields: Sequence[str],
+    run_kwargs: dict[str, Any],
+    gpus: GpuSpec,
+    engine: str,
+    address: str | None,
+) -> tuple[dict[recordings.Entry, recordings.StoredProfile], str]:
+    """Profile ``spec`` in chunks over several GPUs, storing each chunk's report as it arrives.
+
+    Returns the stored profile of every entry and the run's summary (what ran where); raises
+    :class:`~profiling.nsight.runner.NcuFailedError` after storing what finished when a chunk failed.
+    """
+    chunks = [
+        NcuChunk(part, preset, run_kwargs["clock_control"], run_kwargs["cache_control"], run_kwargs["timeout_s"])
+        for part in _split(spec, expected_gpus(gpus, engine, address))
+    ]
+    stored: dict[recordings.Entry, recordings.StoredProfile] = {}
+    problems: list[str] = []
+    settings = {"clock_control": run_kwargs["clock_control"], "cache_control": run_kwargs["cache_control"]}
+    driver_gpu = gpu_name() if gpu_available() else ""
+
+    def keep(index: int, result: dict[str, Any], attempt: Attempt) -> None:
+        part = chunks[index].spec
+        info = {k: v for k, v in result.items() if k not in ("report", "finished", "complete", "error", "worker_gpu")}
+        info.update(
+            gpu=result["worker_gpu"] or driver_gpu, gpu_slug=profiles.gpu, gpu_device=attempt.gpu, host=attempt.host,
+            engine=engine, chunk=index, chunks=len(chunks), **settings,
+        )  # fmt: skip
+        finished = {recordings.make_entry(b, c, d) for c, d in result["finished"] for b in part.backends}
+        tmp = profiles.temp_report_path()
+        try:
+            tmp.write_bytes(result["report"])
+            kept = _entries_in_report(tmp, finished, fields)
+            lacking = finished - kept
+            if lacking:
+                problems.append(f"chunk {index}: its report lacks {len(lacking)} of the launches it claims")
+            if result["error"]:
+                problems.append(f"chunk {index} on {attempt.host} GPU {attempt.gpu}: {result['error']}")
+                info["interrupted"] = True
+            if kept:
+                saved = profiles.save(
+                    tmp, kept, preset=preset, source_hash=src, provenance=_provenance(info, part, preset, src),
+                    settings=settings, complete=bool(result["complete"]) and not lacking,
+                )  # fmt: skip
+                stored.update(dict.fromkeys(kept, saved))
+        except Exception as exc:  # a damaged report: the rest of the sweep goes on
+            problems.append(f"chunk {index}: its report could not be stored ({type(exc).__name__}: {exc})")
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    run = run_chunks(
+        profile_chunk, chunks, gpus=gpus, engine=engine, address=address, on_result=keep,
+        timeout_s=run_kwargs["timeout_s"] * len(chunks) + 120,
+    )  # fmt: skip
+    placement = run.summary()
+    if run.errors or problems:
+        failed = [*problems, *(f"chunk {i}: {e}" for i, e in sorted(run.errors.items()))]
+        raise runner.NcuFailedError(
+            f"{len(failed)} problem(s) in a sweep spread over GPUs: {'; '.join(failed)}. The {len(stored)} launches "
+            f"that finished are stored, so a re-run profiles only the rest.\n{placement}"
+        )
+    return stored, placement
+
+
+# ---------------------------------------------------------------------------
 # The public call
 # ---------------------------------------------------------------------------
 
@@ -348,6 +487,9 @@ def profile_sweep(
     seed: int = 0,
     warmup: int = 3,
     reports_dir: Path | None = None,
+    gpus: GpuSpec = None,
+    engine: str = "local",
+    address: str | None = None,
 ) -> ProfileResult:
     """Profile ``op`` over ``configs x dtypes`` for each backend, or return stored profiles.
 
@@ -371,6 +513,13 @@ def profile_sweep(
         and finished config (e.g. to drive a notebook progress bar).
     timeout_s : float
         Limit for the ncu run; on timeout the finished configs are kept.
+    gpus : "all", int or sequence of device ids, optional
+        Spread the configs over these GPUs, one ncu run per GPU (see
+        :func:`profiling.scaleout.gpus.resolve`); None (default) profiles in one ncu run here.
+    engine : {"local", "ray"}
+        The :mod:`profiling.scaleout` engine when ``gpus`` is given.
+    address : str, optional
+        With ``engine="ray"``: the cluster to join (``"auto"``, ``"ray://head:10001"``).
 
     Returns
     -------
@@ -385,6 +534,7 @@ def profile_sweep(
         raise ValueError(f"op {op!r}: unknown backends {unknown} or no configs; backends: {sorted(spec.backends)}")
     wanted = [recordings.make_entry(b, c, d) for c in configs for d in dtypes for b in backends]
     fields = spec.config_fields
+    check_engine(engine)
 
     if live is None:
         live = gpu_available() and runner.ncu_available()
@@ -405,16 +555,25 @@ def profile_sweep(
     hits, missing = ({}, wanted) if force else profiles.lookup(wanted, preset, src, settings)
     hits, damaged = _verified(hits, fields)
     missing = [*missing, *damaged]
+    placement = ""
     if missing:
         run_kwargs = dict(
             clock_control=clock_control, cache_control=cache_control, timeout_s=timeout_s, progress=progress
         )
         sweep = _spec_for(op, missing, seed, warmup)
-        saved = _profile_missing(profiles, sweep, preset=preset, src=src, fields=fields, run_kwargs=run_kwargs)
-        hits.update({entry: saved for entry in missing})
+        if gpus is None:
+            saved = _profile_missing(profiles, sweep, preset=preset, src=src, fields=fields, run_kwargs=run_kwargs)
+            hits.update({entry: saved for entry in missing})
+        else:
+            spread, placement = _profile_spread(
+                profiles, sweep, preset=preset, src=src, fields=fields, run_kwargs=run_kwargs, gpus=gpus,
+                engine=engine, address=address,
+            )  # fmt: skip
+            hits.update(spread)
     result = _finish(
         op, preset, hits, [], fields, replayed=False, source="live" if missing else "cache", where=profiles
     )
+    result.placement = placement
     result.wall_s = time.perf_counter() - start
     return result
 
@@ -552,6 +711,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help="limit for the ncu run (finished configs are kept on timeout); "
                         "default: %(default)s")  # fmt: skip
+    parser.add_argument("--gpus", metavar="all|N|IDS",
+                        help="spread the configs over GPUs, one ncu run per GPU: all, a count, or ids like 0,1 "
+                        "(default: one ncu run on this process's GPU)")  # fmt: skip
+    parser.add_argument("--engine", default="local", choices=ENGINES,
+                        help="with --gpus: a process per GPU (local) or Ray tasks (ray)")  # fmt: skip
+    parser.add_argument("--address", help="with --engine ray: the Ray cluster to join (auto, ray://host:10001)")
     return parser
 
 
@@ -565,6 +730,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"argument --config: {','.join(f'{k}={v}' for k, v in config.items())} does not give "
                 f"{args.op}'s fields {','.join(fields)}; expected {','.join(f'{f}=INT' for f in fields)}"
             )
+    if args.address is not None and args.engine != "ray":
+        parser.error("argument --address: joins a Ray cluster, so it needs --engine ray")
     if args.live and not gpu_available():
         replay = f"python -m profiling.nsight --op {args.op} --preset {args.preset} --replay"
         print(
@@ -584,8 +751,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             live=args.live,
             progress=runner.print_progress,
             timeout_s=args.timeout,
+            gpus=args.gpus,
+            engine=args.engine,
+            address=args.address,
         )
-    except (runner.NcuError, NoRecordingError, ValueError) as exc:
+    except (runner.NcuError, NoRecordingError, ValueError, TypeError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         if isinstance(exc, runner.NcuNotFoundError):
             print(f"On the command line: python -m profiling.nsight --op {args.op} --replay", file=sys.stderr)

@@ -13,6 +13,11 @@ run is shown with its cause, never only in JupyterLab's log. In replay the
 dtype and preset lists mark what the recordings lack, and the size readout says
 whether the chosen size and dtype were recorded. Each run shows its own figure
 or none: a failed or figure-less run never leaves the previous one standing.
+
+``SweepPanel(wb, gpus="all")`` uses several GPUs (live): the timing runs in a worker
+on the first GPU while ncu profiles on the second, at the same time
+(:mod:`profiling.scaleout`; ``engine="ray"`` for Ray), and each row says which GPU
+it ran on.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import html
 import io
 import traceback
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +41,9 @@ from ..harness.measure import measure
 from ..harness.ops import OpSpec, parse_dtype
 from ..nsight import recordings
 from ..nsight.sweep import profile_sweep
+from ..scaleout.engine import check_engine
+from ..scaleout.gpus import GpuSpec, resolve
+from ..scaleout.timing import measure_sweep
 from .display import binary_size, to_html
 from .notebook import Workbench
 from .tables import load_table
@@ -42,7 +51,7 @@ from .tables import load_table
 PRESETS = ("timing", "roofline", "full")
 TABLE_COLUMNS = (
     "run", "backend", "config", "dtype", "seconds", "bandwidth_bytes_per_s", "pct_of_copy", "kernel", "duration_s",
-    "dram_bytes", "registers_per_thread", "mode",
+    "dram_bytes", "registers_per_thread", "mode", "gpu_device",
 )  # fmt: skip
 """The comparison table's columns (those present), in base units; shown for people."""
 NOTE_STYLE = "padding:.5em .7em;margin:.3em 0;background:#fff8e1;border-left:4px solid #f0a020"
@@ -115,8 +124,11 @@ class Recorded:
 class SweepPanel:
     """Widgets and state of one panel; ``widget`` is what a notebook displays."""
 
-    def __init__(self, workbench: Workbench) -> None:
+    def __init__(self, workbench: Workbench, gpus: GpuSpec = None, engine: str = "local") -> None:
         self.workbench = workbench
+        self.engine = check_engine(engine)
+        self.gpus = self._split_gpus(gpus)
+        """(GPUs of the timing, GPUs of the profile), or None to run both here, one after the other."""
         self.history: list[pd.DataFrame] = []
         self.figure: Any = None
         """The last run's figure, or None when it drew none (or failed)."""
@@ -161,6 +173,14 @@ class SweepPanel:
         else:
             mode = "live"
         self.widget = w.VBox([w.HTML(f"<b>Sweep panel</b> ({mode})"), controls, self.progress, self.output])
+
+    def _split_gpus(self, gpus: GpuSpec) -> tuple[GpuSpec, GpuSpec] | None:
+        if gpus is None or self.workbench.replayed:
+            return None
+        if self.engine == "ray":
+            return 1, 1  # Ray places each on a GPU of its own
+        ids = resolve(gpus)
+        return ids[:1], ids[1:2] or ids[:1]
 
     # ------------------------------------------------------------ controls
 
@@ -267,10 +287,18 @@ class SweepPanel:
             )
         self._check_timing_recorded(op, config, dtype, backends)
         self.progress.value, self.progress.max = 0, 3
-        self._step("timing")
-        run = self._timing(op, config, dtype, backends)
-        self._step("profiling")
-        profile = self._profile(op, config, dtype, backends, preset)
+        if self.gpus is None:
+            self._step("timing")
+            run = self._timing(op, config, dtype, backends)
+            self._step("profiling")
+            profile = self._profile(op, config, dtype, backends, preset)
+        else:
+            self._step("timing + profiling")
+            with ThreadPoolExecutor(1) as pool:  # timing on one GPU while ncu profiles on another
+                timed = pool.submit(self._timing, op, config, dtype, backends, self.gpus[0])
+                profile = self._profile(op, config, dtype, backends, preset, self.gpus[1])
+                run = timed.result()
+            self._step("profiled")
         if profile is not None:
             run = run.merge(profile, on="backend", how="left")
         run.insert(0, "run", len(self.history) + 1)
@@ -303,7 +331,13 @@ class SweepPanel:
             f"recordings: {hint}, or run live on a GPU machine."
         )
 
-    def _timing(self, op: OpSpec, config: dict[str, int], dtype: str, backends: list[str]) -> pd.DataFrame:
+    def _timing(
+        self, op: OpSpec, config: dict[str, int], dtype: str, backends: list[str], gpus: GpuSpec = None
+    ) -> pd.DataFrame:
+        columns = ["backend", "config", "dtype", "seconds", "bandwidth_bytes_per_s", "pct_of_copy"]
+        if gpus is not None:  # a fresh worker process: it builds whatever kernel changed
+            rows = measure_sweep(op, [config], [dtype], backends, gpus=gpus, engine=self.engine)
+            return rows[[*columns, "gpu_device"]].assign(mode=self.workbench.mode).reset_index(drop=True)
         if self.workbench.replayed:
             table, _ = load_table(self.workbench.gpu_slug, op.name, "timing")
             mask = (table["dtype"] == dtype) & table["backend"].isin(backends)
@@ -313,11 +347,10 @@ class SweepPanel:
         else:
             forget_loaded_modules()  # a kernel edited since the last run is rebuilt
             rows = measure(op, [config], [dtype], backends)
-        columns = ["backend", "config", "dtype", "seconds", "bandwidth_bytes_per_s", "pct_of_copy"]
         return rows[columns].assign(mode=self.workbench.mode).reset_index(drop=True)
 
     def _profile(
-        self, op: OpSpec, config: dict[str, int], dtype: str, backends: list[str], preset: str
+        self, op: OpSpec, config: dict[str, int], dtype: str, backends: list[str], preset: str, gpus: GpuSpec = None
     ) -> pd.DataFrame | None:
         """The chosen backends' launches (and the roofline as ``figure``), or None with a ``note`` saying why."""
         replayed = self.workbench.replayed
@@ -328,9 +361,11 @@ class SweepPanel:
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
+                spread = {} if gpus is None else {"gpus": gpus, "engine": self.engine}
                 result = profile_sweep(
-                    op.name, configs=[config], dtypes=[dtype], backends=backends, preset=preset, live=not replayed
-                )
+                    op.name, configs=[config], dtypes=[dtype], backends=backends, preset=preset, live=not replayed,
+                    **spread,
+                )  # fmt: skip
         except Exception as exc:  # the timing above stands; say why there is no profile
             self.note = f"No profile ({type(exc).__name__}): {exc} The timing below was measured."
             return None

@@ -10,6 +10,10 @@ Where: live on a GPU, ``reports/<gpu>/`` and ``reports/index.html``, the committ
 source. In replay (no GPU), ``reports/replay/<gpu>/`` and ``reports/replay/index.html``,
 git-ignored: replay never rewrites a committed file. The command prints where they went.
 
+On a machine with several GPUs (live), notebooks run in parallel, one per GPU: each
+notebook's kernel sees only its GPU (``CUDA_VISIBLE_DEVICES``); ``--gpus`` chooses
+them (``all``, a count, ids; ``--gpus 1`` runs one after the other).
+
 A failing notebook is named with its cell and error, its index row says so (its
 HTML is the partial run); the others still run, and the command exits 1. Ctrl-C
 interrupts the running cell and stops: the reports that finished are kept, the
@@ -28,13 +32,14 @@ import copy
 import html
 import json
 import os
+import queue
 import re
 import signal
 import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,7 @@ from oasr.jit.families import FAMILIES
 from .. import provenance
 from ..files import REPLAY_DIR, atomic_write_text, reports_root, shown_path
 from ..provenance import REPO_ROOT
+from ..scaleout.gpus import discover, resolve
 from .tables import LIVE, output_dir, output_root, report_gpu_slug, summary_path, workbench_mode
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -94,6 +100,8 @@ class NotebookRun:
     error: str | None = None
     html: Path | None = None
     summary: dict | None = None
+    gpu: str | None = None
+    """The device id it ran on, when notebooks ran one per GPU."""
 
     @property
     def ok(self) -> bool:
@@ -111,31 +119,30 @@ class Interrupt:
 
     def __init__(self) -> None:
         self.count = 0
-        self._kernel: tuple[asyncio.AbstractEventLoop, Any] | None = None
+        self._kernels: dict[object, tuple[asyncio.AbstractEventLoop, Any]] = {}
+        """The running notebooks' kernels (several when notebooks run in parallel, one per GPU)."""
 
     @property
     def requested(self) -> bool:
         return self.count > 0
 
-    def attach(self, loop: asyncio.AbstractEventLoop, kernel_manager: Any) -> None:
-        self._kernel = (loop, kernel_manager)
+    def attach(self, loop: asyncio.AbstractEventLoop, kernel_manager: Any, key: object = None) -> None:
+        self._kernels[key] = (loop, kernel_manager)
 
-    def detach(self) -> None:
-        self._kernel = None
+    def detach(self, key: object = None) -> None:
+        self._kernels.pop(key, None)
 
     def __call__(self, signum: int | None = None, frame: object = None) -> None:
         self.count += 1
         if self.count > 2:
             raise KeyboardInterrupt
-        kernel = self._kernel
-        if kernel is None:
-            return  # between notebooks or before the kernel started: the next cell does not start
-        loop, manager = kernel
-        action = manager.interrupt_kernel() if self.count == 1 else manager.shutdown_kernel(now=True)
-        try:
-            asyncio.run_coroutine_threadsafe(action, loop)
-        except RuntimeError:  # the loop has closed: the notebook has ended anyway
-            action.close()
+        # between notebooks or before a kernel started, none is attached: the next cell does not start
+        for loop, manager in list(self._kernels.values()):
+            action = manager.interrupt_kernel() if self.count == 1 else manager.shutdown_kernel(now=True)
+            try:
+                asyncio.run_coroutine_threadsafe(action, loop)
+            except RuntimeError:  # the loop has closed: the notebook has ended anyway
+                action.close()
 
 
 class _Stopped(Exception):
@@ -143,9 +150,12 @@ class _Stopped(Exception):
 
 
 def execute_notebook(
-    path: Path, progress: object | None = None, interrupt: Interrupt | None = None
+    path: Path, progress: object | None = None, interrupt: Interrupt | None = None, gpu: str | None = None
 ) -> tuple[Any, str | None]:
-    """Run a notebook in its folder; return it (outputs filled) and an error line or None."""
+    """Run a notebook in its folder; return it (outputs filled) and an error line or None.
+
+    ``gpu``: the device id its kernel may use (its only ``CUDA_VISIBLE_DEVICES``); None: all of this process's.
+    """
     notebook = nbformat.read(path, as_version=4)
     client = NotebookClient(
         notebook,
@@ -157,9 +167,11 @@ def execute_notebook(
         extra_arguments=["--IPKernelApp.log_level=ERROR"],
     )
 
+    key = object()
+
     def started(**_: Any) -> None:
         if interrupt is not None:
-            interrupt.attach(asyncio.get_running_loop(), client.km)
+            interrupt.attach(asyncio.get_running_loop(), client.km, key)
 
     def before_cell(**_: Any) -> None:
         if interrupt is not None and interrupt.requested:
@@ -171,10 +183,11 @@ def execute_notebook(
         client.on_cell_executed = lambda **_: progress.update(1)  # type: ignore[attr-defined]
 
     outcome: dict[str, BaseException] = {}
+    kernel_env = None if gpu is None else {**os.environ, "CUDA_VISIBLE_DEVICES": gpu}
 
     def work() -> None:
         try:
-            client.execute()
+            client.execute(**({} if kernel_env is None else {"env": kernel_env}))
         except BaseException as exc:  # handed to the main thread below
             outcome["error"] = exc
 
@@ -185,7 +198,7 @@ def execute_notebook(
             worker.join(0.2)  # the main thread stays free for the SIGINT handler
     finally:
         if interrupt is not None:
-            interrupt.detach()
+            interrupt.detach(key)
     exc = outcome.get("error")
     if exc is None:
         return notebook, None
@@ -307,36 +320,85 @@ def export_html(
 
 
 def run_notebooks(
-    paths: Sequence[Path], out_dir: Path | None = None, interrupt: Interrupt | None = None
+    paths: Sequence[Path],
+    out_dir: Path | None = None,
+    interrupt: Interrupt | None = None,
+    gpus: Sequence[str] | None = None,
 ) -> list[NotebookRun]:
     """Run each notebook, export its two HTML variants into ``out_dir`` (default: this mode's
     :func:`~profiling.workbench.tables.output_dir`) and read the summary it wrote there.
 
-    A failed notebook gets a summary that says so (the index must not show an earlier run's
-    headline next to a partial report). After Ctrl-C no further notebook starts, and the
-    interrupted one leaves its earlier files as they were; the list holds the finished ones.
+    With several ``gpus`` (device ids), one notebook runs on each at a time; otherwise they run
+    one after the other. A failed notebook gets a summary that says so (the index must not show
+    an earlier run's headline next to a partial report). After Ctrl-C no further notebook starts,
+    and an interrupted one leaves its earlier files as they were; the list holds the finished
+    ones, in the order of ``paths``.
     """
     out_dir = out_dir if out_dir is not None else output_dir()
     index = out_dir.parent / "index.html"
     mode = workbench_mode()
-    runs = []
+    finished: dict[Path, NotebookRun] = {}
     total_cells = sum(_count_code_cells(p) for p in paths)
     with tqdm(total=total_cells, desc="notebooks", unit="cell", file=sys.stderr) as bar:
-        for path in paths:
-            if interrupt is not None and interrupt.requested:
-                break
-            bar.set_postfix_str(path.name)
+
+        def one(path: Path, gpu: str | None) -> bool:
+            """Run and export one notebook; False when Ctrl-C stopped it (nothing of it is kept)."""
             start_ns, start = time.time_ns(), time.perf_counter()
-            notebook, error = execute_notebook(path, progress=bar, interrupt=interrupt)
+            notebook, error = execute_notebook(path, progress=bar, interrupt=interrupt, gpu=gpu)
             if interrupt is not None and interrupt.requested and error is not None:
-                break  # interrupted mid-run: keep what was there
-            run = NotebookRun(path, time.perf_counter() - start, error)
+                return False  # interrupted mid-run: keep what was there
+            run = NotebookRun(path, time.perf_counter() - start, error, gpu=gpu)
             title = report_title(path, notebook)
             run.html = export_html(notebook, out_dir / f"{path.stem}.html", title=title, index=index)
             export_html(notebook, out_dir / f"{path.stem}.no-input.html", True, title=title, index=index)
             run.summary = _settle_summary(summary_path(path.stem, out_dir), run, title, mode, start_ns)
-            runs.append(run)
-    return runs
+            finished[path] = run
+            return True
+
+        if gpus is None or len(gpus) < 2:
+            gpu = gpus[0] if gpus else None
+            for path in paths:
+                if interrupt is not None and interrupt.requested:
+                    break
+                bar.set_postfix_str(path.name)
+                if not one(path, gpu):
+                    break
+        else:
+            bar.set_postfix_str(f"{len(gpus)} GPUs")
+            _in_parallel(paths, gpus, one, interrupt)
+    return [finished[p] for p in paths if p in finished]
+
+
+def _in_parallel(
+    paths: Sequence[Path], gpus: Sequence[str], one: Callable[[Path, str], bool], interrupt: Interrupt | None
+) -> None:
+    """One thread per GPU takes the next notebook until none is left (or Ctrl-C); the main thread
+    only waits, so that it stays free for the SIGINT handler."""
+    todo: queue.SimpleQueue[Path] = queue.SimpleQueue()
+    for path in paths:
+        todo.put(path)
+    errors: list[BaseException] = []
+
+    def serve(gpu: str) -> None:
+        try:
+            while not (interrupt is not None and interrupt.requested):
+                try:
+                    path = todo.get_nowait()
+                except queue.Empty:
+                    return
+                if not one(path, gpu):
+                    return
+        except BaseException as exc:  # handed to the main thread below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=serve, args=(gpu,), name=f"notebooks on GPU {gpu}") for gpu in gpus]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        while thread.is_alive():
+            thread.join(0.2)
+    if errors:
+        raise errors[0]
 
 
 def _settle_summary(path: Path, run: NotebookRun, title: str, mode: str, start_ns: int) -> dict:
@@ -453,12 +515,12 @@ def _where(mode: str, out_dir: Path) -> str:
 
 
 def _print_summary(runs: Sequence[NotebookRun], index: Path) -> None:
-    print(f"\n{'notebook':<24} {'status':<8} {'mode':<9} {'seconds':>8}  report")
+    print(f"\n{'notebook':<24} {'status':<8} {'mode':<9} {'gpu':>4} {'seconds':>8}  report")
     for run in runs:
         mode = (run.summary or {}).get("mode", "?")
         status = "ok" if run.ok else "FAILED"
         report = shown_path(run.html) if run.html else "-"
-        print(f"{run.notebook.name:<24} {status:<8} {mode:<9} {run.seconds:8.1f}  {report}")
+        print(f"{run.notebook.name:<24} {status:<8} {mode:<9} {run.gpu or '-':>4} {run.seconds:8.1f}  {report}")
     for run in runs:
         if not run.ok:
             print(f"  {run.notebook.name}: {run.error}")
@@ -468,19 +530,30 @@ def _print_summary(runs: Sequence[NotebookRun], index: Path) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m profiling.workbench.publish", description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: notebooks/*.ipynb)")
+    parser.add_argument("--gpus", metavar="all|N|IDS", help="live: run one notebook per GPU at a time on these "
+                        "(all, a count, or ids like 0,1; default: all; 1 runs them one after the other)")  # fmt: skip
     args = parser.parse_args(argv)
 
     paths = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
     os.environ.setdefault("PYTHONPATH", str(REPO_ROOT))
     mode, out_dir = workbench_mode(), output_dir()
-    print(_where(mode, out_dir), flush=True)
+    gpus = None
+    if mode == LIVE and (args.gpus is not None or len(discover()) > 1):
+        try:
+            gpus = resolve(args.gpus or "all")
+        except (ValueError, TypeError) as error:
+            parser.error(f"argument --gpus: {error}")
+    elif args.gpus is not None:
+        parser.error("argument --gpus: notebooks run on GPUs only live, and this run replays recordings (no CUDA GPU)")
+    print(_where(mode, out_dir) + (f"; one notebook per GPU on {', '.join(gpus)}" if gpus and len(gpus) > 1 else ""),
+          flush=True)  # fmt: skip
 
     interrupt = Interrupt()
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, interrupt) if in_main_thread else None
     runs: list[NotebookRun] = []
     try:
-        runs = run_notebooks(paths, out_dir, interrupt)
+        runs = run_notebooks(paths, out_dir, interrupt, gpus)
     except KeyboardInterrupt:
         interrupt.count = max(interrupt.count, 1)
     finally:
@@ -489,7 +562,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     index = write_index(out_dir.parent)
     if interrupt.requested:
         kept = ", ".join(run.notebook.name for run in runs) or "none"
-        left = ", ".join(path.name for path in paths[len(runs) :]) or "none"
+        done = {run.notebook for run in runs}
+        left = ", ".join(path.name for path in paths if path not in done) or "none"
         print(f"interrupted (Ctrl-C): kept {kept}; not run to the end: {left}; index: {shown_path(index)}")
         return EXIT_INTERRUPTED
     _print_summary(runs, index)

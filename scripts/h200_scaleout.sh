@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Sweeps on one GPU against all the GPUs of the machine (issue 22), on the lent H200s. The device
+# tool runs it from the repo root with .whl-ray carried (bash scripts/fetch-ray-wheel.sh fills it:
+# the slim Ray wheel, plus tvm-ffi and nvtx from .whl):
+#   bash scripts/h200_scaleout.sh [steps...]   (default: all; steps: build tests timing ncu concurrency)
+# Works on 2 GPUs (the point) and on 1 (degenerate: "all" is one GPU). Writes into $OUT at most 8
+# files: summary.txt (every step's table), timing.csv, ncu.csv, ncu_concurrency.csv,
+# ncu_concurrency_events.csv, pytest.log, tables.tgz (every run's full table), log.txt.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
+work=$(mktemp -d /var/tmp/oasr-scaleout-XXXX)
+exec > >(tee -a "$OUT/log.txt") 2>&1
+if [ -d .whl-ray ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl-ray/*.whl || exit 1
+  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
+else
+  export PYTHONPATH=$PWD
+fi
+export PYTHONUNBUFFERED=1 OASR_GIT_COMMIT=${OASR_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+engines=local
+python3 -c "import ray" 2>/dev/null && engines="local ray" || echo "Ray is not importable here: the ray engine is left out"
+steps=${*:-build tests timing ncu concurrency}
+status=0
+step() { echo; echo "=== $1 ($(date +%T))"; }
+nvidia-smi -L
+for s in $steps; do
+  case $s in
+    build)
+      step "JIT build of every module (the workers then load them from the cache)"
+      /usr/bin/time -f "%e s" python3 -m oasr.jit build || status=1
+      ;;
+    tests)
+      step "the live tests of tests/test_scaleout.py (both engines; its CPU tests run anywhere)"
+      timeout 240 python3 -m pytest -q -ra -p no:cacheprovider -k "live_" tests/test_scaleout.py > "$OUT/pytest.log" 2>&1 || status=1
+      tail -15 "$OUT/pytest.log"
+      ;;
+    timing)
+      step "40-case timing sweep (rms_norm, CUDA graphs, float64 check): one GPU vs all, engines: $engines"
+      timeout 300 python3 dev/scaleout/compare.py timing --out "$work" --engines $engines || status=1
+      cp "$work/timing.csv" "$OUT/" 2>/dev/null
+      ;;
+    ncu)
+      step "40-config ncu sweep (scale, timing preset): one GPU vs all, engines: $engines"
+      timeout 240 python3 dev/scaleout/compare.py ncu --out "$work" --engines $engines || status=1
+      cp "$work/ncu.csv" "$OUT/" 2>/dev/null
+      ;;
+    concurrency)
+      step "what serialises two ncu runs on one host"
+      timeout 240 python3 dev/scaleout/ncu_concurrency.py --out "$work" || status=1
+      cp "$work"/ncu_concurrency*.csv "$OUT/" 2>/dev/null
+      ;;
+    *) echo "unknown step $s"; status=2 ;;
+  esac
+done
+step "summary"
+{
+  for f in timing ncu ncu_concurrency; do
+    [ -f "$work/$f.csv" ] && { echo "## $f"; python3 -c "import pandas as pd, sys; pd.set_option('display.width', 250); pd.set_option('display.max_colwidth', 90); print(pd.read_csv(sys.argv[1]).to_string(index=False))" "$work/$f.csv"; echo; }
+  done
+} | tee "$OUT/summary.txt"
+tar czf "$OUT/tables.tgz" -C "$work" . 2>/dev/null
+exit $status
