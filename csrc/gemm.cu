@@ -27,7 +27,10 @@ using Epilogue = cute::conditional_t<
 
 }  // namespace
 
-void gemm(TensorView output, TensorView input, TensorView weight, Optional bias) {
+// `epilogue` names the one this module was built for (so a call states what it computes).
+void gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue) {
+  TVM_FFI_ICHECK(epilogue == OASR_GEMM_EPILOGUE) << "this gemm module computes epilogue " << OASR_GEMM_EPILOGUE
+                                                 << ", not " << epilogue;
   TVM_FFI_ICHECK(OASR_GEMM_EPILOGUE != 0 || !bias.has_value()) << "the plain epilogue takes no bias";
   oasr::gemm::run_gemm<Epilogue>(output, input, weight, bias, "gemm kernel launch");
 }

@@ -92,7 +92,7 @@ def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig |
     operand = addressable_copy(b) if n_major else keys
     target = out if addressable(out) else padded_empty((batch, m, n), out.dtype, out.device)
     config = config or gemm_config.choose(m, n, k, batch)
-    BMM.module(_variant(a.dtype, n_major, config)).bmm(target, a, operand)
+    BMM.module(_variant(a.dtype, n_major, config)).bmm(target, a, operand, n_major)
     if target is not out:
         out.copy_(target)
 

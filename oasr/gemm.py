@@ -139,7 +139,8 @@ def _linear(
         bias = bias.contiguous()
     epilogue = activation or ("bias" if bias is not None else "plain")
     config = config or gemm_config.choose(m, n, k)
-    GEMM.module(_variant(input.dtype, epilogue, config)).gemm(target[None], a[None], w[None], bias)
+    code = gemm_config.EPILOGUES.index(epilogue)
+    GEMM.module(_variant(input.dtype, epilogue, config)).gemm(target[None], a[None], w[None], bias, code)
     if target is not view:
         out.copy_(target.view(out.shape))
 

@@ -102,11 +102,12 @@ class TorchGemm:
 
     def module(self, variant):
         self.variants.append(variant.name)
-        code = next(int(f.rsplit("=", 1)[1]) for f in variant.cuda_cflags if f.startswith("-DOASR_GEMM_EPILOGUE="))
-        epilogue = gemm_config.EPILOGUES[code]
+        flag = "-DOASR_GEMM_EPILOGUE={}"
 
         class Module:
-            def gemm(self, out, a, w, bias):
+            def gemm(self, out, a, w, bias, code):
+                assert flag.format(code) in variant.cuda_cflags  # the module built for this epilogue
+                epilogue = gemm_config.EPILOGUES[code]
                 assert out.dim() == a.dim() == w.dim() == 3 and all(map(addressable, (out, a, w)))
                 assert bias is None or epilogue != "plain"
                 act = None if epilogue in ("plain", "bias") else epilogue
@@ -201,7 +202,7 @@ def test_out_overlapping_an_input_is_refused(torch_gemm):
         buffer = _cpu(5, 8)
         oasr.gemm(buffer[:4], _cpu(8, 8), out=buffer[1:])
     w = _cpu(8, 8)
-    with pytest.raises(ValueError, match="`out` .*`weight`"):
+    with pytest.raises(ValueError, match=r"`out` .*`weight`"):
         oasr.gemm(_cpu(8, 8), w, out=w)
     assert torch_gemm.variants == []
 
