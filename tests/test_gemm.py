@@ -87,7 +87,8 @@ def test_config_rules():
         gemm_config.GemmConfig(64, 128, 64, 1, 1, "cooperative")
     with pytest.raises(ValueError, match="schedule"):
         gemm_config.GemmConfig(schedule="fast")
-    assert gemm_config.choose(375, 375, 64) == gemm_config.SMALL
+    assert gemm_config.choose(375, 375, 64) == gemm_config.SMALL  # 18 tiles: the small ones
+    assert gemm_config.choose(8000, 256, 256) == gemm_config.MEDIUM  # 126 tiles of 128x128: one wave
     assert gemm_config.choose(24000, 2048, 512) == gemm_config.WIDE
     for m, n, k in [(1, 1, 1), (8000, 256, 256), (1500, 2048, 512), (64 * 375, 375, 64)]:
         assert gemm_config.choose(m, n, k) in gemm_config.CANDIDATES

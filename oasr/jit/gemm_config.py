@@ -11,6 +11,7 @@ should replace this rule.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .core import Variant
@@ -89,19 +90,26 @@ DEFAULT = MEDIUM
 """The family's representative build (prebuilding, the CPU build test)."""
 
 
+_SPEED = ((SMALL, 0.8), (MEDIUM, 1.0), (WIDE, 1.1))
+"""Assumed relative throughput of a CTA per tile element: larger tiles re-read less from shared memory."""
+
+
+@functools.lru_cache(maxsize=4096)  # a model's few shapes, asked on every call
 def choose(m: int, n: int, k: int, batch: int = 1) -> GemmConfig:
     """The configuration for an ``[m, k] x [k, n]`` problem, ``batch`` times (untuned heuristic).
 
-    Fewer 128x128 tiles than SMs: 64-row ping-pong tiles, for more CTAs in flight. Wide and tall
-    problems: 128x256 tiles in 2x1 clusters (the weight tile multicast to both CTAs), which halve
-    the A re-reads. Otherwise 128x128 cooperative.
+    The one of SMALL (64x128 ping-pong), MEDIUM (128x128 cooperative) and WIDE (128x256
+    cooperative, 2x1 clusters) whose wave-quantised work is least: waves of tiles over the
+    H200's 132 SMs, times the tile's area, over its assumed speed (:data:`_SPEED`). Small
+    problems get the small tiles (more CTAs in flight), large ones the wide tiles.
     """
-    tiles = batch * -(-m // 128) * -(-n // 128)
-    if tiles < NUM_SMS_H200:
-        return SMALL
-    if n >= 256 and tiles >= 4 * NUM_SMS_H200:
-        return WIDE
-    return MEDIUM
+
+    def cost(candidate: tuple[GemmConfig, float]) -> float:
+        config, speed = candidate
+        tiles = batch * -(-m // config.tile_m) * -(-n // config.tile_n)
+        return -(-tiles // NUM_SMS_H200) * config.tile_m * config.tile_n / speed
+
+    return min(_SPEED, key=cost)[0]
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:

@@ -134,9 +134,9 @@ typename Gemm::Device::Arguments make_arguments(const GemmParams<Element>& p) {
   get<0>(stride_a) = p.lda;
   get<2>(stride_a) = p.batch_stride_a;
   typename Gemm::StrideB stride_b{};
-  if constexpr (cute::is_same_v<decltype(get<1>(stride_b)), cute::Int<1>>) {  // K-major: (N, K) = (ldb, 1)
+  if constexpr (cute::is_static_v<cute::remove_cvref_t<decltype(get<1>(stride_b))>>) {  // K-major: (ldb, 1)
     get<0>(stride_b) = p.ldb;
-  } else {  // N-major: (N, K) = (1, ldb)
+  } else {  // N-major: (N, K) strides (1, ldb)
     get<1>(stride_b) = p.ldb;
   }
   get<2>(stride_b) = p.batch_stride_b;
@@ -166,7 +166,10 @@ cudaError_t Run(const GemmParams<Element>& p, cudaStream_t stream) {
   if (Gemm::Device::get_workspace_size(args) != 0) return cudaErrorNotSupported;
   typename Gemm::Device op;
   if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (op.run(stream) != cutlass::Status::kSuccess) return cudaGetLastError();
+  if (op.run(stream) != cutlass::Status::kSuccess) {
+    cudaError_t error = cudaGetLastError();
+    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
+  }
   return cudaSuccess;
 }
 
