@@ -223,7 +223,9 @@ GEMM = Family(
         "accumulators), cooperative, ping-pong or non-persistent, with clusters that multicast the shared "
         "tile. The bias and the activation are an epilogue visitor tree computed on the accumulators and "
         "rounded once. Each (dtype, epilogue, tile, cluster, schedule) is its own JIT module, built on first "
-        "use; `oasr/jit/gemm_config.py` chooses one per shape."
+        "use; `oasr/jit/gemm_config.py` chooses one per shape (an untuned rule until `dev/gemm/tune.py`'s "
+        "H200 table replaces it). `gemm_glu` is, for now, the gemm with its bias into a temporary "
+        "followed by `oasr.glu`: two kernels, not one epilogue."
     ),
     headers=("oasr/gemm/sm90_gemm.cuh",),
     capabilities=(90,),
