@@ -82,6 +82,17 @@ def test_each_configuration_is_its_own_module():
     assert a.name != b.name and a.key != b.key and "-DOASR_GEMM_EPILOGUE=5" in a.nvcc_flags
 
 
+def test_a_module_set_by_use_module_stands_in_for_every_variant():
+    stub = object()
+    GEMM.use_module(stub)
+    try:
+        assert GEMM.module() is stub
+        assert GEMM.module(gemm_config.gemm_variant("float16", "relu", gemm_config.WIDE)) is stub
+    finally:
+        GEMM.use_module(None)
+    assert GEMM.module_name() == "gemm" and GEMM.jit_spec().name == GEMM.module_name(GEMM.default_variant)
+
+
 def test_config_rules():
     with pytest.raises(ValueError, match="cooperative"):
         gemm_config.GemmConfig(64, 128, 64, 1, 1, "cooperative")
