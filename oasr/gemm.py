@@ -163,6 +163,7 @@ def _gemm(input: Tensor, weight: Tensor, bias: Tensor | None, activation: str | 
 
 
 def _gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor | None) -> Tensor:
+    """The eager op: check, the gemm (bias in its epilogue) into a temporary [..., 2N], then oasr.glu."""
     shape = _check_gemm("gemm_glu", input, weight, bias, None, out, True)
     if out is None:
         out = torch.empty(shape, dtype=input.dtype, device=input.device)
