@@ -8,9 +8,12 @@ optional destination ``out=``. The families and their ops are declared once, in
 
 from .activation import glu as glu
 from .activation import swish as swish
+from .bmm import bmm as bmm
 from .conv1d import depthwise_conv1d as depthwise_conv1d
 from .conv1d import depthwise_conv1d_step as depthwise_conv1d_step
 from .conv1d import fold_batch_norm as fold_batch_norm
+from .gemm import gemm as gemm
+from .gemm import gemm_glu as gemm_glu
 from .jit.families import FAMILIES
 from .norm import add_layer_norm as add_layer_norm
 from .norm import add_rms_norm as add_rms_norm

@@ -93,3 +93,16 @@ class RecordingLaunchers:
             return True
 
         return launch
+
+
+def gemm_tolerance(dtype: torch.dtype, k: int) -> tuple[float, float]:
+    """(rtol, atol) of a gemm/bmm of depth ``k`` against float64, for O(1) outputs (inputs ~ N(0, 1),
+    weights ~ N(0, 1/k)).
+
+    The output is rounded once to its storage dtype (2^-9 relative for bf16, 2^-12 for fp16; rtol
+    1e-2 and 2e-3 leave room for the activations' fast exp/tanh), and the fp32 accumulation of k
+    products (tensor cores round each partial sum to fp32) adds up to ~k * 2^-24 of the products'
+    magnitudes: atol grows with k, atol = rtol / 4 + k * 2^-20 (8e-4 more at k = 1024).
+    """
+    rtol = 1e-2 if dtype == torch.bfloat16 else 2e-3
+    return rtol, rtol / 4 + k * 2.0**-20

@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 import oasr
 from oasr import _checks
-from oasr.jit.families import FAMILIES, NORM, SCALE
+from oasr.jit.families import FAMILIES, NORM, SCALE, family_of
 
 
 @pytest.fixture
@@ -88,12 +88,16 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "add_rms_norm": lambda: oasr.add_rms_norm(x, x, w),
         "depthwise_conv1d": lambda: oasr.depthwise_conv1d(frames, taps, w, padding=1, activation="silu"),
         "depthwise_conv1d_step": lambda: oasr.depthwise_conv1d_step(frames, cuda(2, 2, 8), taps, w),
+        "gemm": lambda: oasr.gemm(x, cuda(4, 8), activation="silu"),
+        "gemm_glu": lambda: oasr.gemm_glu(x, cuda(4, 8)),
+        "bmm": lambda: oasr.bmm(frames, cuda(2, 8, 4)),
     }
     with pytest.raises(ValueError) as info:
         calls[op]()
     message = str(info.value)
     assert message.startswith(f"oasr.{op}: `input` is on cuda:0, a GPU of compute capability 7.5, but the ")
-    assert "kernels run only on compute capability 8.0, 8.6" in message and "\n" not in message
+    listed = "9.0." if family_of(op).capabilities == (90,) else "8.0, 8.6"  # the CUTLASS families: sm90a only
+    assert f"kernels run only on compute capability {listed}" in message and "\n" not in message
     assert gpu.launchers.calls == []
     # Not remembered: the next call is refused again.
     with pytest.raises(ValueError, match=r"compute capability 7\.5"):

@@ -33,6 +33,8 @@ KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op not in PURE_T
 OASR_OPS = {f"oasr.{op}.default" for op in KERNEL_OPS}
 ACTIVATIONS = {0: lambda y: y, 1: F.silu, 2: F.relu, 3: F.gelu}
 """The conv1d launchers' activation codes (oasr.conv1d.ACTIVATIONS)."""
+GEMM_EPILOGUES = (lambda y: y, lambda y: y, F.relu, F.gelu, lambda y: F.gelu(y, approximate="tanh"), F.silu)
+"""The gemm launcher's epilogue codes (oasr.jit.gemm_config.EPILOGUES)."""
 
 
 class ConformerBlock(torch.nn.Module):
@@ -116,6 +118,13 @@ class TorchLaunchers:
         x = F.pad(x.transpose(1, 2), (pad_left, pad_right))
         y = F.conv1d(x, weight.float().t().unsqueeze(1), None if bias is None else bias.float(), groups=x.shape[1])
         out.copy_(ACTIVATIONS[activation](y).transpose(1, 2))
+
+    def gemm(self, out, input, weight, bias, epilogue):  # [1, M, K] x [1, N, K] -> [1, M, N], fp32 math
+        y = F.linear(input[0].float(), weight[0].float(), None if bias is None else bias.float())[None]
+        out.copy_(GEMM_EPILOGUES[epilogue](y))
+
+    def bmm(self, out, a, b, b_n_major):
+        out.copy_(a.float() @ (b.float() if b_n_major else b.float().transpose(1, 2)))
 
     def depthwise_conv1d_step(self, out, input, state, weight, bias, activation):
         full = torch.cat([state, input], dim=1)  # the left context, then the chunk
@@ -232,6 +241,14 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
     results.append(oasr.depthwise_conv1d_step(x[:, :4], state, taps, bias, "gelu"))
     results.append(oasr.depthwise_conv1d_step(x[:, 4:], state, taps, out=torch.empty_like(x[:, 4:])))
     results.append(state)
+    # gemm and bmm take half types: a bf16 projection with each epilogue kind, GLU, both attention products.
+    h, w = x.to(torch.bfloat16), weight.to(torch.bfloat16)
+    projection = torch.outer(w, w[: h.shape[-1] // 2].repeat(2)) / h.shape[-1]  # [C, C]
+    results.append(oasr.gemm(h, projection))
+    results.append(oasr.gemm(h, projection, w, "silu", out=torch.empty_like(h)))
+    results.append(oasr.gemm_glu(h, projection, w))
+    results.append(oasr.bmm(h, h.transpose(1, 2)))
+    results.append(oasr.bmm(h, projection.expand(h.shape[0], -1, -1)))
     results.append(oasr.scale(x, 0.25, out=x))  # in place, last
     return results
 

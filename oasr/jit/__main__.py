@@ -30,9 +30,10 @@ deletes only the build folders and lock files the cache made.
 
 
 def _current_keys() -> tuple[dict[str, str], str | None]:
-    """Each family's current cache key, or ({}, why) when it cannot be computed (no CUDA toolkit)."""
+    """Each family's module (its default variant's, for those built per configuration) and current cache key,
+    or ({}, why) when it cannot be computed (no CUDA toolkit)."""
     try:
-        return {family.name: family.jit_spec().key for family in FAMILIES}, None
+        return {spec.name: spec.key for spec in (family.jit_spec() for family in FAMILIES)}, None
     except Exception as exc:  # no nvcc, no tvm-ffi: list the cache anyway
         return {}, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 

@@ -143,6 +143,18 @@ class BuildInfo:
     nvcc_flags: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Variant:
+    """One instantiation of a family built per configuration (a dtype, an epilogue, a CUTLASS tile).
+
+    Its module is ``<family>_<name>``, the family's sources built with ``cuda_cflags`` added, so a
+    call builds only the configurations it uses.
+    """
+
+    name: str
+    cuda_cflags: tuple[str, ...]
+
+
 @dataclass
 class JitSpec:
     """One JIT module: its sources and flags. Build with :meth:`build_and_load`."""

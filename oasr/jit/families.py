@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import env
-from .core import JitSpec, gen_jit_spec
+from . import cutlass, env, gemm_config
+from .core import JitSpec, Variant, gen_jit_spec
 
 ALL_CAPABILITIES: tuple[int, ...] = (80, 86, 87, 89, 90, 100, 103, 110, 120)
 """Compute capabilities (major * 10 + minor) a portable CUDA-core kernel runs on."""
+SM90A = "-gencode=arch=compute_90a,code=sm_90a"
+"""The one target of the wgmma/TMA (CUTLASS) families, whatever other GPUs the JIT builds for."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,11 @@ class Family:
     include_paths : callable, optional
         Extra include folders, looked up when the module is built (e.g. a library
         installed as a Python package).
+    library_cflags : callable, optional
+        nvcc flags looked up when the module is built (the version of that library, for the key).
+    default_variant : Variant, optional
+        For a family built per configuration: the one prebuilding, the profiler's key and the
+        notebook's build step use (calls pass theirs to :meth:`module`).
     """
 
     name: str
@@ -61,34 +68,59 @@ class Family:
     capabilities: tuple[int, ...] = ALL_CAPABILITIES
     extra_cuda_cflags: tuple[str, ...] = ()
     include_paths: Callable[[], Sequence[Path]] | None = field(default=None, compare=False)
+    library_cflags: Callable[[], Sequence[str]] | None = field(default=None, compare=False)
+    default_variant: Variant | None = None
 
     @property
     def sources(self) -> list[Path]:
         return [env.OASR_CSRC_DIR / f"{self.name}.cu", env.OASR_CSRC_DIR / f"{self.name}_jit_binding.cu"]
 
     def jit_spec(
-        self, *, name: str | None = None, include_dir: Path | None = None, extra_cuda_cflags: Sequence[str] = ()
+        self,
+        *,
+        variant: Variant | None = None,
+        name: str | None = None,
+        include_dir: Path | None = None,
+        extra_cuda_cflags: Sequence[str] = (),
     ) -> JitSpec:
-        """The module's build spec; ``name``, ``include_dir`` and flags let ``dev/`` build variants of it."""
+        """The module's build spec (of ``variant``, else the default one); ``name``, ``include_dir``
+        and flags let ``dev/`` build variants of it."""
+        variant = variant or self.default_variant
+        flags = [*self.extra_cuda_cflags, *(self.library_cflags() if self.library_cflags else ())]
+        if variant is not None:
+            flags += variant.cuda_cflags
         return gen_jit_spec(
-            name or self.name,
+            name or self.module_name(variant),
             self.sources,
-            extra_cuda_cflags=[*self.extra_cuda_cflags, *extra_cuda_cflags],
+            extra_cuda_cflags=[*flags, *extra_cuda_cflags],
             extra_include_paths=list(self.include_paths()) if self.include_paths else None,
             include_dir=include_dir,
         )
 
-    def module(self) -> Any:
-        """The loaded module (built on first use; later calls return the same object)."""
+    def module_name(self, variant: Variant | None = None) -> str:
+        """``<family>`` or, for a variant, ``<family>_<variant>``: the name of its build and its folder in the cache."""
+        return self.name if variant is None else f"{self.name}_{variant.name}"
+
+    def module(self, variant: Variant | None = None) -> Any:
+        """The loaded module of ``variant`` (else the default one), built on first use; later calls
+        return the same object. A module set with :meth:`use_module` stands in for every variant."""
         loaded = _LOADED.get(self.name)
         if loaded is None:
-            loaded = _LOADED[self.name] = self.jit_spec().build_and_load()
+            name = self.module_name(variant or self.default_variant)
+            loaded = _LOADED.get(name)
+            if loaded is None:
+                loaded = _LOADED[name] = self.jit_spec(variant=variant).build_and_load()
         return loaded
 
     def use_module(self, module: Any | None) -> None:
-        """Make :meth:`module` return ``module`` (``None``: build and load it again on next use)."""
+        """Make :meth:`module` return ``module`` (``None``: build and load it again on next use).
+
+        For a family built per configuration, ``module`` stands in for every variant; ``None`` forgets them all.
+        """
         if module is None:
             _LOADED.pop(self.name, None)
+            for name in [n for n in _LOADED if n.startswith(self.name + "_")]:
+                del _LOADED[name]
         else:
             _LOADED[self.name] = module
 
@@ -174,7 +206,60 @@ CONV1D = Family(
     headers=("oasr/conv1d.cuh",),
 )
 
-FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D)
+GEMM = Family(
+    name="gemm",
+    ops=("gemm", "gemm_glu"),
+    notebook="06_gemm",
+    title="06 · gemm — `act(input @ weight.T + bias)` on Hopper tensor cores",
+    summary=(
+        "The Conformer's linear layers (feed-forward, attention projections, the pointwise convolutions): "
+        "`gemm(input [..., K], weight [N, K], bias [N], activation)` as `act(F.linear(...))`, and `gemm_glu` "
+        "(`F.glu(F.linear(...), -1)`, the pointwise convolution before the depthwise one), bf16 and fp16 "
+        "with fp32 accumulation, against cuBLAS through torch."
+    ),
+    design=(
+        "`include/oasr/gemm/sm90_gemm.cuh`: CUTLASS 3.x's TMA warp-specialized kernel (a producer warp "
+        "streams A and B tiles into a shared-memory ring with TMA; consumer warpgroups run wgmma into fp32 "
+        "accumulators), cooperative, ping-pong or non-persistent, with clusters that multicast the shared "
+        "tile. The bias and the activation are an epilogue visitor tree computed on the accumulators and "
+        "rounded once. Each (dtype, epilogue, tile, cluster, schedule) is its own JIT module, built on first "
+        "use; `oasr/jit/gemm_config.py` chooses one per shape (an untuned rule until `dev/gemm/tune.py`'s "
+        "H200 table replaces it). `gemm_glu` is, for now, the gemm with its bias into a temporary "
+        "followed by `oasr.glu`: two kernels, not one epilogue."
+    ),
+    headers=("oasr/gemm/sm90_gemm.cuh",),
+    capabilities=(90,),
+    extra_cuda_cflags=(SM90A,),
+    include_paths=cutlass.include_paths,
+    library_cflags=cutlass.version_flags,
+    default_variant=gemm_config.gemm_variant("bfloat16", "plain", gemm_config.DEFAULT),
+)
+
+BMM = Family(
+    name="bmm",
+    ops=("bmm",),
+    notebook="07_bmm",
+    title="07 · bmm — batched matrix products for attention",
+    summary=(
+        "Attention's two batched products on Hopper tensor cores: scores `a [batch, M, K] @ b [batch, N, K]^T` "
+        "and context `a [batch, M, K] @ b [batch, K, N]`, any sizes (odd sequence lengths such as 375 "
+        "included), against torch.bmm (cuBLAS)."
+    ),
+    design=(
+        "The gemm family's CUTLASS kernel (`include/oasr/gemm/sm90_gemm.cuh`) with the batch as its L "
+        "mode and B K-major or N-major. TMA needs 16-byte row strides, not 16-byte extents: an odd "
+        "length is a ragged tile (zero-filled loads, clipped stores), and a row of odd length is given "
+        "a padded stride (a strided result view; a copy only for an operand that has none)."
+    ),
+    headers=("oasr/gemm/sm90_gemm.cuh",),
+    capabilities=(90,),
+    extra_cuda_cflags=(SM90A,),
+    include_paths=cutlass.include_paths,
+    library_cflags=cutlass.version_flags,
+    default_variant=gemm_config.bmm_variant("bfloat16", False, gemm_config.SMALL),
+)
+
+FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, GEMM, BMM)
 """Every family, in notebook order."""
 
 

@@ -1,0 +1,11 @@
+// TVM-FFI launcher of the bmm family: out[l] = a[l] . b[l]^T (B K-major) or a[l] . b[l] (B N-major) on
+// Hopper tensor cores. One module per (dtype, B layout, tile configuration), chosen by
+// oasr/gemm_config.py; the Python API (oasr/bmm.py) validates the arguments.
+#include "gemm_sm90.h"
+
+// `b_n_major` names the layout this module was built for (b is [L, K, N] when true, [L, N, K] otherwise).
+void bmm(TensorView output, TensorView a, TensorView b, bool b_n_major) {
+  TVM_FFI_ICHECK(b_n_major == static_cast<bool>(OASR_GEMM_B_NMAJOR)) << "this bmm module takes B "
+                                                                      << (OASR_GEMM_B_NMAJOR ? "N" : "K") << "-major";
+  oasr::gemm::run_gemm<oasr::gemm::Plain>(output, a, b, Optional(), "bmm kernel launch");
+}

@@ -1,0 +1,105 @@
+// TVM-FFI glue shared by the gemm and bmm launchers: the configuration a JIT module was built for
+// (-D flags chosen per call by oasr/gemm_config.py) and one launcher over batched [L, rows, cols] views.
+//
+// Flags: OASR_GEMM_DTYPE (1 float16, 2 bfloat16), OASR_GEMM_TILE_{M,N,K}, OASR_GEMM_CLUSTER_{M,N},
+// OASR_GEMM_SCHEDULE (0 cooperative, 1 ping-pong, 2 non-persistent), OASR_GEMM_STAGES (0: auto),
+// OASR_GEMM_B_NMAJOR (0: B is [L, N, K], 1: B is [L, K, N]).
+#pragma once
+
+#include <oasr/gemm/sm90_gemm.cuh>
+
+#include "tvm_ffi_utils.h"
+
+#if !defined(OASR_GEMM_DTYPE) || !defined(OASR_GEMM_TILE_M) || !defined(OASR_GEMM_TILE_N) || \
+    !defined(OASR_GEMM_TILE_K) || !defined(OASR_GEMM_CLUSTER_M) || !defined(OASR_GEMM_CLUSTER_N) ||  \
+    !defined(OASR_GEMM_SCHEDULE) || !defined(OASR_GEMM_STAGES) || !defined(OASR_GEMM_B_NMAJOR)
+#error "a gemm/bmm module is built for one configuration: oasr/gemm_config.py passes its -D flags"
+#endif
+
+namespace oasr::gemm::config {
+
+using Element = cute::conditional_t<OASR_GEMM_DTYPE == 1, cutlass::half_t, cutlass::bfloat16_t>;
+constexpr DLDataType kDLType = OASR_GEMM_DTYPE == 1 ? dl_float16 : dl_bfloat16;
+using Tile = cute::Shape<cute::Int<OASR_GEMM_TILE_M>, cute::Int<OASR_GEMM_TILE_N>, cute::Int<OASR_GEMM_TILE_K>>;
+using Cluster = cute::Shape<cute::Int<OASR_GEMM_CLUSTER_M>, cute::Int<OASR_GEMM_CLUSTER_N>, cute::_1>;
+using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, Cooperative,
+                                     cute::conditional_t<OASR_GEMM_SCHEDULE == 1, PingPong, NonPersistent>>;
+using LayoutB = cute::conditional_t<OASR_GEMM_B_NMAJOR == 1, NMajorB, KMajorB>;
+
+template <class Epilogue>
+using Gemm = Sm90Gemm<Element, LayoutB, Tile, Cluster, Schedule, OASR_GEMM_STAGES, Epilogue>;
+
+}  // namespace oasr::gemm::config
+
+namespace oasr::gemm {
+
+// The GPU's multiprocessor count, read once per device (the persistent schedulers size their grid by it).
+inline int sm_count(int device) {
+  static int counts[64] = {};
+  if (device < 0 || device >= 64) return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
+  if (counts[device] == 0) counts[device] = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
+  return counts[device];
+}
+
+constexpr int64_t kAlign = 16 / sizeof(config::Element);  // elements per 16 bytes
+
+// Internal invariants (oasr/gemm.py and oasr/bmm.py make every tensor so, oasr/_tma.py): a 3-D CUDA
+// view of the module's dtype whose address and strides TMA can use (dimensions of size 1 excepted).
+inline void icheck_tma_view(TensorView t, const char* name) {
+  TVM_FFI_ICHECK(t.ndim() == 3 && t.device().device_type == kDLCUDA && t.dtype() == config::kDLType)
+      << "`" << name << "` must be a 3-D CUDA tensor of " << dtype_name(config::kDLType);
+  TVM_FFI_ICHECK((t.size(2) <= 1 || t.stride(2) == 1) && (t.size(1) <= 1 || t.stride(1) % kAlign == 0) &&
+                 (t.size(0) <= 1 || t.stride(0) % kAlign == 0) &&
+                 reinterpret_cast<uintptr_t>(data_ptr<char>(t)) % 16 == 0)
+      << "`" << name << "` must have a contiguous last dimension and 16-byte aligned strides and address";
+}
+
+// The row stride of `t` (one TMA accepts when there is a single row: it is never used).
+inline int64_t row_stride(TensorView t) {
+  return t.size(1) > 1 ? t.stride(1) : (t.size(2) + kAlign - 1) / kAlign * kAlign;
+}
+
+// The batch stride of `t` (likewise for a single batch).
+inline int64_t batch_stride(TensorView t, int64_t ld) { return t.size(0) > 1 ? t.stride(0) : t.size(1) * ld; }
+
+// d[l] = epilogue(a[l] . b[l]^T): a [L, M, K], b [L, N, K] (or [L, K, N] when B is N-major), d [L, M, N].
+template <class Epilogue>
+void run_gemm(TensorView d, TensorView a, TensorView b, Optional bias, const char* what) {
+  using Element = config::Element;
+  icheck_tma_view(a, "a");
+  icheck_tma_view(b, "b");
+  icheck_tma_view(d, "out");
+  const int64_t batch = a.size(0), m = a.size(1), k = a.size(2);
+  const int64_t n = OASR_GEMM_B_NMAJOR ? b.size(2) : b.size(1);
+  TVM_FFI_ICHECK(b.size(0) == batch && (OASR_GEMM_B_NMAJOR ? b.size(1) : b.size(2)) == k)
+      << "`b` does not match `a`'s batch and K";
+  TVM_FFI_ICHECK(d.size(0) == batch && d.size(1) == m && d.size(2) == n) << "`out` must be [L, M, N]";
+  TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && batch > 0 && m < (1LL << 31) && n < (1LL << 31) && k < (1LL << 31))
+      << "extents must be positive and below 2^31 (the Python API handles empty problems)";
+  GemmParams<Element> p;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.batch = static_cast<int>(batch);
+  p.a = data_ptr<const Element>(a);
+  p.lda = row_stride(a);
+  p.b = data_ptr<const Element>(b);
+  p.ldb = row_stride(b);
+  p.d = data_ptr<Element>(d);
+  p.ldd = row_stride(d);
+  p.batch_stride_a = batch_stride(a, p.lda);
+  p.batch_stride_b = batch_stride(b, p.ldb);
+  p.batch_stride_d = batch_stride(d, p.ldd);
+  if (bias.has_value()) {
+    TensorView v = bias.value();
+    TVM_FFI_ICHECK(v.ndim() == 1 && v.size(0) == n && (n == 1 || v.stride(0) == 1) && v.dtype() == config::kDLType)
+        << "`bias` must be a contiguous [N] vector of the module's dtype";
+    p.bias = data_ptr<const Element>(v);
+  }
+  p.device = a.device().device_id;
+  p.sm_count = sm_count(p.device);
+  cudaError_t status = Run<config::Gemm<Epilogue>>(p, get_stream(a.device()));
+  CHECK_CUDA_SUCCESS(status, what);
+}
+
+}  // namespace oasr::gemm

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The gemm and bmm families on the H200, in one command from the repo root (the device tool runs it
+# with the wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
+#   bash dev/gemm/h200.sh [steps...]     (default: build test tune; logs and the CSV go to $OUT)
+# build: every module the tests and the sweep use, in parallel (~45 s each, one core and ~1.8 GB apiece);
+# test:  tests/test_gemm.py and tests/test_bmm.py with their GPU tests;
+# tune:  dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
+  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
+status=0
+for s in ${*:-build test tune}; do
+  echo; echo "=== $s ($(date +%T))"
+  case $s in
+    build) python3 dev/gemm/tune.py --build --jobs "$jobs" 2>&1 | tee "$OUT/gemm-build.log" || status=1 ;;
+    test) python3 -m pytest -q -ra -p no:cacheprovider --durations=10 tests/test_gemm.py tests/test_bmm.py \
+            > "$OUT/gemm-pytest.log" 2>&1 || status=1
+          tail -30 "$OUT/gemm-pytest.log" ;;
+    tune) python3 dev/gemm/tune.py --csv "$OUT/gemm-tune.csv" 2>&1 | tee "$OUT/gemm-tune.txt" || status=1 ;;
+    *) echo "unknown step $s (steps: build test tune)"; status=1 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,288 @@
+"""Linear layers on Hopper tensor cores: ``act(input @ weight.T + bias)`` and its GLU-gated form.
+
+float16 and bfloat16 storage, fp32 accumulation, the epilogue (bias, activation) computed in fp32 on
+the accumulators and rounded once. float32 inputs are refused (cast them, or use torch for TF32).
+Requires an sm90 GPU (H100/H200): the kernels are CUTLASS's TMA warp-specialized GEMMs, one JIT
+module per (dtype, epilogue, tile configuration), built the first time a call needs it
+(``oasr/jit/gemm_config.py`` chooses the configuration per shape).
+
+Arguments are checked before any launch (:func:`_check_gemm`): types, dtypes and shapes first, then
+devices, then memory and autograd (``oasr/_checks.py``). Under ``torch.compile`` each op is the
+custom op ``torch.ops.oasr.<op>``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.compiler import is_compiling
+
+from ._checks import bad_input, bad_tensor, check_device, check_out, other_device, ready_devices, requires_grad
+from ._custom_ops import define
+from ._tma import addressable, addressable_copy, padded_empty
+from .activation import glu
+from .api_logging import oasr_api
+from .jit import gemm_config
+from .jit.core import Variant
+from .jit.families import GEMM
+
+_READY = ready_devices(GEMM)
+_grad_enabled = torch.is_grad_enabled
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
+"""``gelu`` is erf's GELU (``F.gelu``), ``gelu_tanh`` its tanh approximation (``approximate="tanh"``)."""
+_NAMES = ("input", "weight", "bias", "out")
+_TORCH_ACT = {
+    None: lambda y: y,
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
+    "silu": F.silu,
+}
+
+
+def _check_gemm(
+    op: str, input: object, weight: object, bias: object, activation: object, out: object, gated: bool
+) -> tuple[int, ...]:
+    """Every argument, in order (types, dtypes and shapes, the activation, devices, memory); the output's shape."""
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
+        if isinstance(input, Tensor) and input.dtype == torch.float32:
+            raise TypeError(
+                f"oasr.{op}: `input` is float32, but the gemm kernels take float16 or bfloat16 (fp32 accumulation); "
+                f"cast with `input.bfloat16()` (and the weight), or use torch.nn.functional.linear for fp32/TF32"
+            )
+        raise bad_input(op, input, HALF_DTYPES)
+    if input.dim() < 1:
+        raise ValueError(f"oasr.{op}: `input` must have at least one dimension ([..., K])")
+    k = input.shape[-1]
+    if not (isinstance(weight, Tensor) and weight.dtype is dtype and weight.dim() == 2):
+        expected = ("2N" if gated else "N", k)
+        if isinstance(weight, Tensor) and weight.dtype is dtype:
+            raise ValueError(f"oasr.{op}: `weight` has shape {tuple(weight.shape)}, expected [{expected[0]}, {k}]")
+        raise bad_tensor(op, "weight", weight, dtype, expected)
+    rows = weight.shape[0]
+    if weight.shape[1] != k:
+        raise ValueError(
+            f"oasr.{op}: `weight` has shape {tuple(weight.shape)}: its K ({weight.shape[1]}) must match "
+            f"`input`'s last dimension ({k})"
+        )
+    if gated and rows % 2:
+        raise ValueError(f"oasr.{op}: `weight` must have an even number of rows (value and gate halves), got {rows}")
+    if bias is not None and not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == (rows,)):
+        raise bad_tensor(op, "bias", bias, dtype, (rows,))
+    if activation not in ACTIVATIONS:
+        if not isinstance(activation, str):
+            raise TypeError(f"oasr.{op}: `activation` must be None or a string, got {type(activation).__name__}")
+        raise ValueError(f"oasr.{op}: `activation` must be one of {ACTIVATIONS}, got {activation!r}")
+    shape = (*input.shape[:-1], rows // 2 if gated else rows)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
+        raise bad_tensor(op, "out", out, dtype, shape)
+    if k > 1 and input.stride(-1) != 1:
+        raise ValueError(
+            f"oasr.{op}: `input`'s last dimension (K) must be contiguous (stride 1, got {input.stride(-1)}); "
+            f"pass `input.contiguous()`"
+        )
+    if k > 1 and weight.stride(-1) != 1:
+        raise ValueError(
+            f"oasr.{op}: `weight`'s last dimension (K) must be contiguous (stride 1, got {weight.stride(-1)}), "
+            f"as nn.Linear stores it; pass `weight.contiguous()`"
+        )
+
+    device = input.device
+    if device not in _READY:
+        check_device(op, GEMM, device)
+    if weight.device != device:
+        raise other_device(op, "weight", weight, device)
+    if bias is not None and bias.device != device:
+        raise other_device(op, "bias", bias, device)
+    if out is not None:
+        if out.device != device:
+            raise other_device(op, "out", out, device)
+        check_out(op, "out", out, "input", input, False)
+        check_out(op, "out", out, "weight", weight, False)
+        if bias is not None:
+            check_out(op, "out", out, "bias", bias, False)
+    if _grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias, out)):
+        raise requires_grad(op, _NAMES, (input, weight, bias, out))
+    return shape
+
+
+@functools.cache
+def _variant(dtype: torch.dtype, epilogue: str, config: gemm_config.GemmConfig) -> Variant:
+    return gemm_config.gemm_variant(str(dtype).removeprefix("torch."), epilogue, config)
+
+
+def _linear(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    activation: str | None,
+    out: Tensor,
+    config: gemm_config.GemmConfig | None = None,
+) -> None:
+    """``out[..., N] = act(input @ weight.T + bias)`` for checked arguments; ``config`` overrides the choice."""
+    k = input.shape[-1]
+    m, n = out.numel() // max(out.shape[-1], 1), out.shape[-1]
+    if m == 0 or n == 0:
+        return
+    if k == 0:  # an empty sum: the epilogue alone
+        out.copy_(_TORCH_ACT[activation](bias.expand(out.shape) if bias is not None else torch.zeros_like(out)))
+        return
+    a = addressable_copy(input.reshape(m, k))
+    w = addressable_copy(weight)
+    view = _row_view(out, m, n)
+    target = view if view is not None and addressable(view) else padded_empty((m, n), out.dtype, out.device)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    epilogue = activation or ("bias" if bias is not None else "plain")
+    config = config or gemm_config.choose(m, n, k)
+    code = gemm_config.EPILOGUES.index(epilogue)
+    GEMM.module(_variant(input.dtype, epilogue, config)).gemm(target[None], a[None], w[None], bias, code)
+    if target is not view:
+        out.copy_(target.view(out.shape))
+
+
+def _row_view(out: Tensor, m: int, n: int) -> Tensor | None:
+    """``out`` ([..., N]) as [M, N] rows of one stride, or None when its leading dimensions do not collapse."""
+    try:
+        return out.view(m, n)
+    except RuntimeError:
+        return None
+
+
+def _gemm(input: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, out: Tensor | None) -> Tensor:
+    """The eager op: check, allocate (rows padded to 16 bytes when N needs it), launch."""
+    shape = _check_gemm("gemm", input, weight, bias, activation, out, False)
+    if out is None:
+        out = padded_empty(shape, input.dtype, input.device)
+    _linear(input, weight, bias, activation, out)
+    return out
+
+
+def _gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor | None) -> Tensor:
+    """The eager op: check, the gemm (bias in its epilogue) into a temporary [..., 2N], then oasr.glu."""
+    shape = _check_gemm("gemm_glu", input, weight, bias, None, out, True)
+    if out is None:
+        out = torch.empty(shape, dtype=input.dtype, device=input.device)
+    hidden = padded_empty((*shape[:-1], 2 * shape[-1]), input.dtype, input.device)
+    _linear(input, weight, bias, None, hidden)
+    glu(hidden, out=out)
+    return out
+
+
+@oasr_api
+def gemm(
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    activation: str | None = None,
+    out: Tensor | None = None,
+) -> Tensor:
+    """A linear layer with its activation fused: ``act(input @ weight.T + bias)``.
+
+    Matches ``act(torch.nn.functional.linear(input, weight, bias))`` computed in fp32 and rounded once.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        CUDA tensor ``[..., K]`` (float16 or bfloat16), its last dimension contiguous. Any K >= 0;
+        rows whose stride is not a multiple of 16 bytes (K % 8 != 0 when contiguous) are copied
+        into a padded buffer first.
+    weight : torch.Tensor
+        ``[N, K]`` (``nn.Linear.weight``), same dtype and device, K contiguous.
+    bias : torch.Tensor, optional
+        ``[N]``, same dtype and device.
+    activation : {None, "relu", "gelu", "gelu_tanh", "silu"}
+        Applied after the bias; ``"gelu"`` is the erf form, ``"gelu_tanh"`` the tanh approximation.
+    out : torch.Tensor, optional
+        Destination ``[..., N]`` of ``input``'s dtype and device; must not share memory with the
+        other arguments. Any layout (one TMA cannot write to is filled through a temporary).
+
+    Returns
+    -------
+    torch.Tensor
+        ``out``; allocated ``[..., N]``, contiguous when ``N % 8 == 0``, otherwise a view whose rows
+        are padded to 16 bytes (``.contiguous()`` copies it).
+
+    Raises
+    ------
+    TypeError
+        Non-tensor arguments, float32 or other unsupported dtypes, tensors of another dtype than
+        ``input``'s, a non-string ``activation``.
+    ValueError
+        Shapes that do not match (``weight`` not ``[N, K]`` with ``input``'s K, ``bias`` not ``[N]``,
+        ``out`` not ``[..., N]``), a non-contiguous K dimension, an unknown activation, tensors not on
+        one CUDA device, a GPU other than sm90 (H100/H200), ``out`` overlapping another argument or
+        itself, or a tensor that requires grad while grad mode is on.
+    """
+    if is_compiling():
+        out = (
+            torch.empty((*input.shape[:-1], weight.shape[0]), dtype=input.dtype, device=input.device)
+            if out is None
+            else out
+        )
+        _GEMM(out, input, weight, bias, activation)
+        return out
+    return _gemm(input, weight, bias, activation, out)
+
+
+@oasr_api
+def gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None = None, out: Tensor | None = None) -> Tensor:
+    """A linear layer followed by GLU: ``F.glu(F.linear(input, weight, bias), -1)``.
+
+    The first N output columns (``weight[:N]``) are the values, the last N the gates:
+    ``out = value * sigmoid(gate)``. Computed as the gemm (bias in its epilogue) into a temporary
+    ``[..., 2N]`` and ``oasr.glu`` on it (not yet fused in one epilogue).
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        As in :func:`gemm`.
+    weight : torch.Tensor
+        ``[2N, K]``, same dtype and device as ``input``, K contiguous.
+    bias : torch.Tensor, optional
+        ``[2N]``.
+    out : torch.Tensor, optional
+        Destination ``[..., N]``.
+
+    Returns
+    -------
+    torch.Tensor
+        ``out`` (allocated contiguous when not given).
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`gemm`; ValueError also for an odd number of weight rows.
+    """
+    if is_compiling():
+        out = (
+            torch.empty((*input.shape[:-1], weight.shape[0] // 2), dtype=input.dtype, device=input.device)
+            if out is None
+            else out
+        )
+        _GEMM_GLU(out, input, weight, bias)
+        return out
+    return _gemm_glu(input, weight, bias, out)
+
+
+# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures.
+
+
+def _gemm_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None) -> None:
+    _gemm(input, weight, bias, activation, out)
+
+
+def _gemm_glu_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None) -> None:
+    _gemm_glu(input, weight, bias, out)
+
+
+_GEMM = define(
+    "gemm", "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias, str? activation) -> ()", ("out",), _gemm_op
+)
+_GEMM_GLU = define(
+    "gemm_glu", "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias) -> ()", ("out",), _gemm_glu_op
+)
