@@ -41,7 +41,7 @@ for s in $steps; do
       # The property tests draw the cases. Every kernel is instrumented, torch's too:
       # initcheck must see torch's kernels write the inputs that ours read.
       python3 -m oasr.jit build > /dev/null || status=1
-      for tool in memcheck racecheck initcheck; do
+      for tool in ${SANITIZE_TOOLS:-memcheck racecheck initcheck}; do
         OASR_PROPERTY_EXAMPLES=${SANITIZE_EXAMPLES:-40} timeout "${SANITIZE_TIMEOUT:-600}" \
           compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 \
           python3 -m pytest -q -p no:cacheprovider tests/test_properties.py > "$OUT/sanitize-$tool.log" 2>&1 || status=1
