@@ -5,9 +5,10 @@ options and a layout for every tensor argument and for ``out``: contiguous, offs
 few elements (a pointer off the 16-byte boundary), rows padded (a row stride larger than
 the row), or channels strided (a transposed view, the copy path). Only the view's elements
 are written: the storage around a view stays uninitialised (compute-sanitizer's initcheck
-catches a kernel that reads it), and outputs are poisoned with NaN. Every op runs
-``OASR_PROPERTY_EXAMPLES`` cases (default 1000) per run, with a fresh random seed
-(hypothesis prints the failing case and how to reproduce it).
+catches a kernel that reads it), and outputs are poisoned with NaN. Every op has a test
+of its own (the norms by parametrisation) that runs ``OASR_PROPERTY_EXAMPLES`` cases
+(default 1000) per run with a fresh random seed (hypothesis prints the failing case and
+how to reproduce it).
 
 Tolerances (rtol, atol) are those of each family's test file: the element-wise ops
 (scale is compared bit for bit with torch's ``x * factor``) ``DEFAULT_TOLERANCES``
@@ -210,8 +211,9 @@ def norm_reference(rms: bool, x: torch.Tensor, weight: torch.Tensor, bias: torch
     return y if bias is None else y + bias.double()
 
 
+@pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @PROPERTY
-@given(case=norm_cases(fused=False), rms=st.booleans())
+@given(case=norm_cases(fused=False))
 def test_norms_match_float64(case: dict, rms: bool) -> None:
     x, weight, bias, eps = case["x"], case["weight"], case["bias"], case["eps"]
     expected = norm_reference(rms, x, weight, bias, eps)
@@ -226,8 +228,9 @@ def test_norms_match_float64(case: dict, rms: bool) -> None:
     assert_close(actual, expected, NORM_TOLERANCES[x.dtype])
 
 
+@pytest.mark.parametrize("rms", [False, True], ids=["add_layer_norm", "add_rms_norm"])
 @PROPERTY
-@given(case=norm_cases(fused=True), rms=st.booleans())
+@given(case=norm_cases(fused=True))
 def test_fused_norms_match_float64(case: dict, rms: bool) -> None:
     x, residual, weight, bias, eps, alpha = (case[k] for k in ("x", "residual", "weight", "bias", "eps", "alpha"))
     total = residual.double() + alpha * x.double()
