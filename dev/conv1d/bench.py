@@ -1,6 +1,6 @@
 """Check and time the conv1d kernel variants against production and torch (one H200 run, issue 16).
 
-    python dev/conv1d/bench.py --all --out $OUT      # everything below, ~4 min on the H200
+    python dev/conv1d/bench.py --all --deadline-s 420 --out $OUT   # everything below (estimate: 5-6 min, H200)
     python dev/conv1d/bench.py --sections sweep --variants prod,staged
 
 Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others
@@ -11,6 +11,11 @@ shared-memory FFMA kernel with other tile shapes, ``mma`` runs fp16/bf16 on tens
 (the Toeplitz form in ``staged.cuh``'s comment; fp32 still takes the FFMA kernel). Each is its own JIT
 module ``conv1d_<name>``, swapped in as the family's module while its calls are warmed up and
 captured (``with_module``), so every form goes through the public API (``oasr/conv1d.py``).
+The variants live side by side in one process, so they are built with ``-fno-gnu-unique``:
+otherwise a static of an inline launcher (the occupancy cache, a "shared memory raised" flag)
+is one GNU-unique symbol for all of them, which left ``mma_p2`` launching without its
+shared-memory attribute ("invalid argument") after ``mma`` had set its own; ``build`` stops
+when a variant module defines such a symbol.
 
 Sections:
 
@@ -34,8 +39,10 @@ Sections:
   the staged and mma_p2 variants (exit 0 and "0 errors" expected).
 
 Timing: CUDA-graph replay with input sets rotated past the L2 (``profiling.harness.timing``),
-backends in turn. With ``--out DIR``: ``bench.txt`` (everything printed), ``bench.csv`` (one
-row per timing) and ``ncu.txt``.
+backends in turn. A variant whose call or timing fails on a shape gets a FAIL row with its
+error (in the CSV: ``us`` NaN, ``ok`` False, ``error``) and the section goes on with the others.
+Each section prints its wall time. With ``--out DIR``: ``bench.txt`` (everything printed),
+``bench.csv`` (one row per timing) and ``ncu.txt``, rewritten after every section.
 """
 
 from __future__ import annotations
@@ -87,6 +94,12 @@ NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkl
 
 LOG: list[str] = []
 ROWS: list[dict[str, Any]] = []
+DEADLINE = [float("inf")]  # time.monotonic() past which nothing starts and subprocesses are cut (--deadline-s)
+
+
+def seconds_left(cap: float) -> float:
+    """A subprocess's timeout: ``cap`` or what is left before the deadline, whichever is less (at least 1 s)."""
+    return max(1.0, min(cap, DEADLINE[0] - time.monotonic()))
 
 
 def say(line: str = "") -> None:
@@ -278,7 +291,10 @@ def check(names: list[str]) -> set[str]:
 
     def run(name: str) -> subprocess.CompletedProcess:
         command = [sys.executable, __file__, "--check-variant", name]
-        return subprocess.run(command, capture_output=True, text=True, timeout=400)
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=seconds_left(400))
+        except subprocess.TimeoutExpired as expired:
+            return subprocess.CompletedProcess(command, -1, "", f"timed out after {expired.timeout:.0f} s")
 
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         runs = dict(zip(names, pool.map(run, names), strict=True))
@@ -507,9 +523,9 @@ def ncu(names: list[str], out: Path | None) -> None:
                 command += ["--section", section]
             command += [sys.executable, __file__, "--ncu-target", name, *map(str, shape)]
             try:
-                run = subprocess.run(command, capture_output=True, text=True, timeout=150)
-            except subprocess.TimeoutExpired:
-                say(f"  {name} {shape}: ncu timed out after 150 s")
+                run = subprocess.run(command, capture_output=True, text=True, timeout=seconds_left(150))
+            except subprocess.TimeoutExpired as expired:
+                say(f"  {name} {shape}: ncu timed out after {expired.timeout:.0f} s")
                 continue
             text.append(f"######## {name} {shape}: {' '.join(command)}\n{run.stdout}\n{run.stderr[-2000:]}")
             stalls = [line.strip() for line in run.stdout.splitlines() if "stall" in line.lower() or "Duration" in line]
@@ -531,9 +547,11 @@ def sanitize(names: list[str]) -> None:
     def run(name: str, tool: str) -> str:
         command = [exe, "--tool", tool, "--error-exitcode", "1", sys.executable, str(HERE / "sanitize.py")]
         try:
-            done = subprocess.run([*command, "--variant", name], capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            return "timed out after 300 s"
+            done = subprocess.run(
+                [*command, "--variant", name], capture_output=True, text=True, timeout=seconds_left(300)
+            )
+        except subprocess.TimeoutExpired as expired:
+            return f"timed out after {expired.timeout:.0f} s"
         tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()][-3:]
         return f"exit {done.returncode}; " + " | ".join(tail)
 
@@ -554,6 +572,9 @@ def main() -> int:
     parser.add_argument("--ncu-variants", default="prod,staged,mma")
     parser.add_argument("--sanitize-variants", default="staged,mma_p2")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
+    parser.add_argument(
+        "--deadline-s", type=float, help="seconds after start: no section starts later, subprocesses are cut there"
+    )
     parser.add_argument("--build-only", action="store_true", help="build the variants and stop (no GPU needed)")
     parser.add_argument("--ncu-target", nargs=5, metavar=("VARIANT", "B", "T", "C", "K"), help=argparse.SUPPRESS)
     parser.add_argument("--check-variant", help=argparse.SUPPRESS)
@@ -570,6 +591,8 @@ def main() -> int:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     sections = "check,sweep,fused,step,ncu,sanitize" if args.all else args.sections
     began = time.monotonic()
+    if args.deadline_s is not None:
+        DEADLINE[0] = began + args.deadline_s
     modules = build(names)
     say(f"built {', '.join(names)} ({time.monotonic() - began:.0f} s)")
     if args.build_only:
@@ -582,6 +605,9 @@ def main() -> int:
     for section in sections.split(","):
         timed = {name: m for name, m in modules.items() if name not in failed}
         start = time.monotonic()
+        if start > DEADLINE[0]:
+            say(f"\n== {section}: skipped, the run is past --deadline-s {args.deadline_s:.0f}")
+            continue
         try:
             if section == "check":
                 failed = check(names)

@@ -83,13 +83,14 @@ namespace detail {
 
 using conv1d::detail::Lane;
 
-// The largest opt-in dynamic shared memory of a block on the targeted GPUs (sm_80: 163 KB; sm_90: 227 KB).
+// sm_90's opt-in dynamic shared memory per block: a constant edit past it fails to compile
+// (the launch error of staged.cu names the device's own limit).
 constexpr int kMaxSmemOptin = 227 * 1024;
 
-// Opts `kernel` in to `smem` bytes above the default 48 KB, at every launch: a static
-// "done" flag is a process-wide GNU-unique symbol shared by every variant module loaded
-// side by side (bench.py builds with -fno-gnu-unique as well), which left a later variant's
-// kernel without its attribute ("invalid argument" at launch).
+// Opts `kernel` in to `smem` bytes above the default 48 KB, at every launch rather than once
+// behind a static flag: a static of an inline function is one process-wide (GNU-unique)
+// symbol, shared by the variant modules that bench.py loads side by side unless built with
+// -fno-gnu-unique, and a flag set for one variant's kernel would skip the others'.
 template <typename Kernel>
 cudaError_t allow_smem(Kernel kernel, int smem) {
   if (smem <= 48 * 1024) return cudaSuccess;
