@@ -1,6 +1,6 @@
 """Check and time the conv1d kernel variants against production and torch (one H200 run, issue 16).
 
-    python dev/conv1d/bench.py --all --out $OUT      # everything below, ~4 min on the H200
+    python dev/conv1d/bench.py --all --deadline-s 420 --out $OUT   # everything below (estimate: 5-6 min, H200)
     python dev/conv1d/bench.py --sections sweep --variants prod,staged
 
 Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others
@@ -11,6 +11,11 @@ shared-memory FFMA kernel with other tile shapes, ``mma`` runs fp16/bf16 on tens
 (the Toeplitz form in ``staged.cuh``'s comment; fp32 still takes the FFMA kernel). Each is its own JIT
 module ``conv1d_<name>``, swapped in as the family's module while its calls are warmed up and
 captured (``with_module``), so every form goes through the public API (``oasr/conv1d.py``).
+The variants live side by side in one process, so they are built with ``-fno-gnu-unique``:
+otherwise a static of an inline launcher (the occupancy cache, a "shared memory raised" flag)
+is one GNU-unique symbol for all of them, which left ``mma_p2`` launching without its
+shared-memory attribute ("invalid argument") after ``mma`` had set its own; ``build`` stops
+when a variant module defines such a symbol.
 
 Sections:
 
@@ -34,19 +39,21 @@ Sections:
   the staged and mma_p2 variants (exit 0 and "0 errors" expected).
 
 Timing: CUDA-graph replay with input sets rotated past the L2 (``profiling.harness.timing``),
-backends in turn. With ``--out DIR``: ``bench.txt`` (everything printed), ``bench.csv`` (one
-row per timing) and ``ncu.txt``.
+backends in turn. A variant whose call or timing fails on a shape gets a FAIL row with its
+error (in the CSV: ``us`` NaN, ``ok`` False, ``error``) and the section goes on with the others.
+Each section prints its wall time. With ``--out DIR``: ``bench.txt`` (everything printed),
+``bench.csv`` (one row per timing) and ``ncu.txt``, rewritten after every section.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -66,6 +73,7 @@ from oasr.jit.families import CONV1D
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
 from profiling.harness.ops.conv1d import DEPTHWISE_CONV1D as op
 from profiling.harness.timing import measure_copy_bandwidth, rotation_sets, time_interleaved
+from profiling.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -79,11 +87,19 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "mma4": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaMinBlocks", "4")],
     "mma_p2": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaStages", "2")],
 }
+# Statics of inline launchers stay local to each variant's module (see unique_symbols).
+NO_UNIQUE = "-Xcompiler=-fno-gnu-unique"
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
 
 LOG: list[str] = []
 ROWS: list[dict[str, Any]] = []
+DEADLINE = [float("inf")]  # time.monotonic() past which nothing starts and subprocesses are cut (--deadline-s)
+
+
+def seconds_left(cap: float) -> float:
+    """A subprocess's timeout: ``cap`` or what is left before the deadline, whichever is less (at least 1 s)."""
+    return max(1.0, min(cap, DEADLINE[0] - time.monotonic()))
 
 
 def say(line: str = "") -> None:
@@ -105,9 +121,8 @@ def variant_spec(name: str, edits: list[Edit]):
     for edit in edits:
         path, text = rewrite(root, edit)
         path.write_text(text)
-    return gen_jit_spec(
-        f"conv1d_{name}", [HERE / "staged.cu", ROOT / "csrc" / "conv1d_jit_binding.cu"], include_dir=root
-    )
+    sources = [HERE / "staged.cu", ROOT / "csrc" / "conv1d_jit_binding.cu"]
+    return gen_jit_spec(f"conv1d_{name}", sources, extra_cuda_cflags=[NO_UNIQUE], include_dir=root)
 
 
 def build(names: list[str]) -> dict[str, Any]:
@@ -118,7 +133,29 @@ def build(names: list[str]) -> dict[str, Any]:
         specs[name] = CONV1D.jit_spec() if edits is None else variant_spec(name, edits)
     with ThreadPoolExecutor(max_workers=8) as pool:
         modules = list(pool.map(lambda spec: spec.build_and_load(), specs.values()))
+    shared = unique_symbols([spec.library_path for name, spec in specs.items() if VARIANTS[name] is not None])
+    if shared:
+        raise RuntimeError(
+            f"variant modules define process-wide (GNU unique) symbols, e.g. {shared[0]}: variants loaded together "
+            f"would share them; build them with {NO_UNIQUE}"
+        )
     return dict(zip(names, modules, strict=True))
+
+
+def unique_symbols(libraries: list[Path]) -> list[str]:
+    """The GNU-unique symbols (``nm`` type ``u``) that the libraries define; [] without ``nm``.
+
+    ld.so binds such a symbol once per process even across RTLD_LOCAL modules, so a static of an
+    inline launcher (a "done" flag, an occupancy cache) of one variant would be every variant's.
+    """
+    exe = shutil.which("nm")
+    if exe is None:
+        return []
+    found = []
+    for library in libraries:
+        run = subprocess.run([exe, "-D", "-C", "--defined-only", str(library)], capture_output=True, text=True)
+        found += [line.split(" ", 2)[2] for line in run.stdout.splitlines() if line.split(" ")[1:2] == ["u"]]
+    return found
 
 
 def through(module: Any, fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -254,7 +291,10 @@ def check(names: list[str]) -> set[str]:
 
     def run(name: str) -> subprocess.CompletedProcess:
         command = [sys.executable, __file__, "--check-variant", name]
-        return subprocess.run(command, capture_output=True, text=True, timeout=400)
+        try:
+            return subprocess.run(command, capture_output=True, text=True, timeout=seconds_left(400))
+        except subprocess.TimeoutExpired as expired:
+            return subprocess.CompletedProcess(command, -1, "", f"timed out after {expired.timeout:.0f} s")
 
     with ThreadPoolExecutor(max_workers=len(names)) as pool:
         runs = dict(zip(names, pool.map(run, names), strict=True))
@@ -277,13 +317,44 @@ def check(names: list[str]) -> set[str]:
 # ---------------------------------------------------------------------------
 
 
-def time_us(backends: dict[str, list]) -> dict[str, float]:
-    results = time_interleaved(backends, rounds=3, iters=30)
-    return {name: r.median_ms * 1e3 for name, r in results.items()}
+def one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {error}".splitlines()[0][:300]
+
+
+def failure(fn: Callable[[], Any]) -> str | None:
+    """None when ``fn()`` runs and the GPU finishes it, else the error in one line (a launch
+    error is the call's own; a kernel fault is sticky and fails every later call too)."""
+    try:
+        fn()
+        torch.cuda.synchronize()
+    except Exception as error:
+        return one_line(error)
+    return None
+
+
+def time_us(backends: dict[str, list]) -> tuple[dict[str, float], dict[str, str]]:
+    """Median us of each backend, timed in turn, and the errors of those that could not be timed:
+    when the joint timing fails, each backend is timed alone so that one failure costs one row."""
+    try:
+        results = time_interleaved(backends, rounds=3, iters=30)
+        return {name: r.median_ms * 1e3 for name, r in results.items()}, {}
+    except Exception:
+        us, errors = {}, {}
+        for name, fns in backends.items():
+            try:
+                us[name] = time_interleaved({name: fns}, rounds=3, iters=30)[name].median_ms * 1e3
+            except Exception as error:
+                errors[name] = one_line(error)
+        return us, errors
 
 
 def record(section: str, shape: str, variant: str, us: float, **extra: Any) -> None:
     ROWS.append({"section": section, "shape": shape, "variant": variant, "us": round(us, 3), **extra})
+
+
+def record_failure(section: str, shape: str, variant: str, error: str) -> None:
+    say(f"{shape:>18} {variant:>14} {'FAIL':>8}  {error}")
+    record(section, shape, variant, float("nan"), ok=False, error=error)
 
 
 def sweep(modules: dict[str, Any], copy_bw: float) -> None:
@@ -292,36 +363,46 @@ def sweep(modules: dict[str, Any], copy_bw: float) -> None:
     say("   x NCT: torch on a pre-transposed [B, C, T] tensor / variant; x BTC: torch with the transposes / variant")
     say(f"{'b,t,c,k':>18} {'variant':>14} {'us':>8} {'x NCT':>6} {'x BTC':>6} {'%copy':>6} {'check':>6}")
     for config in CONV1D_SWEEP:
+        label = ",".join(str(config[f]) for f in op.config_fields)
         work = op.work(config, dtype)
         sets = [op.make_inputs(config, dtype, torch.device("cuda"), seed) for seed in range(rotation_sets(work.bytes))]
-        ok = {}
-        for name, module in modules.items():
+        errors, ok = {}, {}
+        for name, module in modules.items():  # the first call: launch errors, and the check of its output
             first = sets[0]
             first["out"].fill_(float("nan"))
-            with_module(CONV1D, module, partial(op.backends["oasr"], first))
-            ok[name] = close(first["out"], op.reference(first), dtype) is None
+            errors[name] = failure(through(module, partial(op.backends["oasr"], first)))
+            ok[name] = errors[name] is None and close(first["out"], op.reference(first), dtype) is None
 
         def btc(i):
             x = i["x"].transpose(1, 2).contiguous()
             y = F.conv1d(x, i["weight_ck"], i["bias"], padding=i["padding"], groups=x.shape[1])
             return y.transpose(1, 2).contiguous()
 
-        backends = {name: [through(m, partial(op.backends["oasr"], s)) for s in sets] for name, m in modules.items()}
+        backends = {
+            name: [through(m, partial(op.backends["oasr"], s)) for s in sets]
+            for name, m in modules.items()
+            if errors[name] is None
+        }
         backends["torch_nct"] = [partial(op.backends["torch"], s) for s in sets]
         backends["torch_btc"] = [partial(btc, s) for s in sets]
-        us = time_us(backends)
-        label = ",".join(str(config[f]) for f in op.config_fields)
+        us, timing_errors = time_us(backends)
+        errors.update(timing_errors)
+        nan = float("nan")
+        torch_nct, torch_btc = us.get("torch_nct", nan), us.get("torch_btc", nan)
         for name in modules:
+            if name not in us:
+                record_failure("sweep", label, name, errors.get(name) or "not timed")
+                continue
             pct = 100 * work.bytes / (us[name] * 1e-6) / 1e12 / copy_bw
-            x_nct, x_btc = us["torch_nct"] / us[name], us["torch_btc"] / us[name]
+            x_nct, x_btc = torch_nct / us[name], torch_btc / us[name]
             say(
                 f"{label:>18} {name:>14} {us[name]:8.2f} {x_nct:6.1f} {x_btc:6.1f} {pct:5.1f}% "
                 f"{'PASS' if ok[name] else 'FAIL':>6}"
             )
             record("sweep", label, name, us[name], x_nct=round(x_nct, 2), pct_copy=round(pct, 1), ok=ok[name])
-        say(f"{label:>18} {'torch NCT':>14} {us['torch_nct']:8.2f}   (BTC with transposes {us['torch_btc']:.2f})")
-        record("sweep", label, "torch_nct", us["torch_nct"])
-        record("sweep", label, "torch_btc", us["torch_btc"])
+        say(f"{label:>18} {'torch NCT':>14} {torch_nct:8.2f}   (BTC with transposes {torch_btc:.2f})")
+        record("sweep", label, "torch_nct", torch_nct)
+        record("sweep", label, "torch_btc", torch_btc)
         del sets, backends
 
 
@@ -329,6 +410,7 @@ def fused(modules: dict[str, Any], copy_bw: float) -> None:
     dtype = torch.bfloat16
     say("\n== fused forms, bf16 (us): plain + bias, + silu, mask + silu (prefix mask, 10% padded frames)")
     for b, t, c, k in (*HEADLINE, (64, 250, 256, 15)):
+        label = f"{b},{t},{c},{k}"
         nbytes = 2 * b * t * c * 2
         sets = []
         for seed in range(rotation_sets(nbytes)):
@@ -345,21 +427,32 @@ def fused(modules: dict[str, Any], copy_bw: float) -> None:
             "silu": lambda s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, "silu", out=s[4]),
             "mask_silu": lambda s, pad=pad: conv1d.depthwise_conv1d(s[0], s[1], s[2], pad, "silu", mask=s[3], out=s[4]),
         }
+        errors: dict[str, str | None] = {}
+        for name, m in modules.items():  # the first call of each form; a variant failing one is not timed
+            for form, fn in forms.items():
+                error = failure(through(m, partial(fn, sets[0])))
+                errors[name] = errors.get(name) or (error and f"{form}: {error}")
         backends = {
             f"{name}/{form}": [through(m, partial(fn, s)) for s in sets]
             for name, m in modules.items()
+            if errors[name] is None
             for form, fn in forms.items()
         }
-        us = time_us(backends)
+        us, timing_errors = time_us(backends)
         for name in modules:
-            plain, silu, masked = (us[f"{name}/{form}"] for form in forms)
+            keys = [f"{name}/{form}" for form in forms]
+            if not all(key in us for key in keys):
+                error = errors[name] or next((timing_errors[k] for k in keys if k in timing_errors), "not timed")
+                record_failure("fused", label, name, error)
+                continue
+            plain, silu, masked = (us[key] for key in keys)
             pct = 100 * nbytes / (plain * 1e-6) / 1e12 / copy_bw
             say(
                 f"  ({b},{t},{c},K={k}) {name:>14}: plain {plain:6.2f}  silu {silu:6.2f} ({silu / plain:.3f}x)  "
                 f"mask+silu {masked:6.2f} ({masked / plain:.3f}x)  plain {pct:.0f}% of copy"
             )
             for form in forms:
-                record("fused", f"{b},{t},{c},{k}", name, us[f"{name}/{form}"], form=form)
+                record("fused", label, name, us[f"{name}/{form}"], form=form)
         del sets, backends
 
 
@@ -370,6 +463,7 @@ def step(modules: dict[str, Any]) -> None:
         for k in (15, 31):
             for length in (16, 32, 64):
                 c = 512
+                label = f"{b},{length},{c},{k}"
                 x = torch.randn(b, length, c, device="cuda", dtype=dtype)
                 w = torch.randn(k, c, device="cuda", dtype=dtype) / k**0.5
                 bias = torch.randn(c, device="cuda", dtype=dtype)
@@ -378,16 +472,24 @@ def step(modules: dict[str, Any]) -> None:
                 x_nct = torch.randn(b, c, length + k - 1, device="cuda", dtype=dtype)
                 w_ck = w.t().unsqueeze(1).contiguous()
                 args = (x, state, w, bias, "silu")
-                backends = {
-                    name: [through(m, partial(conv1d.depthwise_conv1d_step, *args, out=out))]
+                calls = {
+                    name: through(m, partial(conv1d.depthwise_conv1d_step, *args, out=out))
                     for name, m in modules.items()
                 }
+                errors = {name: failure(call) for name, call in calls.items()}
+                backends = {name: [call] for name, call in calls.items() if errors[name] is None}
                 backends["torch"] = [lambda a=(x_nct, w_ck, bias, c): F.silu(F.conv1d(a[0], a[1], a[2], groups=a[3]))]
-                us = time_us(backends)
-                line = "  ".join(f"{name} {us[name]:.2f} ({us['torch'] / us[name]:.2f}x)" for name in modules)
-                say(f"  B={b} K={k} L={length}: torch {us['torch']:.2f}  {line}")
+                us, timing_errors = time_us(backends)
+                errors.update(timing_errors)
+                torch_us = us.get("torch", float("nan"))
+                timed = [name for name in modules if name in us]
+                line = "  ".join(f"{name} {us[name]:.2f} ({torch_us / us[name]:.2f}x)" for name in timed)
+                say(f"  B={b} K={k} L={length}: torch {torch_us:.2f}  {line}")
                 for name in modules:
-                    record("step", f"{b},{length},{c},{k}", name, us[name], x_torch=round(us["torch"] / us[name], 2))
+                    if name in us:
+                        record("step", label, name, us[name], x_torch=round(torch_us / us[name], 2))
+                    else:
+                        record_failure("step", label, name, errors.get(name) or "not timed")
 
 
 # ---------------------------------------------------------------------------
@@ -420,7 +522,11 @@ def ncu(names: list[str], out: Path | None) -> None:
             for section in NCU_SECTIONS:
                 command += ["--section", section]
             command += [sys.executable, __file__, "--ncu-target", name, *map(str, shape)]
-            run = subprocess.run(command, capture_output=True, text=True, timeout=240)
+            try:
+                run = subprocess.run(command, capture_output=True, text=True, timeout=seconds_left(150))
+            except subprocess.TimeoutExpired as expired:
+                say(f"  {name} {shape}: ncu timed out after {expired.timeout:.0f} s")
+                continue
             text.append(f"######## {name} {shape}: {' '.join(command)}\n{run.stdout}\n{run.stderr[-2000:]}")
             stalls = [line.strip() for line in run.stdout.splitlines() if "stall" in line.lower() or "Duration" in line]
             say(f"  {name} {shape}: exit {run.returncode}; " + " | ".join(stalls[:6]))
@@ -429,22 +535,30 @@ def ncu(names: list[str], out: Path | None) -> None:
 
 
 def sanitize(names: list[str]) -> None:
-    for name in names:
-        sanitize_one(name)
-
-
-def sanitize_one(name: str) -> None:
-    """compute-sanitizer's memcheck and racecheck over dev/conv1d/sanitize.py's odd shapes with ``name``."""
-    say(f"\n== sanitize: compute-sanitizer memcheck and racecheck, dev/conv1d/sanitize.py --variant {name}")
+    """compute-sanitizer's memcheck and racecheck over dev/conv1d/sanitize.py's odd shapes, each variant and
+    tool in a process of its own, all at once (each run is mostly the tool's slow start and torch's import)."""
+    say(f"\n== sanitize: compute-sanitizer memcheck and racecheck, dev/conv1d/sanitize.py --variant {','.join(names)}")
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         say("  skipped: compute-sanitizer is not on PATH (it comes with the CUDA toolkit's bin folder)")
         return
-    for tool in ("memcheck", "racecheck"):
+    runs = [(name, tool) for name in names for tool in ("memcheck", "racecheck")]
+
+    def run(name: str, tool: str) -> str:
         command = [exe, "--tool", tool, "--error-exitcode", "1", sys.executable, str(HERE / "sanitize.py")]
-        run = subprocess.run([*command, "--variant", name], capture_output=True, text=True, timeout=300)
-        tail = [line for line in (run.stdout + run.stderr).splitlines() if line.strip()][-3:]
-        say(f"  {tool}: exit {run.returncode}; " + " | ".join(tail))
+        try:
+            done = subprocess.run(
+                [*command, "--variant", name], capture_output=True, text=True, timeout=seconds_left(300)
+            )
+        except subprocess.TimeoutExpired as expired:
+            return f"timed out after {expired.timeout:.0f} s"
+        tail = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()][-3:]
+        return f"exit {done.returncode}; " + " | ".join(tail)
+
+    with ThreadPoolExecutor(max_workers=len(runs)) as pool:
+        results = list(pool.map(lambda r: run(*r), runs))
+    for (name, tool), result in zip(runs, results, strict=True):
+        say(f"  {name} {tool}: {result}")
 
 
 # ---------------------------------------------------------------------------
@@ -458,6 +572,9 @@ def main() -> int:
     parser.add_argument("--ncu-variants", default="prod,staged,mma")
     parser.add_argument("--sanitize-variants", default="staged,mma_p2")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
+    parser.add_argument(
+        "--deadline-s", type=float, help="seconds after start: no section starts later, subprocesses are cut there"
+    )
     parser.add_argument("--build-only", action="store_true", help="build the variants and stop (no GPU needed)")
     parser.add_argument("--ncu-target", nargs=5, metavar=("VARIANT", "B", "T", "C", "K"), help=argparse.SUPPRESS)
     parser.add_argument("--check-variant", help=argparse.SUPPRESS)
@@ -473,17 +590,24 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown variants {unknown}; choose from {', '.join(VARIANTS)}")
     sections = "check,sweep,fused,step,ncu,sanitize" if args.all else args.sections
+    began = time.monotonic()
+    if args.deadline_s is not None:
+        DEADLINE[0] = began + args.deadline_s
     modules = build(names)
-    say(f"built {', '.join(names)}")
+    say(f"built {', '.join(names)} ({time.monotonic() - began:.0f} s)")
     if args.build_only:
         return 0
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
-    say(f"conv1d variants on {torch.cuda.get_device_name()}, torch {torch.__version__}, commit {commit()}")
+    say(f"conv1d variants on {torch.cuda.get_device_name()}, torch {torch.__version__}, commit {git_commit()}")
     copy_bw = measure_copy_bandwidth()
     failed: set[str] = set()
     for section in sections.split(","):
         timed = {name: m for name, m in modules.items() if name not in failed}
+        start = time.monotonic()
+        if start > DEADLINE[0]:
+            say(f"\n== {section}: skipped, the run is past --deadline-s {args.deadline_s:.0f}")
+            continue
         try:
             if section == "check":
                 failed = check(names)
@@ -503,6 +627,7 @@ def main() -> int:
                 say(f"unknown section {section}")
         except Exception:
             say(f"section {section} failed:\n{traceback.format_exc()}")
+        say(f"(section {section}: {time.monotonic() - start:.0f} s, {time.monotonic() - began:.0f} s in all)")
         if args.out is not None:  # after each section: a run cut short keeps what it measured
             (args.out / "bench.txt").write_text("\n".join(LOG) + "\n")
             write_csv(args.out / "bench.csv")
@@ -515,11 +640,6 @@ def write_csv(path: Path) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(ROWS)
-
-
-def commit() -> str:
-    run = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return run.stdout.strip() or os.environ.get("OASR_COMMIT", "unknown")
 
 
 if __name__ == "__main__":

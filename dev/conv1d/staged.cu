@@ -46,6 +46,17 @@ void set_tensors(oasr::conv1d::DepthwiseConv1dParams<T>& p, TensorView output, T
   p.kernel_size = static_cast<int>(weight.size(0));
 }
 
+// A failed launch as one sentence with what it asked for next to the device's limits.
+void check_launch(cudaError_t status, const oasr::conv1d::staged::LaunchInfo& info, const char* what) {
+  if (status == cudaSuccess) return;
+  int device = 0, optin = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  TVM_FFI_THROW(RuntimeError) << what << " failed: " << cudaGetErrorString(status) << " (" << info.kernel << ": "
+                              << info.smem << " bytes of dynamic shared memory, the device allows " << optin
+                              << " per block; " << info.blocks << " blocks of " << info.threads << " threads)";
+}
+
 }  // namespace
 
 void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t pad_left,
@@ -84,8 +95,9 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
     p.lo = p.split = static_cast<int>(pad_left);
     p.hi = static_cast<int>(pad_left + frames);
     p.activation = static_cast<int>(activation);
-    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, {}, stream);
-    CHECK_CUDA_SUCCESS(status, "depthwise_conv1d kernel launch");
+    oasr::conv1d::staged::LaunchInfo info;
+    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, {}, stream, &info);
+    check_launch(status, info, "depthwise_conv1d kernel launch");
     return true;
   });
 }
@@ -123,8 +135,9 @@ void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state
     s.state = data_ptr<c_type>(state);
     s.batch_stride = state.stride(0);
     s.time_stride = state.stride(1);
-    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, s, stream);
-    CHECK_CUDA_SUCCESS(status, "depthwise_conv1d_step kernel launch");
+    oasr::conv1d::staged::LaunchInfo info;
+    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, s, stream, &info);
+    check_launch(status, info, "depthwise_conv1d_step kernel launch");
     return true;
   });
 }

@@ -71,9 +71,33 @@ struct StepState {
   int64_t batch_stride = 0, time_stride = 0;
 };
 
+// What a staged or tensor-core launch asked for (the launcher's error message names it).
+struct LaunchInfo {
+  const char* kernel = "the production kernels";
+  int smem = 0;  // dynamic shared memory, bytes
+  int64_t blocks = 0;
+  int threads = 0;
+};
+
 namespace detail {
 
 using conv1d::detail::Lane;
+
+// sm_90's opt-in dynamic shared memory per block: a constant edit past it fails to compile
+// (the launch error of staged.cu names the device's own limit).
+constexpr int kMaxSmemOptin = 227 * 1024;
+
+// Opts `kernel` in to `smem` bytes above the default 48 KB, at every launch rather than once
+// behind a static flag: a static of an inline function is one process-wide (GNU-unique)
+// symbol, shared by the variant modules that bench.py loads side by side unless built with
+// -fno-gnu-unique, and a flag set for one variant's kernel would skip the others'.
+template <typename Kernel>
+cudaError_t allow_smem(Kernel kernel, int smem) {
+  if (smem <= 48 * 1024) return cudaSuccess;
+  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (status != cudaSuccess) cudaGetLastError();  // returned here: not left for the next launch's check
+  return status;
+}
 
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
@@ -291,16 +315,15 @@ inline int tiles_per_block(int64_t rows, int ntiles, int64_t resident_blocks) {
 // caller then runs the production ShiftState after it.
 template <typename T, int TO, int K>
 cudaError_t launch_staged(const DepthwiseConv1dParams<T>& p, const StepState<T>& step, bool& state_written,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, LaunchInfo* info) {
   using G = Tile<T, TO, K>;
   auto kernel = StagedConv1dKernel<T, TO, K>;
   constexpr int smem = kStages * G::kStageBytes;
+  static_assert(smem <= kMaxSmemOptin, "the staged tiles exceed the shared memory of a block");
+  if (info != nullptr) *info = {"StagedConv1dKernel", smem, 0, kThreads};
+  const cudaError_t allowed = allow_smem(kernel, smem);
+  if (allowed != cudaSuccess) return allowed;
   static int cache[kMaxDevices] = {};
-  static bool raised = false;
-  if (!raised && smem > 48 * 1024) {  // (per process: the attribute is per function, every device)
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    raised = true;
-  }
   const int per_sm = resident_blocks_per_sm(kernel, kThreads, cache, smem);
   const int ntiles = (p.out_len + G::kOutputs - 1) / G::kOutputs;
   const int ctiles = (p.channels + 32 * CH - 1) / (32 * CH);
@@ -310,17 +333,19 @@ cudaError_t launch_staged(const DepthwiseConv1dParams<T>& p, const StepState<T>&
   StepState<T> s = step;
   state_written = s.state != nullptr && ntiles == 1;
   if (!state_written) s.state = nullptr;
-  const unsigned blocks = static_cast<unsigned>(rows * groups);
-  kernel<<<blocks, kThreads, smem, stream>>>(p, s, ctiles, groups, r);
+  const int64_t blocks = rows * groups;
+  if (info != nullptr) info->blocks = blocks;
+  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, smem, stream>>>(p, s, ctiles, groups, r);
   return cudaGetLastError();
 }
 
 template <typename T, int K>
 cudaError_t launch_for_length(const DepthwiseConv1dParams<T>& p, const StepState<T>& s, bool& state_written,
-                              cudaStream_t stream) {
-  if (p.out_len <= kWarps * kChunkShort) return launch_staged<T, kChunkShort, K>(p, s, state_written, stream);
+                              cudaStream_t stream, LaunchInfo* info) {
+  if (p.out_len <= kWarps * kChunkShort) return launch_staged<T, kChunkShort, K>(p, s, state_written, stream, info);
   constexpr int kLong = K == 15 ? kChunk15 : (sizeof(T) == 4 ? kChunk31Fp32 : kChunk31);
-  return launch_staged<T, kLong, K>(p, s, state_written, stream);
+  return launch_staged<T, kLong, K>(p, s, state_written, stream, info);
 }
 
 // The staged path's conditions: K = 15 or 31; 16-byte copies of input and state (channels,
@@ -610,15 +635,14 @@ __global__ void __launch_bounds__(kMmaThreads, kMmaMinBlocks)
 
 template <typename T, int K>
 cudaError_t launch_mma(const DepthwiseConv1dParams<T>& p, const StepState<T>& step, bool& state_written,
-                       cudaStream_t stream) {
+                       cudaStream_t stream, LaunchInfo* info) {
   using G = MmaTile<K>;
   auto kernel = MmaConv1dKernel<T, K>;
+  static_assert(G::kSmem <= kMaxSmemOptin, "the tensor-core tiles exceed the shared memory of a block");
+  if (info != nullptr) *info = {"MmaConv1dKernel", G::kSmem, 0, kMmaThreads};
+  const cudaError_t allowed = allow_smem(kernel, G::kSmem);
+  if (allowed != cudaSuccess) return allowed;
   static int cache[kMaxDevices] = {};
-  static bool raised = false;
-  if (!raised) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, G::kSmem);
-    raised = true;
-  }
   const int per_sm = resident_blocks_per_sm(kernel, kMmaThreads, cache, G::kSmem);
   const int ntiles = (p.out_len + G::kOutputs - 1) / G::kOutputs;
   const int ctiles = (p.channels + 63) / 64;
@@ -629,6 +653,8 @@ cudaError_t launch_mma(const DepthwiseConv1dParams<T>& p, const StepState<T>& st
   state_written = s.state != nullptr && ntiles == 1;
   if (!state_written) s.state = nullptr;
   const int64_t blocks = rows * groups;
+  if (info != nullptr) info->blocks = blocks;
+  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
   kernel<<<static_cast<unsigned>(blocks), kMmaThreads, G::kSmem, stream>>>(p, s, ctiles, groups, r);
   return cudaGetLastError();
 }
@@ -646,7 +672,8 @@ bool mma_ok(const DepthwiseConv1dParams<T>& p) {
 // step, p.state == s.state) the state is updated too, in the same kernel when one tile
 // covers the chunk, else by ShiftState after it.
 template <typename T>
-cudaError_t DepthwiseConv1dStaged(const DepthwiseConv1dParams<T>& p, const StepState<T>& s, cudaStream_t stream) {
+cudaError_t DepthwiseConv1dStaged(const DepthwiseConv1dParams<T>& p, const StepState<T>& s, cudaStream_t stream,
+                                  LaunchInfo* info = nullptr) {
   if (p.batch <= 0 || p.channels <= 0 || p.out_len <= 0) return cudaSuccess;
   bool state_written = false;
   cudaError_t status = cudaSuccess;
@@ -654,13 +681,13 @@ cudaError_t DepthwiseConv1dStaged(const DepthwiseConv1dParams<T>& p, const StepS
   if constexpr (kUseMma && sizeof(T) == 2) {
     tensor_cores = detail::stageable(p, s) && detail::mma_ok(p);
     if (tensor_cores) {
-      status = p.kernel_size == 15 ? detail::launch_mma<T, 15>(p, s, state_written, stream)
-                                   : detail::launch_mma<T, 31>(p, s, state_written, stream);
+      status = p.kernel_size == 15 ? detail::launch_mma<T, 15>(p, s, state_written, stream, info)
+                                   : detail::launch_mma<T, 31>(p, s, state_written, stream, info);
     }
   }
   if (!tensor_cores && detail::stageable(p, s)) {
-    status = p.kernel_size == 15 ? detail::launch_for_length<T, 15>(p, s, state_written, stream)
-                                 : detail::launch_for_length<T, 31>(p, s, state_written, stream);
+    status = p.kernel_size == 15 ? detail::launch_for_length<T, 15>(p, s, state_written, stream, info)
+                                 : detail::launch_for_length<T, 31>(p, s, state_written, stream, info);
   } else if (!tensor_cores) {
     status = DepthwiseConv1d(p, stream);
   }
