@@ -37,6 +37,11 @@ from profiling.harness.correctness import refcheck
 from profiling.harness.ops import OpSpec, dtype_name, get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
+OWN_STATICS = "-Xcompiler=-fno-gnu-unique"
+"""Variants of a family live side by side in one process: without this flag GCC makes the
+launchers' function-local statics (occupancy caches, "shared memory raised" flags) GNU-unique
+symbols that the loader binds once per process, so one variant would use another's."""
+
 INCLUDE = Path(__file__).resolve().parents[1] / "include"
 Edit = tuple[str, str, str]  # (header, constant, value)
 
@@ -150,7 +155,11 @@ def main() -> int:
         require_cuda("tune_kernels")
     families = list(dict.fromkeys(op.family for op in ops))
     includes = {name: variant_include(name, edits) for name, edits in variants.items()}
-    specs = {(f.name, v): f.jit_spec(name=f"{f.name}_{v}", include_dir=includes[v]) for f in families for v in variants}
+    specs = {
+        (f.name, v): f.jit_spec(name=f"{f.name}_{v}", include_dir=includes[v], extra_cuda_cflags=[OWN_STATICS])
+        for f in families
+        for v in variants
+    }
     with ThreadPoolExecutor(max_workers=8) as pool:  # nvcc runs in subprocesses
         built = dict(zip(specs, pool.map(lambda spec: spec.build_and_load(), specs.values()), strict=True))
     if args.build_only:

@@ -67,7 +67,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr.conv1d as conv1d
-from dev.tune_kernels import Edit, rewrite, with_module
+from dev.tune_kernels import OWN_STATICS, Edit, rewrite, with_module
 from oasr.jit.core import gen_jit_spec
 from oasr.jit.families import CONV1D
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
@@ -87,8 +87,6 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "mma4": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaMinBlocks", "4")],
     "mma_p2": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaStages", "2")],
 }
-# Statics of inline launchers stay local to each variant's module (see unique_symbols).
-NO_UNIQUE = "-Xcompiler=-fno-gnu-unique"
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
 
@@ -122,7 +120,7 @@ def variant_spec(name: str, edits: list[Edit]):
         path, text = rewrite(root, edit)
         path.write_text(text)
     sources = [HERE / "staged.cu", ROOT / "csrc" / "conv1d_jit_binding.cu"]
-    return gen_jit_spec(f"conv1d_{name}", sources, extra_cuda_cflags=[NO_UNIQUE], include_dir=root)
+    return gen_jit_spec(f"conv1d_{name}", sources, extra_cuda_cflags=[OWN_STATICS], include_dir=root)
 
 
 def build(names: list[str]) -> dict[str, Any]:
@@ -137,7 +135,7 @@ def build(names: list[str]) -> dict[str, Any]:
     if shared:
         raise RuntimeError(
             f"variant modules define process-wide (GNU unique) symbols, e.g. {shared[0]}: variants loaded together "
-            f"would share them; build them with {NO_UNIQUE}"
+            f"would share them; build them with {OWN_STATICS}"
         )
     return dict(zip(names, modules, strict=True))
 
