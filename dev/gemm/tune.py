@@ -6,8 +6,9 @@
 Device time is CUDA-graph replay (``REPEAT`` calls captured in one graph, the median of ``SAMPLES``
 replays, per call: hot L2, no launch gaps); eager latency is host wall time per call of a loop of
 eager calls (launch and Python included), reported apart. Each configuration's result is checked
-against cuBLAS's before it is timed (``ok`` column). The best configuration per shape is what
-``oasr/jit/gemm_config.py``'s rule should encode; until then that rule is an untuned heuristic.
+against cuBLAS's before it is timed (``ok`` column). ``oasr/jit/gemm_config.py``'s rule is read off
+the best configuration per shape of this sweep's H200 run (``dev/gemm/results/tune_h200.txt``);
+``gemm_chosen`` rows show what the rule picks.
 """
 
 # ruff: noqa: B023  (each lambda is timed before its loop variables move on)
@@ -53,12 +54,13 @@ GEMM_SHAPES = [  # (M, N, K): the issue's targets, then upstream Oasr's gemm lis
 ]
 FUSED_SHAPES = [(8000, 256, 256), (8000, 1024, 256), (1500, 2048, 512), (16000, 512, 512)]
 FUSED_CANDIDATES = (
-    gemm_config.SMALL,
-    gemm_config.MEDIUM,
-    gemm_config.WIDE,
+    C(64, 128, 64, 1, 1, "pingpong"),
+    C(128, 128, 64, 1, 1, "cooperative"),
+    C(128, 256, 64, 2, 1, "cooperative"),
     C(128, 256, 64, 1, 1, "cooperative"),
     C(128, 128, 64, 2, 1, "cooperative"),
     C(128, 128, 64, 1, 1, "pingpong"),
+    C(128, 128, 64, 1, 1, "nonpersistent"),
 )
 GLU_SHAPES = [(16000, 512, 256), (8000, 2048, 512)]  # (M, 2N, K): the Conformer's pointwise conv before GLU
 BMM_SHAPES = [  # (batch, M, N, K, layout): scores (nt, keys K-major) and context (nn, values N-major)
@@ -69,13 +71,17 @@ BMM_SHAPES = [  # (batch, M, N, K, layout): scores (nt, keys K-major) and contex
     (512, 400, 400, 64, "nt"),
     (512, 200, 200, 64, "nt"),
     (64, 200, 200, 64, "nt"),
+    (8, 375, 375, 64, "nt"),  # one wave of 128x128 tiles (72)
+    (4, 375, 375, 64, "nt"),  # under half a wave (36)
+    (8, 375, 64, 375, "nn"),
 ]
 BMM_CANDIDATES = (
-    gemm_config.SMALL,
-    gemm_config.MEDIUM,
+    C(64, 128, 64, 1, 1, "pingpong"),
+    C(128, 128, 64, 1, 1, "cooperative"),
     C(64, 64, 64, 1, 1, "pingpong"),
     C(128, 128, 64, 1, 1, "pingpong"),
     C(64, 128, 64, 1, 1, "nonpersistent"),
+    C(128, 128, 64, 1, 1, "nonpersistent"),
 )
 REPEAT, SAMPLES = 20, 15
 
@@ -83,16 +89,13 @@ REPEAT, SAMPLES = 20, 15
 def variants_to_build() -> list[tuple[object, object]]:
     """(family, variant) of every module this sweep and tests/test_gemm.py, tests/test_bmm.py use."""
     gv, bv = gemm_config.gemm_variant, gemm_config.bmm_variant
+    dtypes = gemm_config.DTYPES
     wanted = [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
     wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
-    wanted += [(GEMM, gv("bfloat16", e, c)) for e in gemm_config.EPILOGUES for c in (gemm_config.SMALL,)]
-    wanted += [(GEMM, gv("bfloat16", "bias", gemm_config.choose(m, n2, k))) for m, n2, k in GLU_SHAPES]
-    wanted += [(GEMM, gv("float16", e, gemm_config.SMALL)) for e in ("plain", "silu", "gelu_tanh")]
-    wanted += [(GEMM, gv("bfloat16", "silu", gemm_config.choose(8000, 1024, 256)))]  # test_large_conformer_shape
-    wanted += [(BMM, bv(d, nn, c)) for d in ("bfloat16",) for nn in (False, True) for c in BMM_CANDIDATES]
-    wanted += [(BMM, bv("float16", nn, gemm_config.SMALL)) for nn in (False, True)]
-    for b, m, n, k, _ in BMM_SHAPES:  # what the heuristic picks (the tests call through it)
-        wanted += [(BMM, bv(d, nn, gemm_config.choose(m, n, k, b))) for d in ("bfloat16",) for nn in (False, True)]
+    wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
+    wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
+    wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
+    wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]
     unique = {}
     for family, variant in wanted:
         unique[(family.name, variant.name)] = (family, variant)
@@ -206,7 +209,7 @@ def sweep(csv_path: Path | None) -> None:
             gemm_module._linear(x, w, None, None, out, config)
             us = device_us(lambda: gemm_module._linear(x, w, None, None, out, config))
             record("gemm", (m, n, k), config.name, us, cublas, close(out, expected), 2.0 * m * n * k)
-        chosen = gemm_config.choose(m, n, k)  # the heuristic's pick, through the public op (eager latency too)
+        chosen = gemm_config.choose(m, n, k)  # the rule's pick, through the public op (eager latency too)
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
         us, eager = device_us(lambda: oasr_gemm(x, w, out=out)), eager_us(lambda: oasr_gemm(x, w, out=out))
         record("gemm_chosen", (m, n, k), chosen.name, us, cublas, close(out, expected), 2.0 * m * n * k, eager)
