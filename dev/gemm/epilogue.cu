@@ -1,0 +1,28 @@
+// dev/ variant of csrc/gemm.cu for the epilogue study (dev/gemm/tune.py --epilogue): the production
+// kernel with the epilogue's sub-tile set by hand instead of CUTLASS's choice (EpilogueTileAuto:
+// 128x32 cooperative, 64x32 otherwise). A wider sub-tile means fewer store rounds per tile, each with
+// its smem write, fence, TMA store and barrier, and each bias fragment used for more of the tile.
+//
+// Flags: the family's (oasr/jit/gemm_config.py) plus OASR_GEMM_DEV_EPI_TILE_N, the sub-tile's N (its M
+// is the schedule's: 128 cooperative, 64 otherwise, as CUTLASS's builder requires).
+#include "gemm_epilogue.h"
+
+#ifndef OASR_GEMM_DEV_EPI_TILE_N
+#error "dev/gemm/epilogue.cu needs -DOASR_GEMM_DEV_EPI_TILE_N (dev/gemm/tune.py passes it)"
+#endif
+
+namespace {
+
+namespace cfg = oasr::gemm::config;
+constexpr int kEpiM = OASR_GEMM_SCHEDULE == 0 ? 128 : 64;
+using EpiTile = cute::Shape<cute::Int<kEpiM>, cute::Int<OASR_GEMM_DEV_EPI_TILE_N>>;
+using Gemm = oasr::gemm::Sm90Gemm<cfg::Element, cfg::LayoutB, cfg::Tile, cfg::Cluster, cfg::Schedule, OASR_GEMM_STAGES,
+                                  cfg::Epilogue, EpiTile>;
+
+}  // namespace
+
+void gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue) {
+  TVM_FFI_ICHECK(epilogue == OASR_GEMM_EPILOGUE) << "this gemm module computes epilogue " << OASR_GEMM_EPILOGUE
+                                                 << ", not " << epilogue;
+  oasr::gemm::run_gemm<Gemm>(output, input, weight, bias, "gemm kernel launch (dev epilogue sub-tile)");
+}
