@@ -3,6 +3,7 @@
     python dev/gemm/tune.py --build [--jobs 14]      # build every module the tests and the sweeps use, in parallel
     python dev/gemm/tune.py [--csv tune.csv]         # the sweep (H100/H200): one table per op, then the best per shape
     python dev/gemm/tune.py --epilogue [--csv e.csv] # the epilogue study (below); `--build --epilogue` builds just it
+    python dev/gemm/tune.py --sass                   # the study's modules' SASS: registers, CALLs, branches, MUFU ops
 
 Device time is CUDA-graph replay (``REPEAT`` calls captured in one graph, the median of ``SAMPLES``
 replays, per call: hot L2, no launch gaps); eager latency is host wall time per call of a loop of
@@ -16,8 +17,9 @@ at about half the bare GEMM's speed in that run, ~3.7 us more per wave of 128x12
 slowest with ping-pong. :data:`EPILOGUE_VARIANTS` splits the cost (the bias broadcast: a synchronous
 gmem->smem load and a barrier per tile in Sm90RowBroadcast; a cheap activation; SiLU's accurate
 ``expf`` and IEEE divide) and tries fixes that leave the production sources as they are: the sigmoid
-as one ``tanh.approx`` (CUTLASS's own ``CUTLASS_USE_TANH_FOR_SIGMOID``), ``--use_fast_math``, and a
-wider epilogue sub-tile (``dev/gemm/epilogue.cu``). Each is timed next to cuBLAS and torch.
+as one ``tanh.approx`` (CUTLASS's own ``CUTLASS_USE_TANH_FOR_SIGMOID``), ``--use_fast_math``, SiLU
+with ``__expf`` and ``__fdividef`` and a wider epilogue sub-tile (both ``dev/gemm/epilogue.cu``, which
+says what the production SiLU's SASS shows). Each is timed next to cuBLAS and torch.
 """
 
 # ruff: noqa: B023  (each lambda is timed before its loop variables move on)
@@ -27,7 +29,10 @@ import argparse
 import concurrent.futures
 import csv
 import dataclasses
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -119,6 +124,7 @@ EPILOGUE_VARIANTS = (
     EpilogueVariant("gelu_tanh", "gelu_tanh", True),  # one tanh.approx an element
     EpilogueVariant("silu_tanh", "silu", True, ("-DCUTLASS_USE_TANH_FOR_SIGMOID",), ping_pong_too=True),
     EpilogueVariant("silu_fastmath", "silu", True, ("--use_fast_math",), ping_pong_too=True),
+    EpilogueVariant("silu_fast", "silu", True, ("-DOASR_GEMM_DEV_FAST_SILU",), True, ping_pong_too=True),
     EpilogueVariant("plain_epi64", "plain", False, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
     EpilogueVariant("silu_epi64", "silu", True, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
 )
@@ -394,6 +400,43 @@ def epilogue_study(csv_path: Path | None) -> None:
         print(f"wrote {csv_path}")
 
 
+def cuobjdump() -> str:
+    """The cuobjdump of the toolkit on PATH, or of the pip CUDA wheels beside torch."""
+    found = shutil.which("cuobjdump") or next(
+        (str(p) for p in Path(torch.__file__).parents[1].glob("nvidia/cu*/bin/cuobjdump")), None
+    )
+    if found is None:
+        raise SystemExit("dev/gemm/tune.py --sass: no cuobjdump; put the CUDA toolkit's bin/ on PATH")
+    return found
+
+
+def sass_report(jobs: int) -> None:
+    """Per epilogue-study module with 128x128 tiles (built here if needed: no GPU): registers, stack and
+    the SASS counts that tell the epilogues apart (CALL: a subroutine such as an IEEE divide's slow path;
+    BSSY: a convergence barrier around a branch; MUFU: special-function ops)."""
+    tool = cuobjdump()
+    cases = [(v, c) for v, c in epilogue_cases() if c in (gemm_config.LONG_K, gemm_config.MANY_WAVES)]
+    specs = [epilogue_spec(v, c) for v, c in cases]
+    build(list({spec.name: spec for spec in specs}.values()), jobs)
+    print(f"{'module':<72} {'REG':>4} {'STACK':>5} {'instr':>6} {'CALL':>5} {'BSSY':>5}  MUFU")
+    for (variant, config), spec in zip(cases, specs, strict=True):
+        library = str(spec.library_path)
+        usage = subprocess.run([tool, "--dump-resource-usage", library], capture_output=True, text=True).stdout
+        sass = subprocess.run([tool, "-sass", library], capture_output=True, text=True).stdout
+        registers = max(map(int, re.findall(r"REG:(\d+)", usage)), default=-1)
+        stack = max(map(int, re.findall(r"STACK:(\d+)", usage)), default=-1)
+        instructions = len(re.findall(r"^\s+/\*[0-9a-f]+\*/", sass, re.M))
+        mufu: dict[str, int] = {}
+        for op in re.findall(r"MUFU\.(\w+)", sass):
+            mufu[op] = mufu.get(op, 0) + 1
+        print(
+            f"{variant.name + ' ' + config.name:<72} {registers:>4} {stack:>5} {instructions:>6} "
+            f"{len(re.findall(r' CALL', sass)):>5} {len(re.findall(r'BSSY', sass)):>5}  "
+            f"{' '.join(f'{k}:{v}' for k, v in sorted(mufu.items())) or '-'}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
@@ -401,10 +444,13 @@ def main() -> None:
     )
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (each ~1.8 GB, one core)")
     parser.add_argument("--epilogue", action="store_true", help="the epilogue study instead of the sweep")
+    parser.add_argument("--sass", action="store_true", help="the epilogue study's SASS counts (no GPU needed)")
     parser.add_argument("--csv", type=Path, help="also write the sweep's rows here")
     args = parser.parse_args()
     if args.build:
         build(specs_to_build(args.epilogue), args.jobs)
+    elif args.sass:
+        sass_report(args.jobs)
     elif not torch.cuda.is_available():
         raise SystemExit("dev/gemm/tune.py: the sweeps need an sm90 GPU (H100/H200); `--build` runs anywhere.")
     elif args.epilogue:
