@@ -23,8 +23,9 @@ less takes the gemm's bands (correct by the GPU tests, its speed for the next sw
 
 A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
 slowest there (x0.39 of cuBLAS at 8000x256x256 against x0.54 cooperative: likely one warpgroup
-running a 128x128 epilogue alone), and the best of the fused sweep (4 shapes) is cooperative,
-128x128 for one wave and 128x256 (when N >= 256 fills it) for more.
+running the tile's whole SiLU, 128 elements a thread, each an IEEE divide with a branch and a
+slow-path call, ``dev/gemm/results/epilogue_sass.txt``), and the best of the fused sweep (4 shapes)
+is cooperative, 128x128 for one wave and 128x256 (when N >= 256 fills it) for more.
 """
 
 from __future__ import annotations
