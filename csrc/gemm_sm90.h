@@ -62,8 +62,9 @@ inline int64_t row_stride(TensorView t) {
 // The batch stride of `t` (likewise for a single batch).
 inline int64_t batch_stride(TensorView t, int64_t ld) { return t.size(0) > 1 ? t.stride(0) : t.size(1) * ld; }
 
-// d[l] = epilogue(a[l] . b[l]^T): a [L, M, K], b [L, N, K] (or [L, K, N] when B is N-major), d [L, M, N].
-template <class Epilogue>
+// d[l] = epilogue(a[l] . b[l]^T): a [L, M, K], b [L, N, K] (or [L, K, N] when B is N-major), d [L, M, N],
+// by `Gemm` (config::Gemm<Epilogue>, or a dev/ variant of it).
+template <class Gemm>
 void run_gemm(TensorView d, TensorView a, TensorView b, Optional bias, const char* what) {
   using Element = config::Element;
   icheck_tma_view(a, "a");
@@ -98,7 +99,7 @@ void run_gemm(TensorView d, TensorView a, TensorView b, Optional bias, const cha
   }
   p.device = a.device().device_id;
   p.sm_count = sm_count(p.device);
-  cudaError_t status = Run<config::Gemm<Epilogue>>(p, get_stream(a.device()));
+  cudaError_t status = Run<Gemm>(p, get_stream(a.device()));
   CHECK_CUDA_SUCCESS(status, what);
 }
 

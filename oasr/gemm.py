@@ -138,7 +138,7 @@ def _linear(
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
     epilogue = activation or ("bias" if bias is not None else "plain")
-    config = config or gemm_config.choose(m, n, k)
+    config = config or gemm_config.choose(m, n, k, fused=epilogue != "plain")
     code = gemm_config.EPILOGUES.index(epilogue)
     GEMM.module(_variant(input.dtype, epilogue, config)).gemm(target[None], a[None], w[None], bias, code)
     if target is not view:

@@ -195,9 +195,13 @@ class TestBmm:
         torch.cuda.synchronize()
         assert_close(out, reference(q, k.transpose(1, 2)), torch.bfloat16, 64)
 
-    def test_every_layout_config(self):
-        q, k, _, _ = attention(4, 300, 64, torch.bfloat16, "cuda")
-        for config in (gemm_config.SMALL, gemm_config.MEDIUM):
-            out = poisoned_like(torch.empty(4, 300, 300, dtype=torch.bfloat16, device="cuda"))[:, :, :296]
-            bmm_module._product(q, k.transpose(1, 2)[:, :, :296], out, config)
-            assert_close(out, reference(q, k.transpose(1, 2)[:, :, :296]), torch.bfloat16, 64)
+    @pytest.mark.parametrize("config", gemm_config.PICKS, ids=lambda c: c.name)
+    def test_every_layout_config(self, config):
+        # The configurations gemm_config.choose picks, scores (B K-major) and context (B N-major).
+        q, k, v, p = attention(4, 300, 64, torch.bfloat16, "cuda")
+        out = poisoned_like(torch.empty(4, 300, 300, dtype=torch.bfloat16, device="cuda"))[:, :, :296]
+        bmm_module._product(q, k.transpose(1, 2)[:, :, :296], out, config)
+        assert_close(out, reference(q, k.transpose(1, 2)[:, :, :296]), torch.bfloat16, 64)
+        context = poisoned_like(torch.empty(4, 300, 64, dtype=torch.bfloat16, device="cuda"))
+        bmm_module._product(p, v, context, config)
+        assert_close(context, reference(p, v), torch.bfloat16, 300)

@@ -77,8 +77,8 @@ def test_each_configuration_is_its_own_module():
         for config in gemm_config.CANDIDATES
     }
     assert len(names) == len(gemm_config.DTYPES) * len(gemm_config.EPILOGUES) * len(gemm_config.CANDIDATES)
-    a = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.WIDE))
-    b = GEMM.jit_spec(variant=gemm_config.gemm_variant("float16", "silu", gemm_config.WIDE))
+    a = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.FUSED_WIDE))
+    b = GEMM.jit_spec(variant=gemm_config.gemm_variant("float16", "silu", gemm_config.FUSED_WIDE))
     assert a.name != b.name and a.key != b.key and "-DOASR_GEMM_EPILOGUE=5" in a.nvcc_flags
 
 
@@ -87,7 +87,7 @@ def test_a_module_set_by_use_module_stands_in_for_every_variant():
     GEMM.use_module(stub)
     try:
         assert GEMM.module() is stub
-        assert GEMM.module(gemm_config.gemm_variant("float16", "relu", gemm_config.WIDE)) is stub
+        assert GEMM.module(gemm_config.gemm_variant("float16", "relu", gemm_config.FUSED_WIDE)) is stub
     finally:
         GEMM.use_module(None)
     assert GEMM.module_name() == "gemm" and GEMM.jit_spec().name == GEMM.module_name(GEMM.default_variant)
@@ -98,11 +98,22 @@ def test_config_rules():
         gemm_config.GemmConfig(64, 128, 64, 1, 1, "cooperative")
     with pytest.raises(ValueError, match="schedule"):
         gemm_config.GemmConfig(schedule="fast")
-    assert gemm_config.choose(375, 375, 64) == gemm_config.SMALL  # 18 tiles: the small ones
-    assert gemm_config.choose(8000, 256, 256) == gemm_config.MEDIUM  # 126 tiles of 128x128: one wave
-    assert gemm_config.choose(24000, 2048, 512) == gemm_config.WIDE
-    for m, n, k in [(1, 1, 1), (8000, 256, 256), (1500, 2048, 512), (64 * 375, 375, 64)]:
-        assert gemm_config.choose(m, n, k) in gemm_config.CANDIDATES
+    c = gemm_config
+    # The measured winners of dev/gemm/results/tune_h200.txt, one per band of the rule.
+    assert c.choose(1500, 512, 2048) == c.SMALL_GRID == c.GemmConfig(64, 128, 64, 1, 1, "nonpersistent")  # 48 tiles
+    assert c.choose(8000, 256, 256) == c.ONE_WAVE == c.GemmConfig(128, 128, 64, 1, 1, "nonpersistent")  # 126 tiles
+    assert c.choose(24000, 2048, 512) == c.MANY_WAVES == c.GemmConfig(128, 128, 64, 1, 1, "pingpong")
+    assert c.choose(16000, 512, 2048) == c.LONG_K == c.GemmConfig(128, 128, 64, 1, 1, "cooperative")
+    assert c.choose(375, 64, 375, 64) == c.NARROW  # bmm context: N = 64
+    assert c.choose(375, 375, 64, 64) == c.MANY_WAVES  # bmm scores: 576 tiles
+    assert c.choose(8000, 256, 256, fused=True) == c.LONG_K  # the fused epilogues: cooperative
+    assert c.choose(8000, 1024, 256, fused=True) == c.FUSED_WIDE
+    assert c.choose(16000, 128, 256, fused=True) == c.LONG_K  # N does not fill a 256-wide tile
+    for m, n, k in [(1, 1, 1), (8000, 256, 256), (1500, 2048, 512), (64 * 375, 375, 64), (7, 9000, 4096)]:
+        for batch in (1, 3, 300):
+            for fused in (False, True):
+                assert c.choose(m, n, k, batch, fused) in (c.FUSED_PICKS if fused else c.PICKS)
+                assert c.choose(m, n, k, batch, fused) in c.CANDIDATES
 
 
 class TorchGemm:

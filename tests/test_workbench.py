@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from conftest import RECORDINGS
 
-from oasr.jit.families import FAMILIES, NORM, SCALE
+from oasr.jit.families import FAMILIES, GEMM, NORM, SCALE
 from profiling.harness.ops import ops_of
-from profiling.workbench.notebook import Workbench
+from profiling.workbench.notebook import Workbench, tensor_bound, timing_headline
 from profiling.workbench.tables import load_table, report_gpu_slug, save_table, workbench_mode
 
 REPORTS = RECORDINGS.parent.parent
@@ -72,6 +72,30 @@ def test_recorded_timing_speedups_and_headlines(bench):
     assert len(bench.headlines) == 3 and all("% of copy bandwidth" in line for line in bench.headlines)
     figure = bench.bandwidth_plot(table)
     assert "replayed" in figure._suptitle.get_text()
+
+
+def test_headline_of_a_tensor_core_op_is_its_flop_rate_not_copy_bandwidth():
+    gemm, scale = ops_of(GEMM)[0], ops_of(SCALE)[0]
+    assert tensor_bound(gemm, "bfloat16") and not tensor_bound(scale, "float16")
+    rows = pd.DataFrame(
+        {
+            "config": ["m=8000,n=256,k=256", "m=24000,n=2048,k=512"],
+            "flop": [1.0e9, 5.0e10],
+            "flop_per_s": [2.0e14, 5.6e14],
+            "bytes": [9e6, 7e7],
+            "pct_of_copy": [5.0, 19.0],
+        }
+    )
+    speedups = pd.Series([0.8, 1.01])
+    line = timing_headline(gemm, "bfloat16", rows, speedups, 7.0e14)
+    assert line == (
+        "gemm bfloat16: 560 TFLOP/s (80% of cuBLAS's measured 700) at m=24000,n=2048,k=512; "
+        "speedup over torch 0.80x to 1.01x"
+    )
+    assert "TFLOP/s at m=24000" in timing_headline(gemm, "bfloat16", rows, speedups, None)  # no ceilings saved
+    assert timing_headline(scale, "float16", rows, speedups, 7.0e14).startswith(
+        "scale float16: 19% of copy bandwidth at 67 MiB;"
+    )
 
 
 def test_replayed_profile_roofline_and_advice(bench):

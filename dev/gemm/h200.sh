@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The gemm and bmm families on the H200, in one command from the repo root (the device tool runs it
 # with the wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
-#   bash dev/gemm/h200.sh [steps...]     (default: build test tune; logs and the CSV go to $OUT)
-# build: every module the tests and the sweep use, in parallel (~45 s each, one core and ~1.8 GB apiece);
-# test:  tests/test_gemm.py and tests/test_bmm.py with their GPU tests;
-# tune:  dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart).
+#   bash dev/gemm/h200.sh [steps...]     (default: build test tune epilogue; logs and CSVs go to $OUT)
+# build:    every module the tests and the sweeps use, in parallel (~45 s each, one core and ~1.8 GB apiece);
+# test:     tests/test_gemm.py and tests/test_bmm.py with their GPU tests;
+# tune:     dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart);
+# epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
@@ -17,7 +18,7 @@ fi
 export PYTHONUNBUFFERED=1
 jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
 status=0
-for s in ${*:-build test tune}; do
+for s in ${*:-build test tune epilogue}; do
   echo; echo "=== $s ($(date +%T))"
   case $s in
     build) python3 dev/gemm/tune.py --build --jobs "$jobs" 2>&1 | tee "$OUT/gemm-build.log" || status=1 ;;
@@ -25,7 +26,9 @@ for s in ${*:-build test tune}; do
             > "$OUT/gemm-pytest.log" 2>&1 || status=1
           tail -30 "$OUT/gemm-pytest.log" ;;
     tune) python3 dev/gemm/tune.py --csv "$OUT/gemm-tune.csv" 2>&1 | tee "$OUT/gemm-tune.txt" || status=1 ;;
-    *) echo "unknown step $s (steps: build test tune)"; status=1 ;;
+    epilogue) python3 dev/gemm/tune.py --epilogue --csv "$OUT/gemm-epilogue.csv" 2>&1 | tee "$OUT/gemm-epilogue.txt" \
+                || status=1 ;;
+    *) echo "unknown step $s (steps: build test tune epilogue)"; status=1 ;;
   esac
 done
 exit $status

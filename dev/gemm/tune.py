@@ -1,13 +1,25 @@
 """Time every candidate gemm/bmm configuration on the issue's shapes next to cuBLAS (through torch).
 
-    python dev/gemm/tune.py --build [--jobs 14]      # build every module the tests and the sweep use, in parallel
+    python dev/gemm/tune.py --build [--jobs 14]      # build every module the tests and the sweeps use, in parallel
     python dev/gemm/tune.py [--csv tune.csv]         # the sweep (H100/H200): one table per op, then the best per shape
+    python dev/gemm/tune.py --epilogue [--csv e.csv] # the epilogue study (below); `--build --epilogue` builds just it
+    python dev/gemm/tune.py --sass                   # the study's modules' SASS: registers, CALLs, branches, MUFU ops
 
 Device time is CUDA-graph replay (``REPEAT`` calls captured in one graph, the median of ``SAMPLES``
 replays, per call: hot L2, no launch gaps); eager latency is host wall time per call of a loop of
 eager calls (launch and Python included), reported apart. Each configuration's result is checked
-against cuBLAS's before it is timed (``ok`` column). The best configuration per shape is what
-``oasr/jit/gemm_config.py``'s rule should encode; until then that rule is an untuned heuristic.
+against cuBLAS's before it is timed (``ok`` column). ``oasr/jit/gemm_config.py``'s rule is read off
+the best configuration per shape of this sweep's H200 run (``dev/gemm/results/tune_h200.txt``);
+``gemm_chosen`` rows show what the rule picks.
+
+The epilogue study: the fused bias+SiLU epilogue (CUTLASS's LinCombPerColBiasEltAct visitor tree) ran
+at about half the bare GEMM's speed in that run, ~3.7 us more per wave of 128x128 tiles at any K, and
+slowest with ping-pong. :data:`EPILOGUE_VARIANTS` splits the cost (the bias broadcast: a synchronous
+gmem->smem load and a barrier per tile in Sm90RowBroadcast; a cheap activation; SiLU's accurate
+``expf`` and IEEE divide) and tries fixes that leave the production sources as they are: the sigmoid
+as one ``tanh.approx`` (CUTLASS's own ``CUTLASS_USE_TANH_FOR_SIGMOID``), ``--use_fast_math``, SiLU
+with ``__expf`` and ``__fdividef`` and a wider epilogue sub-tile (both ``dev/gemm/epilogue.cu``, which
+says what the production SiLU's SASS shows). Each is timed next to cuBLAS and torch.
 """
 
 # ruff: noqa: B023  (each lambda is timed before its loop variables move on)
@@ -16,7 +28,11 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import csv
+import dataclasses
+import re
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -29,11 +45,13 @@ from oasr import bmm as oasr_bmm
 from oasr import gemm as oasr_gemm
 from oasr import gemm_glu
 from oasr.jit import gemm_config
+from oasr.jit.core import JitSpec, Variant
 from oasr.jit.families import BMM, GEMM
 
 gemm_module = sys.modules["oasr.gemm"]
 bmm_module = sys.modules["oasr.bmm"]
 C = gemm_config.GemmConfig
+HERE = Path(__file__).resolve().parent
 
 GEMM_SHAPES = [  # (M, N, K): the issue's targets, then upstream Oasr's gemm list (benchmarks/routines/gemm.py)
     (8000, 256, 256),
@@ -53,12 +71,13 @@ GEMM_SHAPES = [  # (M, N, K): the issue's targets, then upstream Oasr's gemm lis
 ]
 FUSED_SHAPES = [(8000, 256, 256), (8000, 1024, 256), (1500, 2048, 512), (16000, 512, 512)]
 FUSED_CANDIDATES = (
-    gemm_config.SMALL,
-    gemm_config.MEDIUM,
-    gemm_config.WIDE,
+    C(64, 128, 64, 1, 1, "pingpong"),
+    C(128, 128, 64, 1, 1, "cooperative"),
+    C(128, 256, 64, 2, 1, "cooperative"),
     C(128, 256, 64, 1, 1, "cooperative"),
     C(128, 128, 64, 2, 1, "cooperative"),
     C(128, 128, 64, 1, 1, "pingpong"),
+    C(128, 128, 64, 1, 1, "nonpersistent"),
 )
 GLU_SHAPES = [(16000, 512, 256), (8000, 2048, 512)]  # (M, 2N, K): the Conformer's pointwise conv before GLU
 BMM_SHAPES = [  # (batch, M, N, K, layout): scores (nt, keys K-major) and context (nn, values N-major)
@@ -69,59 +88,112 @@ BMM_SHAPES = [  # (batch, M, N, K, layout): scores (nt, keys K-major) and contex
     (512, 400, 400, 64, "nt"),
     (512, 200, 200, 64, "nt"),
     (64, 200, 200, 64, "nt"),
+    (8, 375, 375, 64, "nt"),  # one wave of 128x128 tiles (72)
+    (4, 375, 375, 64, "nt"),  # under half a wave (36)
+    (8, 375, 64, 375, "nn"),
 ]
 BMM_CANDIDATES = (
-    gemm_config.SMALL,
-    gemm_config.MEDIUM,
+    C(64, 128, 64, 1, 1, "pingpong"),
+    C(128, 128, 64, 1, 1, "cooperative"),
     C(64, 64, 64, 1, 1, "pingpong"),
     C(128, 128, 64, 1, 1, "pingpong"),
     C(64, 128, 64, 1, 1, "nonpersistent"),
+    C(128, 128, 64, 1, 1, "nonpersistent"),
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class EpilogueVariant:
+    """One row of the epilogue study: a production epilogue, with or without a bias, built as it is or
+    with extra nvcc flags (``dev_source``: from ``dev/gemm/epilogue.cu`` instead of ``csrc/gemm.cu``)."""
+
+    name: str
+    epilogue: str
+    bias: bool
+    flags: tuple[str, ...] = ()
+    dev_source: bool = False
+    ping_pong_too: bool = False  # also timed with 128x128 ping-pong tiles
+
+
+EPILOGUE_VARIANTS = (
+    EpilogueVariant("plain", "plain", False, ping_pong_too=True),  # the bare CUTLASS GEMM
+    EpilogueVariant("bias", "bias", True),  # + the bias broadcast alone
+    EpilogueVariant("relu", "relu", True),  # + a one-instruction activation
+    EpilogueVariant("silu", "silu", True, ping_pong_too=True),  # production: + expf and an IEEE divide
+    EpilogueVariant("silu_nobias", "silu", False, ping_pong_too=True),  # a null bias: no bias loads
+    EpilogueVariant("gelu_tanh", "gelu_tanh", True),  # one tanh.approx an element
+    EpilogueVariant("silu_tanh", "silu", True, ("-DCUTLASS_USE_TANH_FOR_SIGMOID",), ping_pong_too=True),
+    EpilogueVariant("silu_fastmath", "silu", True, ("--use_fast_math",), ping_pong_too=True),
+    EpilogueVariant("silu_fast", "silu", True, ("-DOASR_GEMM_DEV_FAST_SILU",), True, ping_pong_too=True),
+    EpilogueVariant("plain_epi64", "plain", False, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
+    EpilogueVariant("silu_epi64", "silu", True, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
+)
+EPILOGUE_CONFIGS = (gemm_config.LONG_K, gemm_config.FUSED_WIDE)  # the fused rule's picks (cooperative)
+
+
+def epilogue_spec(variant: EpilogueVariant, config: gemm_config.GemmConfig) -> JitSpec:
+    """The module of ``variant`` at ``config`` (bf16); a production one is the family's own module."""
+    base = gemm_config.gemm_variant("bfloat16", variant.epilogue, config)
+    if variant.flags:
+        base = Variant(name=f"{base.name}_dev_{variant.name}", cuda_cflags=(*base.cuda_cflags, *variant.flags))
+    spec = GEMM.jit_spec(variant=base)
+    if variant.dev_source:
+        spec = dataclasses.replace(spec, sources=[HERE / "epilogue.cu", *spec.sources[1:]])
+    return spec
+
+
+def epilogue_cases() -> list[tuple[EpilogueVariant, gemm_config.GemmConfig]]:
+    cases = [(v, c) for c in EPILOGUE_CONFIGS for v in EPILOGUE_VARIANTS]
+    return cases + [(v, gemm_config.MANY_WAVES) for v in EPILOGUE_VARIANTS if v.ping_pong_too]
+
+
 REPEAT, SAMPLES = 20, 15
 
 
 def variants_to_build() -> list[tuple[object, object]]:
     """(family, variant) of every module this sweep and tests/test_gemm.py, tests/test_bmm.py use."""
     gv, bv = gemm_config.gemm_variant, gemm_config.bmm_variant
+    dtypes = gemm_config.DTYPES
     wanted = [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
     wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
-    wanted += [(GEMM, gv("bfloat16", e, c)) for e in gemm_config.EPILOGUES for c in (gemm_config.SMALL,)]
-    wanted += [(GEMM, gv("bfloat16", "bias", gemm_config.choose(m, n2, k))) for m, n2, k in GLU_SHAPES]
-    wanted += [(GEMM, gv("float16", e, gemm_config.SMALL)) for e in ("plain", "silu", "gelu_tanh")]
-    wanted += [(GEMM, gv("bfloat16", "silu", gemm_config.choose(8000, 1024, 256)))]  # test_large_conformer_shape
-    wanted += [(BMM, bv(d, nn, c)) for d in ("bfloat16",) for nn in (False, True) for c in BMM_CANDIDATES]
-    wanted += [(BMM, bv("float16", nn, gemm_config.SMALL)) for nn in (False, True)]
-    for b, m, n, k, _ in BMM_SHAPES:  # what the heuristic picks (the tests call through it)
-        wanted += [(BMM, bv(d, nn, gemm_config.choose(m, n, k, b))) for d in ("bfloat16",) for nn in (False, True)]
+    wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
+    wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
+    wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
+    wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]
     unique = {}
     for family, variant in wanted:
         unique[(family.name, variant.name)] = (family, variant)
     return list(unique.values())
 
 
-def build(jobs: int) -> None:
-    todo = variants_to_build()
-    print(f"building {len(todo)} modules, {jobs} at a time", flush=True)
+def build(specs: list[JitSpec], jobs: int) -> None:
+    print(f"building {len(specs)} modules, {jobs} at a time", flush=True)
     start = time.perf_counter()
 
-    def one(item):
-        family, variant = item
+    def one(spec: JitSpec) -> str:
         t = time.perf_counter()
-        info = family.jit_spec(variant=variant).build()
+        info = spec.build()
         how = "cached" if info.cache_hit else "built"
-        return f"{family.name}_{variant.name}: {how} in {time.perf_counter() - t:.0f} s"
+        return f"{spec.name}: {how} in {time.perf_counter() - t:.0f} s"
 
     failures = 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for item, future in zip(todo, [pool.submit(one, item) for item in todo], strict=True):
+        for spec, future in zip(specs, [pool.submit(one, spec) for spec in specs], strict=True):
             try:
                 print(future.result(), flush=True)
             except Exception as exc:  # report every failure, then fail
                 failures += 1
-                print(f"{item[0].name}_{item[1].name}: FAILED\n{exc}", flush=True)
+                print(f"{spec.name}: FAILED\n{exc}", flush=True)
     print(f"done in {time.perf_counter() - start:.0f} s, {failures} failed", flush=True)
     if failures:
         raise SystemExit(1)
+
+
+def specs_to_build(epilogue_only: bool) -> list[JitSpec]:
+    """The modules of the sweep and the tests (unless ``epilogue_only``) and of the epilogue study, once each."""
+    specs = [] if epilogue_only else [family.jit_spec(variant=v) for family, v in variants_to_build()]
+    specs += [epilogue_spec(v, c) for v, c in epilogue_cases()]
+    return list({spec.name: spec for spec in specs}.values())
 
 
 def device_us(fn: Callable[[], object]) -> float:
@@ -206,7 +278,7 @@ def sweep(csv_path: Path | None) -> None:
             gemm_module._linear(x, w, None, None, out, config)
             us = device_us(lambda: gemm_module._linear(x, w, None, None, out, config))
             record("gemm", (m, n, k), config.name, us, cublas, close(out, expected), 2.0 * m * n * k)
-        chosen = gemm_config.choose(m, n, k)  # the heuristic's pick, through the public op (eager latency too)
+        chosen = gemm_config.choose(m, n, k)  # the rule's pick, through the public op (eager latency too)
         out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
         us, eager = device_us(lambda: oasr_gemm(x, w, out=out)), eager_us(lambda: oasr_gemm(x, w, out=out))
         record("gemm_chosen", (m, n, k), chosen.name, us, cublas, close(out, expected), 2.0 * m * n * k, eager)
@@ -279,19 +351,111 @@ def sweep(csv_path: Path | None) -> None:
         print(f"wrote {csv_path}")
 
 
+def epilogue_study(csv_path: Path | None) -> None:
+    """Every :data:`EPILOGUE_VARIANTS` row at every fused shape, next to bare cuBLAS and torch's bias+SiLU."""
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
+    modules = {}
+    for variant, config in epilogue_cases():
+        spec = epilogue_spec(variant, config)
+        modules[(variant.name, config)] = spec.build_and_load()
+    rows = []
+    for m, n, k in FUSED_SHAPES:
+        x, w, b = randn(m, k), randn(n, k, scale=k**-0.5), randn(n)
+        cublas = device_us(lambda: F.linear(x, w))
+        torch_fused = device_us(lambda: F.silu(F.linear(x, w, b)))
+        print(f"\n{m}x{n}x{k}: cuBLAS {cublas:.2f} us, torch bias+silu {torch_fused:.2f} us", flush=True)
+        for variant, config in epilogue_cases():
+            bias = b if variant.bias else None
+            act = None if variant.epilogue in ("plain", "bias") else variant.epilogue
+            expected = gemm_module._TORCH_ACT[act](F.linear(x, w, bias))
+            out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
+            GEMM.use_module(modules[(variant.name, config)])
+            try:
+                gemm_module._linear(x, w, bias, act, out, config)
+                ok = close(out, expected)
+                us = device_us(lambda: gemm_module._linear(x, w, bias, act, out, config))
+            finally:
+                GEMM.use_module(None)
+            row = {
+                "shape": f"{m}x{n}x{k}",
+                "config": config.name,
+                "variant": variant.name,
+                "device_us": round(us, 3),
+                "cublas_us": round(cublas, 3),
+                "torch_bias_silu_us": round(torch_fused, 3),
+                "speedup_vs_cublas": round(cublas / us, 3),
+                "ok": ok,
+            }
+            rows.append(row)
+            print(
+                f"  {config.name:<34} {variant.name:<14} {us:8.2f} us  x{row['speedup_vs_cublas']:<6} "
+                f"{'ok' if ok else 'WRONG'}",
+                flush=True,
+            )
+    if csv_path is not None:
+        with open(csv_path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {csv_path}")
+
+
+def cuobjdump() -> str:
+    """The cuobjdump of the toolkit on PATH, or of the pip CUDA wheels beside torch."""
+    found = shutil.which("cuobjdump") or next(
+        (str(p) for p in Path(torch.__file__).parents[1].glob("nvidia/cu*/bin/cuobjdump")), None
+    )
+    if found is None:
+        raise SystemExit("dev/gemm/tune.py --sass: no cuobjdump; put the CUDA toolkit's bin/ on PATH")
+    return found
+
+
+def sass_report(jobs: int) -> None:
+    """Per epilogue-study module with 128x128 tiles (built here if needed: no GPU): registers, stack and
+    the SASS counts that tell the epilogues apart (CALL: a subroutine such as an IEEE divide's slow path;
+    BSSY: a convergence barrier around a branch; MUFU: special-function ops)."""
+    tool = cuobjdump()
+    cases = [(v, c) for v, c in epilogue_cases() if c in (gemm_config.LONG_K, gemm_config.MANY_WAVES)]
+    specs = [epilogue_spec(v, c) for v, c in cases]
+    build(list({spec.name: spec for spec in specs}.values()), jobs)
+    print(f"{'module':<72} {'REG':>4} {'STACK':>5} {'instr':>6} {'CALL':>5} {'BSSY':>5}  MUFU")
+    for (variant, config), spec in zip(cases, specs, strict=True):
+        library = str(spec.library_path)
+        usage = subprocess.run([tool, "--dump-resource-usage", library], capture_output=True, text=True).stdout
+        sass = subprocess.run([tool, "-sass", library], capture_output=True, text=True).stdout
+        registers = max(map(int, re.findall(r"REG:(\d+)", usage)), default=-1)
+        stack = max(map(int, re.findall(r"STACK:(\d+)", usage)), default=-1)
+        instructions = len(re.findall(r"^\s+/\*[0-9a-f]+\*/", sass, re.M))
+        mufu: dict[str, int] = {}
+        for op in re.findall(r"MUFU\.(\w+)", sass):
+            mufu[op] = mufu.get(op, 0) + 1
+        print(
+            f"{variant.name + ' ' + config.name:<72} {registers:>4} {stack:>5} {instructions:>6} "
+            f"{len(re.findall(r' CALL', sass)):>5} {len(re.findall(r'BSSY', sass)):>5}  "
+            f"{' '.join(f'{k}:{v}' for k, v in sorted(mufu.items())) or '-'}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--build", action="store_true", help="build every module the sweep and the tests use, then stop"
     )
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (each ~1.8 GB, one core)")
+    parser.add_argument("--epilogue", action="store_true", help="the epilogue study instead of the sweep")
+    parser.add_argument("--sass", action="store_true", help="the epilogue study's SASS counts (no GPU needed)")
     parser.add_argument("--csv", type=Path, help="also write the sweep's rows here")
     args = parser.parse_args()
     if args.build:
-        build(args.jobs)
+        build(specs_to_build(args.epilogue), args.jobs)
+    elif args.sass:
+        sass_report(args.jobs)
+    elif not torch.cuda.is_available():
+        raise SystemExit("dev/gemm/tune.py: the sweeps need an sm90 GPU (H100/H200); `--build` runs anywhere.")
+    elif args.epilogue:
+        epilogue_study(args.csv)
     else:
-        if not torch.cuda.is_available():
-            raise SystemExit("dev/gemm/tune.py: the sweep needs an sm90 GPU (H100/H200); `--build` runs anywhere.")
         sweep(args.csv)
 
 

@@ -223,8 +223,10 @@ GEMM = Family(
         "accumulators), cooperative, ping-pong or non-persistent, with clusters that multicast the shared "
         "tile. The bias and the activation are an epilogue visitor tree computed on the accumulators and "
         "rounded once. Each (dtype, epilogue, tile, cluster, schedule) is its own JIT module, built on first "
-        "use; `oasr/jit/gemm_config.py` chooses one per shape (an untuned rule until `dev/gemm/tune.py`'s "
-        "H200 table replaces it). `gemm_glu` is, for now, the gemm with its bias into a temporary "
+        "use; `oasr/jit/gemm_config.py` chooses one per shape by a rule read off `dev/gemm/tune.py`'s "
+        "H200 table (`dev/gemm/results/tune_h200.txt`): 128x128 ping-pong tiles for most shapes, non-persistent "
+        "tiles for grids of one wave or less, cooperative for long K and for the bias/activation epilogues. "
+        "`gemm_glu` is, for now, the gemm with its bias into a temporary "
         "followed by `oasr.glu`: two kernels, not one epilogue."
     ),
     headers=("oasr/gemm/sm90_gemm.cuh",),
@@ -256,7 +258,7 @@ BMM = Family(
     extra_cuda_cflags=(SM90A,),
     include_paths=cutlass.include_paths,
     library_cflags=cutlass.version_flags,
-    default_variant=gemm_config.bmm_variant("bfloat16", False, gemm_config.SMALL),
+    default_variant=gemm_config.bmm_variant("bfloat16", False, gemm_config.DEFAULT),
 )
 
 FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, GEMM, BMM)

@@ -4,9 +4,28 @@ Each :class:`GemmConfig`, with a dtype, an epilogue and B's layout, is one JIT m
 (:class:`oasr.jit.core.Variant`), built the first time a call needs it. :func:`choose` picks
 the configuration from the problem's shape.
 
-The rule below is an untuned heuristic (not yet measured on the H200): ``dev/gemm/tune.py`` times
-every candidate in :data:`CANDIDATES` next to cuBLAS on the issue's shapes, and its table is what
-should replace this rule.
+The rule is read off ``dev/gemm/results/tune_h200.txt`` (``dev/gemm/tune.py`` on an H200 at commit
+d238755: every configuration of :data:`CANDIDATES` next to cuBLAS on 14 gemm and 7 bmm shapes, all
+measured correct). It counts 128x128 output tiles against the 132 SMs:
+
+* a grid of less than half a wave takes 64x128 tiles, non-persistent (twice the CTAs in flight);
+* a grid of at most one wave takes 128x128 tiles, non-persistent (no scheduler loop to pay for);
+* more waves take 128x128 ping-pong (one warpgroup's epilogue hides under the other's math), or
+  cooperative when K >= 2048 (32+ k-blocks a tile: the epilogue is a small share to hide);
+* N <= 64 takes 64x64 ping-pong, whose tiles N fills (measured on attention's context product,
+  bmm 64x375x64x375: 27.0 us against 30.1 us for 128x128 ping-pong).
+
+On the table's shapes it picks the best configuration or one within 3% of it (bmm 64x375x375x64:
+128x128 ping-pong at 11.19 us against 64x128 ping-pong's 10.88 us). A shape outside the table falls
+into the same tile-count bands; the bands' edges (66 and 132 tiles, K = 2048) are where the
+measured winners change. The table's bmm shapes all span several waves, so a bmm of one wave or
+less takes the gemm's bands (correct by the GPU tests, its speed for the next sweep to confirm).
+
+A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
+slowest there (x0.39 of cuBLAS at 8000x256x256 against x0.54 cooperative: likely one warpgroup
+running the tile's whole SiLU, 128 elements a thread, each an IEEE divide with a branch and a
+slow-path call, ``dev/gemm/results/epilogue_sass.txt``), and the best of the fused sweep (4 shapes)
+is cooperative, 128x128 for one wave and 128x256 (when N >= 256 fills it) for more.
 """
 
 from __future__ import annotations
@@ -83,33 +102,39 @@ CANDIDATES: tuple[GemmConfig, ...] = (
 )
 """What ``dev/gemm/tune.py`` times on the H200."""
 
-SMALL = GemmConfig(64, 128, 64, 1, 1, "pingpong")
-MEDIUM = GemmConfig(128, 128, 64, 1, 1, "cooperative")
-WIDE = GemmConfig(128, 256, 64, 2, 1, "cooperative")
-DEFAULT = MEDIUM
+NARROW = GemmConfig(64, 64, 64, 1, 1, "pingpong")
+SMALL_GRID = GemmConfig(64, 128, 64, 1, 1, "nonpersistent")
+ONE_WAVE = GemmConfig(128, 128, 64, 1, 1, "nonpersistent")
+MANY_WAVES = GemmConfig(128, 128, 64, 1, 1, "pingpong")
+LONG_K = GemmConfig(128, 128, 64, 1, 1, "cooperative")
+FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
+PICKS = (NARROW, SMALL_GRID, ONE_WAVE, MANY_WAVES, LONG_K)
+FUSED_PICKS = (LONG_K, FUSED_WIDE)
+"""What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
+DEFAULT = MANY_WAVES
 """The family's representative build (prebuilding, the CPU build test)."""
 
-
-_SPEED = ((SMALL, 0.8), (MEDIUM, 1.0), (WIDE, 1.1))
-"""Assumed relative throughput of a CTA per tile element: larger tiles re-read less from shared memory."""
+LONG_K_MIN = 2048
+"""From this K on, cooperative beats ping-pong on the large grids (16000x512x2048: 50.4 us against 51.6 us)."""
 
 
 @functools.lru_cache(maxsize=4096)  # a model's few shapes, asked on every call
-def choose(m: int, n: int, k: int, batch: int = 1) -> GemmConfig:
-    """The configuration for an ``[m, k] x [k, n]`` problem, ``batch`` times (untuned heuristic).
+def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmConfig:
+    """The configuration for an ``[m, k] x [k, n]`` problem, ``batch`` times (the H200 table's rule).
 
-    The one of SMALL (64x128 ping-pong), MEDIUM (128x128 cooperative) and WIDE (128x256
-    cooperative, 2x1 clusters) whose wave-quantised work is least: waves of tiles over the
-    H200's 132 SMs, times the tile's area, over its assumed speed (:data:`_SPEED`). Small
-    problems get the small tiles (more CTAs in flight), large ones the wide tiles.
+    ``fused``: the epilogue adds a bias or applies an activation. The rule and the measurements it
+    comes from are in the module docstring.
     """
-
-    def cost(candidate: tuple[GemmConfig, float]) -> float:
-        config, speed = candidate
-        tiles = batch * -(-m // config.tile_m) * -(-n // config.tile_n)
-        return -(-tiles // NUM_SMS_H200) * config.tile_m * config.tile_n / speed
-
-    return min(_SPEED, key=cost)[0]
+    tiles = batch * -(-m // 128) * -(-n // 128)  # 128x128 output tiles
+    if fused:
+        return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else LONG_K
+    if n <= 64:
+        return NARROW
+    if 2 * tiles <= NUM_SMS_H200:
+        return SMALL_GRID
+    if tiles <= NUM_SMS_H200:
+        return ONE_WAVE
+    return LONG_K if k >= LONG_K_MIN else MANY_WAVES
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:

@@ -28,7 +28,7 @@ from ..analysis import plots, roofline
 from ..files import ShownPath, atomic_write_text, shown_path
 from ..harness import correctness, timing
 from ..harness.measure import measure
-from ..harness.ops import Config, OpSpec, ops_of
+from ..harness.ops import Config, OpSpec, ops_of, parse_dtype
 from ..nsight import runner
 from ..nsight.sweep import ProfileResult, profile_sweep
 from .display import Table, config_in_op_order
@@ -185,13 +185,12 @@ class Workbench:
 
     def _timing_headlines(self, table: pd.DataFrame) -> None:
         speedups = self.speedup_table(table).reset_index()
+        saved = roofline.load_measured_ceilings(self.gpu_slug)
+        cublas = float(saved["cublas_flop_per_s"]) if saved else None
+        specs = {op.name: op for op in self.ops}
         for (op, dtype), group in speedups.groupby(["op", "dtype"], sort=False):
-            largest = table[(table["op"] == op) & (table["dtype"] == dtype) & (table["backend"] == "oasr")]
-            largest = largest.loc[largest["bytes"].idxmax()]
-            self.headlines.append(
-                f"{op} {dtype}: {largest['pct_of_copy']:.0f}% of copy bandwidth at {largest['bytes'] / 2**20:.0f} MiB;"
-                f" speedup over torch {group['speedup'].min():.2f}x to {group['speedup'].max():.2f}x"
-            )
+            rows = table[(table["op"] == op) & (table["dtype"] == dtype) & (table["backend"] == "oasr")]
+            self.headlines.append(timing_headline(specs[op], dtype, rows, group["speedup"], cublas))
 
     # ------------------------------------------------------------ Nsight Compute
 
@@ -268,3 +267,28 @@ def correctness_configs(op: OpSpec) -> list[Config]:
     """Tiny, odd and large sizes from the op's sweep (first, second and last)."""
     sweep = list(op.default_sweep)
     return [sweep[0], sweep[1], sweep[-1]] if len(sweep) > 2 else sweep
+
+
+def tensor_bound(op: OpSpec, dtype: str) -> bool:
+    """Whether ``op``'s work model counts tensor-core FLOP (a gemm, not a memory-bound map)."""
+    work = op.work(op.default_sweep[0], parse_dtype(dtype))
+    return any(kind.startswith("tensor_") and flop > 0 for kind, flop in work.flops.items())
+
+
+def timing_headline(
+    op: OpSpec, dtype: str, rows: pd.DataFrame, speedups: pd.Series, cublas_flop_per_s: float | None
+) -> str:
+    """One line of the index for ``op`` in ``dtype`` from its oasr timing ``rows``: a tensor-core op's
+    FLOP rate at its largest case (and its share of the measured cuBLAS rate), else its share of the
+    copy bandwidth at its largest case; then its speedups over torch."""
+    if tensor_bound(op, dtype):
+        largest = rows.loc[rows["flop"].idxmax()]
+        rate = f"{largest['flop_per_s'] / 1e12:.0f} TFLOP/s"
+        if cublas_flop_per_s:
+            share = 100 * largest["flop_per_s"] / cublas_flop_per_s
+            rate += f" ({share:.0f}% of cuBLAS's measured {cublas_flop_per_s / 1e12:.0f})"
+        where = f"{rate} at {largest['config']}"
+    else:
+        largest = rows.loc[rows["bytes"].idxmax()]
+        where = f"{largest['pct_of_copy']:.0f}% of copy bandwidth at {largest['bytes'] / 2**20:.0f} MiB"
+    return f"{op.name} {dtype}: {where}; speedup over torch {speedups.min():.2f}x to {speedups.max():.2f}x"

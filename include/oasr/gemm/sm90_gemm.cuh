@@ -75,15 +75,16 @@ struct Fusion<Element, BiasAct<Act>> {
 // The kernel: CUTLASS's collective builders assemble mainloop and epilogue for one configuration.
 // ---------------------------------------------------------------------------------------------
 
+// EpilogueTile: the sub-tile the epilogue stores at a time (CUTLASS's choice: 128x32 cooperative, 64x32 else).
 template <class Element, class LayoutB, class TileShape, class ClusterShape, class Schedule, int Stages,
-          class Epilogue>
+          class Epilogue, class EpilogueTile = cutlass::epilogue::collective::EpilogueTileAuto>
 struct Sm90Gemm {
   static constexpr int kAlignment = 16 / sizeof(Element);  // elements per 16 bytes: TMA's unit
   using FusionOp = typename detail::Fusion<Element, Epilogue>::Op;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
-      cutlass::epilogue::collective::EpilogueTileAuto, float, float,  //
+      EpilogueTile, float, float,                                      //
       void, cutlass::layout::RowMajor, kAlignment,                     // no C operand
       Element, cutlass::layout::RowMajor, kAlignment,                  // D
       typename Schedule::Epilogue, FusionOp>::CollectiveOp;

@@ -1,0 +1,27 @@
+// The gemm module's epilogue from its -D flag (oasr/jit/gemm_config.py passes it), for csrc/gemm.cu and
+// its dev/ variants.
+//
+// OASR_GEMM_EPILOGUE: 0 plain, 1 bias, 2 bias+ReLU, 3 bias+GELU (erf), 4 bias+GELU (tanh), 5 bias+SiLU.
+#pragma once
+
+#include "gemm_sm90.h"
+
+#ifndef OASR_GEMM_EPILOGUE
+#error "a gemm module is built for one epilogue: oasr/gemm_config.py passes -DOASR_GEMM_EPILOGUE"
+#endif
+
+namespace oasr::gemm::config {
+
+namespace act = cutlass::epilogue::thread;
+
+using Epilogue = cute::conditional_t<
+    OASR_GEMM_EPILOGUE == 0, Plain,
+    cute::conditional_t<
+        OASR_GEMM_EPILOGUE == 1, BiasAct<act::Identity>,
+        cute::conditional_t<
+            OASR_GEMM_EPILOGUE == 2, BiasAct<act::ReLu>,
+            cute::conditional_t<OASR_GEMM_EPILOGUE == 3, BiasAct<act::GELU>,
+                                cute::conditional_t<OASR_GEMM_EPILOGUE == 4, BiasAct<act::GELU_taylor>,
+                                                    BiasAct<act::SiLu>>>>>>;
+
+}  // namespace oasr::gemm::config
