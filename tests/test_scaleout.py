@@ -38,7 +38,7 @@ from profiling.scaleout import gpus as gpus_module
 from profiling.scaleout import ray_engine
 from profiling.scaleout import timing as scaleout_timing
 from profiling.scaleout.chunks import LOST, OK, Attempt, ChunkLost, ChunkRun, call, worker_gpu
-from profiling.scaleout.engine import run_chunks
+from profiling.scaleout.engine import run_chunks, start_workers
 from profiling.scaleout.gpus import resolve
 from profiling.scaleout.local import run_local
 from profiling.scaleout.pool import WorkerPool, shared_pool, shutdown_shared_pool
@@ -300,6 +300,17 @@ def test_shared_pool_is_shut_down_on_request(fake_gpus):
     shutdown_shared_pool()
 
 
+def test_start_workers_ahead_of_the_first_sweep(fake_gpus):
+    shutdown_shared_pool()
+    start_workers("all").join()
+    warm = shared_pool().pids()
+    assert len(warm) == 2
+    run = run_chunks(env_of_worker, ["X", "X"], gpus="all")
+    assert {r["pid"] for r in run.results} <= set(warm), "the sweep used the workers started ahead"
+    shutdown_shared_pool()
+    assert_no_workers_left(warm)
+
+
 # ---------------------------------------------------------------------------
 # The driver-thread engine (one subprocess per GPU, started by the driver)
 # ---------------------------------------------------------------------------
@@ -546,6 +557,14 @@ def test_runner_stop_event_interrupts_and_keeps_the_partial_report(tmp_path, mon
     assert_gone([int(p) for p in (tmp_path / "pids").read_text().split()])
 
 
+def test_profile_sweep_a_failure_of_its_own_is_not_retried(live):
+    live.use('print("==ERROR== ERR_NVGPUCTRPERM - no permission", flush=True)\nsys.exit(1)\n')
+    with pytest.raises(runner.NcuFailedError, match="2 problem") as info:
+        live.profile(gpus=["0", "1"])
+    assert len(live.calls()) == 2, "one ncu per chunk: a refused permission would fail again elsewhere"
+    assert "CountersNotPermittedError" in str(info.value) or "ERR_NVGPUCTRPERM" in str(info.value)
+
+
 def test_profile_sweep_bad_engine_names_the_argument(live):
     with pytest.raises(ValueError, match="engine must be one of"):
         live.profile(gpus="all", engine="slurm")
@@ -603,6 +622,18 @@ def test_measure_sweep_keeps_the_sweep_order_and_says_where_each_row_ran(fake_ti
     assert [batch[0]["n"] for batch in arrived] == [3, 3, 2, 2, 1, 1], "rows are passed on as they arrive"
     assert all("gpu_device" in row for batch in arrived for row in batch)
     assert list(frame.columns[-2:]) == ["gpu_device", "host"]
+
+
+def test_each_sweep_loads_the_kernels_afresh_in_a_kept_worker(monkeypatch):
+    forgotten = []
+    monkeypatch.setattr(scaleout_timing, "measure", fake_measure)
+    monkeypatch.setattr(scaleout_timing, "forget_loaded_modules", lambda: forgotten.append(1))
+    for _ in range(2):  # two sweeps in one worker: a kernel edited in between is rebuilt
+        cases = scaleout_timing.plan(get_op("scale"), [{"n": 1}, {"n": 2}], ["fp16", "bf16"])
+        assert len({case.sweep for case in cases}) == 1
+        rows = [row for case in cases for row in scaleout_timing.measure_case(case)]
+        assert [r["n"] for r in rows] == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert len(forgotten) == 2, "once per sweep, not per case"
 
 
 def test_measure_sweep_failure_keeps_what_finished(fake_timing):
