@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -18,6 +22,7 @@ from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from test_ncu_runner import CHILD_WORKER, HANG_THEN_SAVE, assert_gone, fake_ncu
 from test_reports import _notebook
 from test_reports import reports_dir as reports_dir  # the fixture, re-exported
 from test_store import CONFIGS, GOOD, LiveEnv
@@ -28,12 +33,16 @@ from profiling.harness.ops import get_op
 from profiling.nsight import runner
 from profiling.nsight import sweep as sweep_cli
 from profiling.nsight.sweep import profile_sweep
+from profiling.nsight.worker import SweepSpec
 from profiling.scaleout import gpus as gpus_module
 from profiling.scaleout import ray_engine
 from profiling.scaleout import timing as scaleout_timing
-from profiling.scaleout.chunks import LOST, OK, Attempt, ChunkRun, call, worker_gpu
-from profiling.scaleout.engine import run_chunks
+from profiling.scaleout.chunks import LOST, OK, Attempt, ChunkLost, ChunkRun, call, worker_gpu
+from profiling.scaleout.engine import run_chunks, start_workers
 from profiling.scaleout.gpus import resolve
+from profiling.scaleout.local import run_local
+from profiling.scaleout.pool import WorkerPool, shared_pool, shutdown_shared_pool
+from profiling.scaleout.threads import run_threads
 from profiling.scaleout.timing import SweepFailedError, measure_sweep
 from profiling.workbench import panel as panel_module
 from profiling.workbench import publish
@@ -77,6 +86,35 @@ def raise_on_two(chunk: int) -> dict:
     if chunk == 2:
         raise ValueError("chunk two is bad")
     return square(chunk)
+
+
+def env_of_worker(name: str) -> dict:
+    return {"value": os.environ.get(name), "pid": os.getpid(), "gpu": worker_gpu()}
+
+
+def descendants(pid: int) -> set[int]:
+    """Live (not zombie) processes below ``pid``."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if fields[0] != "Z":
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def assert_no_workers_left(pids: list[int], within_s: float = 5.0) -> None:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline and any(Path(f"/proc/{p}").exists() and p in descendants(1) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if p in descendants(1)]
+    assert not left, f"worker processes {left} outlived the pool"
 
 
 # ---------------------------------------------------------------------------
@@ -209,6 +247,146 @@ def test_local_engine_time_limit(fake_gpus):
     assert done and not set(done) & set(run.errors), "what finished before the limit is kept"
 
 
+def test_pool_keeps_warm_workers_across_runs_and_leaves_no_process(fake_gpus, monkeypatch):
+    with WorkerPool() as pool:
+        first = run_local(env_of_worker, ["X"] * 4, ["0", "1"], pool=pool)
+        monkeypatch.setenv("OASR_TEST_VALUE", "set after the workers started")
+        second = run_local(env_of_worker, ["OASR_TEST_VALUE"] * 4, ["0", "1"], pool=pool)
+        assert first.ok and second.ok
+        pids = {r["pid"] for r in first.results}
+        assert len(pids) == 2 and {r["pid"] for r in second.results} == pids, "the same two workers, kept warm"
+        assert {r["value"] for r in second.results} == {"set after the workers started"}, "the driver's environment"
+        assert set(first.ready_s) == {"0", "1"} and set(second.ready_s) == {"0", "1"}
+        assert all(v == 0.0 for v in second.ready_s.values()), "warm workers need no start-up"
+        assert sorted(pool.pids()) == sorted(pids)
+        assert pids <= descendants(os.getpid()), "workers are this process's (via its forkserver)"
+    assert_no_workers_left(sorted(pids))
+    with pytest.raises(RuntimeError, match="shut down"):
+        pool.lease("0")
+
+
+def test_pool_worker_killed_mid_sweep_is_replaced_and_nothing_leaks(fake_gpus, tmp_path):
+    marker = tmp_path / "killed"
+    with WorkerPool() as pool:
+        run = run_local(die_once, [(i, str(marker)) for i in range(8)], ["0", "1"], pool=pool)
+        assert run.ok and [r["value"] for r in run.results] == [i * i for i in range(8)]
+        lost = [a for a in run.attempts if a.outcome == LOST]
+        assert [a.chunk for a in lost] == [3] and run.placement(3).gpu != lost[0].gpu
+        held = pool.pids()
+        assert len(held) == 2, "the dead worker left the pool and a new one took its GPU"
+        again = run_local(square, [1, 2], ["0", "1"], pool=pool)
+        assert again.ok and sorted(pool.pids()) == sorted(held)
+    assert_no_workers_left(held)
+
+
+def test_run_startup_rows(fake_gpus):
+    with WorkerPool() as pool:
+        run = run_local(slow_square, list(range(6)), ["0", "1"], pool=pool)
+    rows = {row["gpu"]: row for row in run.startup()}
+    assert set(rows) == {"0", "1"} and sum(r["chunks"] for r in rows.values()) == 6
+    for row in rows.values():
+        assert row["first_result_s"] >= row["first_chunk_s"] >= 0.3 and row["median_chunk_s"] >= 0.3
+        assert 0 <= row["ready_s"] <= row["first_result_s"]
+
+
+def test_shared_pool_is_shut_down_on_request(fake_gpus):
+    run = run_chunks(square, [1, 2, 3], gpus="all")
+    assert run.ok
+    held = shared_pool().pids()
+    assert held
+    shutdown_shared_pool()
+    assert_no_workers_left(held)
+    assert run_chunks(square, [4], gpus="all").ok, "a new session pool starts on the next sweep"
+    shutdown_shared_pool()
+
+
+def test_start_workers_ahead_of_the_first_sweep(fake_gpus):
+    shutdown_shared_pool()
+    start_workers("all").join()
+    warm = shared_pool().pids()
+    assert len(warm) == 2
+    run = run_chunks(env_of_worker, ["X", "X"], gpus="all")
+    assert {r["pid"] for r in run.results} <= set(warm), "the sweep used the workers started ahead"
+    shutdown_shared_pool()
+    assert_no_workers_left(warm)
+
+
+# ---------------------------------------------------------------------------
+# The driver-thread engine (one subprocess per GPU, started by the driver)
+# ---------------------------------------------------------------------------
+
+
+def sleeper(chunk: tuple[int, str], gpu: str, stop: threading.Event) -> dict:
+    """Run a child process on ``gpu`` for a chunk; it is killed the first time chunk 2 runs (ChunkLost)."""
+    value, marker = chunk
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import os, time; time.sleep(0.3); print(os.environ['CUDA_VISIBLE_DEVICES'])"],
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": gpu}, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    if value == 2 and not Path(marker).exists():
+        Path(marker).write_text(gpu)
+        child.kill()
+    while child.poll() is None:
+        if stop.wait(0.02):
+            child.kill()
+            child.wait()
+            return {"value": value, "partial": True, "gpu": gpu, "parent": os.getpid()}
+    if child.returncode != 0:
+        raise ChunkLost(f"its process died (exit status {child.returncode})")
+    return {"value": value, "seen": child.stdout.read().strip(), "gpu": gpu, "parent": os.getpid()}
+
+
+def failing_sleeper(chunk: int, gpu: str, stop: threading.Event) -> dict:
+    if chunk == 1:
+        raise ChunkLost("its ncu died")
+    if chunk == 2:
+        raise ValueError("chunk two is bad")
+    return {"value": chunk, "gpu": gpu}
+
+
+def test_thread_engine_runs_one_process_per_gpu_from_the_driver(tmp_path):
+    arrived = []
+    marker = tmp_path / "killed"
+    run = run_threads(sleeper, [(i, str(marker)) for i in range(6)], ["0", "1"],
+                      on_result=lambda i, r, a: arrived.append((i, threading.current_thread().name)))  # fmt: skip
+    assert run.ok, run.summary()
+    assert [r["value"] for r in run.results] == list(range(6))
+    assert all(r["seen"] == r["gpu"] == run.placement(i).gpu for i, r in enumerate(run.results))
+    assert {r["parent"] for r in run.results} == {os.getpid()}, "no worker process in between"
+    assert {name for _, name in arrived} == {threading.current_thread().name}, "results are handled in the caller"
+    lost = [a for a in run.attempts if a.outcome == LOST]
+    assert [a.chunk for a in lost] == [2] and run.placement(2).gpu != marker.read_text(), "redone on the other GPU"
+    assert "chunk 2 lost on" in run.summary() and "redone on" in run.summary()
+    assert {row["gpu"] for row in run.startup()} == {"0", "1"}
+
+
+def test_thread_engine_errors_losses_and_retired_gpus():
+    run = run_threads(failing_sleeper, [0, 1, 2, 3], ["0", "1"], max_attempts=2)
+    assert set(run.errors) == {1, 2}
+    assert "lost 2 times" in run.errors[1] and "ValueError: chunk two is bad" in run.errors[2]
+    assert run.results[0]["value"] == 0 and run.results[3]["value"] == 3
+    retired = run_threads(failing_sleeper, [1, 1, 1, 0], ["0"], max_attempts=3, max_deaths_per_gpu=2)
+    assert set(retired.errors) >= {0, 1} and "retired" in " ".join(retired.errors.values())
+
+
+def test_thread_engine_time_limit_keeps_what_the_chunks_return(tmp_path):
+    start = time.perf_counter()
+    run = run_threads(slow_child, list(range(10)), ["0", "1"], timeout_s=1.0)
+    assert time.perf_counter() - start < 10, "the running chunks were stopped"
+    stopped = [r for r in run.results if r is not None and r["partial"]]
+    assert len(stopped) == 2, "each GPU's running chunk returned what it had"
+    assert {i for i, r in enumerate(run.results) if r is None} == set(run.errors)
+    assert all("time limit" in e for e in run.errors.values())
+
+
+def slow_child(chunk: int, gpu: str, stop: threading.Event) -> dict:
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stopped = stop.wait(30)
+    child.kill()
+    child.wait()
+    return {"value": chunk, "partial": stopped}
+
+
 # ---------------------------------------------------------------------------
 # The Ray engine (a local Ray with two GPUs faked as resources)
 # ---------------------------------------------------------------------------
@@ -263,12 +441,12 @@ def test_ray_engine_rejects_more_gpus_than_the_cluster_has(local_ray):
 # profile_sweep spread over fake GPUs, with a fake ncu (see tests/test_store.py)
 # ---------------------------------------------------------------------------
 
-KILLS_ITS_WORKER_ONCE = (
+KILLS_ITSELF_ONCE = (
     """
 if any(c["n"] == 8192 for c in spec["configs"]) and not os.path.exists(os.environ["KILL_MARKER"]):
     open(os.environ["KILL_MARKER"], "w").write(os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-    os.kill(os.getppid(), signal.SIGKILL)  # the scale-out worker running this ncu dies with its chunk
-    sys.exit(1)
+    ev("start", pid=os.getpid(), total=len(cases))
+    os.kill(os.getpid(), signal.SIGKILL)  # this ncu dies with its chunk half-way
 """
     + GOOD
 )
@@ -302,13 +480,89 @@ def test_profile_sweep_on_two_gpus_matches_one_process(live):
 def test_profile_sweep_worker_killed_mid_sweep_redoes_its_chunk_elsewhere(live, monkeypatch):
     marker = live.tmp_path / "killed"
     monkeypatch.setenv("KILL_MARKER", str(marker))
-    live.use(KILLS_ITS_WORKER_ONCE)
+    live.use(KILLS_ITSELF_ONCE)
     result = live.profile(gpus=["0", "1"])
     assert marker.exists() and len(result.launches) == 6 and not result.missing
     died_on = marker.read_text()
     ran_on = result.launches.loc[result.launches["n"] == 8192, "gpu_device"].unique().tolist()
     assert ran_on != [died_on] and len(ran_on) == 1, "the lost chunk was profiled on the other GPU"
     assert "lost on" in result.placement and "redone on" in result.placement
+
+
+LOGS_ITS_PLACE = (
+    """
+open(os.path.join("/tmp", "oasr-test-" + os.environ["CUDA_VISIBLE_DEVICES"]), "w").write("made by ncu")
+with open(os.environ["PLACE_LOG"], "a") as place:
+    place.write(json.dumps({"ppid": os.getppid(), "gpu": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                            "tmpdir": os.environ.get("TMPDIR"), "tmp": sorted(os.listdir("/tmp"))}) + "\\n")
+"""
+    + GOOD
+)
+
+
+def _places(live, monkeypatch, **kwargs) -> list[dict]:
+    log = live.tmp_path / "places.jsonl"
+    monkeypatch.setenv("PLACE_LOG", str(log))
+    live.use(LOGS_ITS_PLACE)
+    result = live.profile(gpus=["0", "1"], **kwargs)
+    assert len(result.launches) == 6 and set(result.launches["gpu_device"]) == {"0", "1"}
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def test_profile_sweep_driver_starts_one_ncu_per_gpu_with_its_own_tmpdir(live, monkeypatch):
+    places = _places(live, monkeypatch)
+    assert sorted(p["gpu"] for p in places) == ["0", "1"]
+    assert {p["ppid"] for p in places} == {os.getpid()}, "ncu is the driver's child: no worker process in between"
+    tmpdirs = [p["tmpdir"] for p in places]
+    assert len(set(tmpdirs)) == 2 and all("oasr-chunk-" in t for t in tmpdirs), "a private TMPDIR per ncu"
+    assert not any(Path(t).exists() for t in tmpdirs), "removed after the run"
+    for gpu in ("0", "1"):
+        Path("/tmp", f"oasr-test-{gpu}").unlink()  # a shared /tmp by default
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"), reason="a private /tmp needs root and unshare")
+def test_profile_sweep_private_tmp_hides_the_hosts_tmp(monkeypatch, fake_gpus):
+    mine = Path(tempfile.mkstemp(prefix="oasr-test-visible-")[1])
+    outside = Path(tempfile.mkdtemp(prefix="oasr-test-", dir="/var/tmp"))  # the fake ncu must not sit in /tmp
+    try:
+        places = _places(LiveEnv(outside, monkeypatch), monkeypatch, private_tmp=True)
+    finally:
+        mine.unlink()
+        shutil.rmtree(outside)
+    assert sorted(p["gpu"] for p in places) == ["0", "1"]
+    assert all(mine.name not in p["tmp"] for p in places), "each ncu saw an empty /tmp of its own"
+    assert not Path("/tmp/oasr-test-0").exists() and not Path("/tmp/oasr-test-1").exists()
+
+
+def test_private_tmp_without_root_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    spec = SweepSpec(op="scale", configs=[{"n": 2048}], dtypes=["float16"])
+    with pytest.raises(ValueError, match=r"private_tmp=True .* needs root"):
+        runner.run_sweep(spec, tmp_path / "out.ncu-rep", private_tmp=True, ncu="ncu")
+
+
+def test_runner_stop_event_interrupts_and_keeps_the_partial_report(tmp_path, monkeypatch):
+    child = tmp_path / "child_worker.py"
+    child.write_text(CHILD_WORKER)
+    monkeypatch.setenv("CHILD_WORKER", str(child))
+    monkeypatch.setenv("PIDS_FILE", str(tmp_path / "pids"))
+    fake_ncu(tmp_path, monkeypatch, HANG_THEN_SAVE)
+    stop = threading.Event()
+    threading.Timer(2.0, stop.set).start()
+    spec = SweepSpec(op="scale", configs=[{"n": 2048}, {"n": 8192}, {"n": 32768}], dtypes=["float16"])
+    with pytest.raises(runner.SweepInterruptedError) as info:
+        runner.run_sweep(spec, tmp_path / "out.ncu-rep", preset_args=[], stop=stop, kill_grace_s=5.0,
+                         env={"CUDA_VISIBLE_DEVICES": "7"})  # fmt: skip
+    assert len(info.value.finished) == 2 and info.value.report.read_text() == "partial report"
+    assert_gone([int(p) for p in (tmp_path / "pids").read_text().split()])
+
+
+def test_profile_sweep_a_failure_of_its_own_is_not_retried(live):
+    live.use('print("==ERROR== ERR_NVGPUCTRPERM - no permission", flush=True)\nsys.exit(1)\n')
+    with pytest.raises(runner.NcuFailedError, match="2 problem") as info:
+        live.profile(gpus=["0", "1"])
+    assert len(live.calls()) == 2, "one ncu per chunk: a refused permission would fail again elsewhere"
+    assert "CountersNotPermittedError" in str(info.value) or "ERR_NVGPUCTRPERM" in str(info.value)
 
 
 def test_profile_sweep_bad_engine_names_the_argument(live):
@@ -349,14 +603,18 @@ def in_process_engine(fn, chunks, *, gpus, engine, address, on_result):
 
 @pytest.fixture
 def fake_timing(monkeypatch):
+    built: list[list[str]] = []
     monkeypatch.setattr(scaleout_timing, "measure", fake_measure)
     monkeypatch.setattr(scaleout_timing, "run_chunks", in_process_engine)
+    monkeypatch.setattr(scaleout_timing, "prebuild", built.append)
+    return built
 
 
 def test_measure_sweep_keeps_the_sweep_order_and_says_where_each_row_ran(fake_timing):
     arrived = []
     frame = measure_sweep(get_op("scale"), [{"n": 1}, {"n": 2}, {"n": 3}], ["fp16", "float32"], gpus="all",
                           on_rows=arrived.append)  # fmt: skip
+    assert fake_timing == [["scale"] * 6], "the driver built the kernels while the workers started"
     assert frame[["n", "dtype"]].drop_duplicates().values.tolist() == [
         [1, "float16"], [1, "float32"], [2, "float16"], [2, "float32"], [3, "float16"], [3, "float32"],
     ]  # fmt: skip
@@ -364,6 +622,18 @@ def test_measure_sweep_keeps_the_sweep_order_and_says_where_each_row_ran(fake_ti
     assert [batch[0]["n"] for batch in arrived] == [3, 3, 2, 2, 1, 1], "rows are passed on as they arrive"
     assert all("gpu_device" in row for batch in arrived for row in batch)
     assert list(frame.columns[-2:]) == ["gpu_device", "host"]
+
+
+def test_each_sweep_loads_the_kernels_afresh_in_a_kept_worker(monkeypatch):
+    forgotten = []
+    monkeypatch.setattr(scaleout_timing, "measure", fake_measure)
+    monkeypatch.setattr(scaleout_timing, "forget_loaded_modules", lambda: forgotten.append(1))
+    for _ in range(2):  # two sweeps in one worker: a kernel edited in between is rebuilt
+        cases = scaleout_timing.plan(get_op("scale"), [{"n": 1}, {"n": 2}], ["fp16", "bf16"])
+        assert len({case.sweep for case in cases}) == 1
+        rows = [row for case in cases for row in scaleout_timing.measure_case(case)]
+        assert [r["n"] for r in rows] == [1, 1, 1, 1, 2, 2, 2, 2]
+    assert len(forgotten) == 2, "once per sweep, not per case"
 
 
 def test_measure_sweep_failure_keeps_what_finished(fake_timing):

@@ -32,7 +32,7 @@ import threading
 import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,10 @@ DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_KILL_GRACE_S = 15.0
 TAIL_LINES = 40
 DEFAULT_CUDA_HOMES: tuple[str, ...] = ("/usr/local/cuda",)
+PRIVATE_TMP_PREFIX = (
+    "unshare", "-m", "--propagation", "private", "sh", "-c", 'mount -t tmpfs tmpfs /tmp && exec "$@"', "sh",
+)  # fmt: skip
+"""Runs a command in its own mount namespace with an empty /tmp (``run_sweep(private_tmp=True)``)."""
 NCU_GLOB_ROOT = Path("/opt/nvidia/nsight-compute")
 PERM_DOC = (
     "NVIDIA's guide 'NVIDIA Development Tools Solutions - ERR_NVGPUCTRPERM: Permission issue with "
@@ -399,8 +403,16 @@ def run_sweep(
     ncu: Path | str | None = None,
     kill_grace_s: float = DEFAULT_KILL_GRACE_S,
     preset_args: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    stop: threading.Event | None = None,
+    private_tmp: bool = False,
 ) -> NcuRun:
     """Profile ``spec`` with one ncu process and write ``report`` (a ``.ncu-rep`` path).
+
+    ``env`` is added to ncu's environment (a spread sweep pins ``CUDA_VISIBLE_DEVICES`` and a
+    private ``TMPDIR`` there). Setting ``stop`` from another thread stops the run as Ctrl-C does.
+    ``private_tmp`` runs ncu in its own mount namespace with an empty /tmp (``unshare -m``, root
+    only; the spec file then sits beside ``report``, which must not be under /tmp).
 
     Raises
     ------
@@ -412,8 +424,10 @@ def run_sweep(
     """
     ncu_path = Path(ncu) if ncu is not None else find_ncu()
     report = Path(report)
+    if private_tmp:
+        _check_private_tmp(report)
     report.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="oasr-sweep-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="oasr-sweep-", dir=report.parent if private_tmp else None) as tmp:
         spec_path = Path(tmp) / "spec.json"
         spec_path.write_text(spec.to_json())
         command = build_command(
@@ -425,12 +439,13 @@ def run_sweep(
             cache_control=cache_control,
             preset_args=preset_args,
         )
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-        env["PYTHONUNBUFFERED"] = "1"
+        environ = {**os.environ, **(env or {})}
+        environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), environ.get("PYTHONPATH")]))
+        environ["PYTHONUNBUFFERED"] = "1"
         tracker = _Tracker(len(spec.cases), progress)
         start = time.perf_counter()
-        returncode, stopped = _watch(command, env, tracker, timeout_s, kill_grace_s)
+        launched = [*PRIVATE_TMP_PREFIX, *command] if private_tmp else command
+        returncode, stopped = _watch(launched, environ, tracker, timeout_s, kill_grace_s, stop)
         wall_s = time.perf_counter() - start
     tail = list(tracker.tail)
     for note in tracker.notes:
@@ -454,8 +469,24 @@ def run_sweep(
     )
 
 
+def _check_private_tmp(report: Path) -> None:
+    """ValueError naming ``private_tmp`` when this machine cannot give ncu a private /tmp."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        raise ValueError(
+            "private_tmp=True runs ncu in its own mount namespace (unshare -m), which needs root and "
+            "util-linux's unshare; run as root or leave private_tmp off."
+        )
+    if report.resolve().is_relative_to("/tmp"):
+        raise ValueError(f"private_tmp=True hides /tmp from ncu, so the report {report} must be written elsewhere")
+
+
 def _watch(
-    command: list[str], env: dict[str, str], tracker: _Tracker, timeout_s: float, kill_grace_s: float
+    command: list[str],
+    env: dict[str, str],
+    tracker: _Tracker,
+    timeout_s: float,
+    kill_grace_s: float,
+    stop: threading.Event | None = None,
 ) -> tuple[int, str | None]:
     """Run ``command`` in its own session, feeding output lines to ``tracker``.
 
@@ -502,6 +533,9 @@ def _watch(
                 now = time.monotonic()
                 if stopped is None and now > deadline:
                     stopped, kill_at = "timeout", now + kill_grace_s
+                    _interrupt(proc.pid, tracker.worker_pid)
+                elif stopped is None and stop is not None and stop.is_set():
+                    stopped, kill_at = "interrupt", now + kill_grace_s
                     _interrupt(proc.pid, tracker.worker_pid)
                 if now > kill_at:
                     break

@@ -6,12 +6,13 @@
     A GPU and ncu are here: the entries not in the cache are profiled now, in
     one ncu process (:mod:`profiling.nsight.runner`), and stored (:mod:`profiling.nsight.recordings`).
     With ``gpus=`` the configs are split into one chunk per GPU, each profiled by its
-    own ncu on its own GPU by a :mod:`profiling.scaleout` engine (``"local"``: a process
-    per GPU; ``"ray"``: Ray tasks, on a cluster too); each chunk's report comes back as
-    bytes and is stored here as a profile of its own, so a chunk lost with its GPU or
-    node is profiled again elsewhere and nothing finished is lost. On one host, ncu
-    runs on different GPUs still largely serialise (``scripts/h200_scaleout.sh`` measures
-    it); across hosts they scale.
+    own ncu on its own GPU: with the ``"local"`` engine this process starts one ncu per
+    GPU itself (``CUDA_VISIBLE_DEVICES`` and a ``TMPDIR`` of its own each), with ``"ray"``
+    a Ray task per chunk does (on a cluster too). Each chunk's report is stored here as a
+    profile of its own, so a chunk whose ncu, GPU or node dies is profiled again
+    elsewhere and nothing finished is lost. Two ncu runs on two GPUs of one host overlap
+    (``dev/scaleout/ncu_concurrency.py``); each run's fixed cost is its ncu and
+    application start (about 5 s on the H200).
 ``"cache"``
     Every requested entry (backend x config x dtype, same preset, same kernel
     sources) is already stored for this GPU: returned at once, no ncu run.
@@ -33,6 +34,7 @@ import datetime as dt
 import functools
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -47,9 +49,10 @@ from ..files import REPLAY_GPU
 from ..harness.ops import DTYPES, OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
 from ..scaleout import gpus as scaleout_gpus
-from ..scaleout.chunks import Attempt, host_name, worker_gpu
-from ..scaleout.engine import ENGINES, check_engine, expected_gpus, run_chunks
+from ..scaleout.chunks import Attempt, ChunkLost, host_name, worker_gpu
+from ..scaleout.engine import ENGINES, check_address, check_engine, expected_gpus, run_chunks
 from ..scaleout.gpus import GpuSpec
+from ..scaleout.threads import run_threads
 from . import recordings, runner
 from .reader import read_report
 from .worker import SweepSpec
@@ -89,6 +92,8 @@ class ProfileResult:
     wall_s: float = 0.0
     placement: str = ""
     """What ran where, when the sweep was spread over GPUs (:meth:`profiling.scaleout.chunks.ChunkRun.summary`)."""
+    startup: list[dict[str, Any]] = field(default_factory=list)
+    """Per GPU of a spread sweep, its time to first result (:meth:`profiling.scaleout.chunks.ChunkRun.startup`)."""
 
     @property
     def banner(self) -> str:
@@ -364,35 +369,62 @@ class NcuChunk:
     clock_control: str
     cache_control: str
     timeout_s: float
+    private_tmp: bool = False
 
 
-def profile_chunk(chunk: NcuChunk) -> dict[str, Any]:
-    """Runs in a scale-out worker: profile ``chunk`` with ncu on this worker's GPU; the report comes back as bytes.
+LOST_WITH_NCU = (runner.WorkerCrashedError, runner.NcuFailedError, runner.NoGpuError)
+"""Failures of a chunk's ncu or its application (killed, crashed, its GPU gone): the chunk is run on another GPU."""
 
-    A run stopped half-way (time limit) returns what it finished, with ``complete`` False and its ``error``.
+
+def profile_chunk_on(chunk: NcuChunk, gpu: str | None, stop: threading.Event | None = None) -> dict[str, Any]:
+    """Profile ``chunk`` with its own ncu on device ``gpu``; the report comes back as bytes.
+
+    ``gpu`` None: the GPU of this process (``CUDA_VISIBLE_DEVICES`` as a Ray task gets it); else ncu
+    gets ``CUDA_VISIBLE_DEVICES=gpu`` and a ``TMPDIR`` of its own. A run stopped half-way (time limit,
+    ``stop``) returns what it finished, with ``complete`` False and its ``error``; a dead ncu or
+    application raises :class:`~profiling.scaleout.chunks.ChunkLost`.
     """
     ncu_path = runner.find_ncu()
-    with tempfile.TemporaryDirectory(prefix="oasr-chunk-") as tmp:
+    # A private /tmp (unshare -m) would hide a chunk folder kept under /tmp.
+    with tempfile.TemporaryDirectory(prefix="oasr-chunk-", dir="/var/tmp" if chunk.private_tmp else None) as tmp:
         report = Path(tmp) / "chunk.ncu-rep"
+        env: dict[str, str] = {}
+        if gpu is not None:
+            (Path(tmp) / "tmp").mkdir()
+            env = {"CUDA_VISIBLE_DEVICES": gpu, "TMPDIR": str(Path(tmp) / "tmp")}
         kwargs = dict(clock_control=chunk.clock_control, cache_control=chunk.cache_control, timeout_s=chunk.timeout_s)
         info: dict[str, Any] = {
             "ncu_path": str(ncu_path),
             "ncu_version": runner.ncu_version(ncu_path),
-            "worker_gpu": scaleout_gpus.name_of(worker_gpu()),  # no CUDA context here: ncu's app owns the GPU
+            "worker_gpu": scaleout_gpus.name_of(worker_gpu() if gpu is None else gpu),  # no CUDA context here
         }
         try:
-            run = runner.run_sweep(chunk.spec, report, preset=chunk.preset, ncu=ncu_path, **kwargs)
+            run = runner.run_sweep(
+                chunk.spec, report, preset=chunk.preset, ncu=ncu_path, env=env, stop=stop,
+                private_tmp=chunk.private_tmp, **kwargs,
+            )  # fmt: skip
         except runner.PartialSweepError as exc:
             if exc.report is None or not exc.finished:
                 raise
             return {**info, "report": exc.report.read_bytes(), "finished": exc.finished, "complete": False,
                     "error": str(exc).splitlines()[0]}  # fmt: skip
+        except LOST_WITH_NCU as exc:
+            raise ChunkLost(f"{type(exc).__name__}: {str(exc).splitlines()[0]}") from exc
         info.update(ncu_command=run.command, kernels_profiled=run.kernels, ncu_wall_s=round(run.wall_s, 3))
         return {**info, "report": report.read_bytes(), "finished": run.finished, "complete": True, "error": ""}
 
 
+def profile_chunk(chunk: NcuChunk) -> dict[str, Any]:
+    """Runs in a Ray task: :func:`profile_chunk_on` the task's GPU."""
+    return profile_chunk_on(chunk, None)
+
+
 def _split(spec: SweepSpec, parts: int) -> list[SweepSpec]:
-    """``spec``'s configs dealt round-robin into ``parts`` sweeps (sweeps run small to large: this balances them)."""
+    """``spec``'s configs dealt round-robin into ``parts`` sweeps (sweeps run small to large: this balances them).
+
+    One part per GPU: each part pays its own ncu and application start (about 5 s on the H200),
+    so more, smaller parts would only add start-ups.
+    """
     parts = max(1, min(parts, len(spec.configs)))
     return [dataclasses.replace(spec, configs=spec.configs[j::parts]) for j in range(parts)]
 
@@ -408,19 +440,21 @@ def _profile_spread(
     gpus: GpuSpec,
     engine: str,
     address: str | None,
-) -> tuple[dict[recordings.Entry, recordings.StoredProfile], str]:
+) -> tuple[dict[recordings.Entry, recordings.StoredProfile], str, list[dict[str, Any]]]:
     """Profile ``spec`` in chunks over several GPUs, storing each chunk's report as it arrives.
 
-    Returns the stored profile of every entry and the run's summary (what ran where); raises
+    Returns the stored profile of every entry, the run's summary (what ran where) and its start-up rows; raises
     :class:`~profiling.nsight.runner.NcuFailedError` after storing what finished when a chunk failed.
     """
+    check_address(engine, address)
+    ids = scaleout_gpus.resolve(gpus) if engine == "local" else []
+    settings = {"clock_control": run_kwargs["clock_control"], "cache_control": run_kwargs["cache_control"]}
     chunks = [
-        NcuChunk(part, preset, run_kwargs["clock_control"], run_kwargs["cache_control"], run_kwargs["timeout_s"])
-        for part in _split(spec, expected_gpus(gpus, engine, address))
+        NcuChunk(part, preset, **settings, timeout_s=run_kwargs["timeout_s"], private_tmp=run_kwargs["private_tmp"])
+        for part in _split(spec, len(ids) if ids else expected_gpus(gpus, engine, address))
     ]
     stored: dict[recordings.Entry, recordings.StoredProfile] = {}
     problems: list[str] = []
-    settings = {"clock_control": run_kwargs["clock_control"], "cache_control": run_kwargs["cache_control"]}
     driver_gpu = gpu_name() if gpu_available() else ""
 
     def keep(index: int, result: dict[str, Any], attempt: Attempt) -> None:
@@ -452,18 +486,21 @@ def _profile_spread(
         finally:
             tmp.unlink(missing_ok=True)
 
-    run = run_chunks(
-        profile_chunk, chunks, gpus=gpus, engine=engine, address=address, on_result=keep,
-        timeout_s=run_kwargs["timeout_s"] * len(chunks) + 120,
-    )  # fmt: skip
+    limit = run_kwargs["timeout_s"] * len(chunks) + 120  # a backstop: each ncu run has its own limit
+    if engine == "local":  # the driver runs one ncu per GPU itself: no worker process in between
+        run = run_threads(profile_chunk_on, chunks, ids, on_result=keep, timeout_s=limit)
+    else:
+        run = run_chunks(profile_chunk, chunks, gpus=gpus, engine=engine, address=address, on_result=keep,
+                         timeout_s=limit)  # fmt: skip
     placement = run.summary()
+    startup = run.startup()
     if run.errors or problems:
         failed = [*problems, *(f"chunk {i}: {e}" for i, e in sorted(run.errors.items()))]
         raise runner.NcuFailedError(
             f"{len(failed)} problem(s) in a sweep spread over GPUs: {'; '.join(failed)}. The {len(stored)} launches "
             f"that finished are stored, so a re-run profiles only the rest.\n{placement}"
         )
-    return stored, placement
+    return stored, placement, startup
 
 
 # ---------------------------------------------------------------------------
@@ -490,6 +527,7 @@ def profile_sweep(
     gpus: GpuSpec = None,
     engine: str = "local",
     address: str | None = None,
+    private_tmp: bool = False,
 ) -> ProfileResult:
     """Profile ``op`` over ``configs x dtypes`` for each backend, or return stored profiles.
 
@@ -520,6 +558,10 @@ def profile_sweep(
         The :mod:`profiling.scaleout` engine when ``gpus`` is given.
     address : str, optional
         With ``engine="ray"``: the cluster to join (``"auto"``, ``"ray://head:10001"``).
+    private_tmp : bool
+        Run each ncu in its own mount namespace with an empty /tmp (``unshare -m``; root only).
+        Off by default: on the 2xH200 host two ncu runs overlapped as well with a shared /tmp
+        (``dev/scaleout/results/h200x2_summary.txt``); ``dev/scaleout/compare.py ncu`` measures it.
 
     Returns
     -------
@@ -555,17 +597,18 @@ def profile_sweep(
     hits, missing = ({}, wanted) if force else profiles.lookup(wanted, preset, src, settings)
     hits, damaged = _verified(hits, fields)
     missing = [*missing, *damaged]
-    placement = ""
+    placement, startup = "", []
     if missing:
         run_kwargs = dict(
-            clock_control=clock_control, cache_control=cache_control, timeout_s=timeout_s, progress=progress
-        )
+            clock_control=clock_control, cache_control=cache_control, timeout_s=timeout_s, progress=progress,
+            private_tmp=private_tmp,
+        )  # fmt: skip
         sweep = _spec_for(op, missing, seed, warmup)
         if gpus is None:
             saved = _profile_missing(profiles, sweep, preset=preset, src=src, fields=fields, run_kwargs=run_kwargs)
             hits.update({entry: saved for entry in missing})
         else:
-            spread, placement = _profile_spread(
+            spread, placement, startup = _profile_spread(
                 profiles, sweep, preset=preset, src=src, fields=fields, run_kwargs=run_kwargs, gpus=gpus,
                 engine=engine, address=address,
             )  # fmt: skip
@@ -573,7 +616,7 @@ def profile_sweep(
     result = _finish(
         op, preset, hits, [], fields, replayed=False, source="live" if missing else "cache", where=profiles
     )
-    result.placement = placement
+    result.placement, result.startup = placement, startup
     result.wall_s = time.perf_counter() - start
     return result
 

@@ -2,7 +2,8 @@
 
 A sweep is split into *chunks* (a config, or a few for an ncu run); a module-level
 function ``fn(chunk) -> result`` runs each on one GPU, in a worker the engine owns.
-A chunk is retried elsewhere when its worker (or node) dies under it; an exception
+A chunk is retried elsewhere when its worker (or node) dies under it, or when ``fn``
+raises :class:`ChunkLost` (its own subprocess, such as ncu, died); any other exception
 raised by ``fn`` is the chunk's own failure and is not retried (it would fail again).
 """
 
@@ -28,7 +29,8 @@ GPU_ENV = "OASR_SCALEOUT_GPU"
 
 @dataclass(frozen=True)
 class Attempt:
-    """One run of one chunk: where, how long, and how it ended (``ok``, ``error`` or ``lost``)."""
+    """One run of one chunk: where, how long, how it ended (``ok``, ``error`` or ``lost``), and when it
+    ended (``ended_s``, seconds since the run began, as the driver saw it)."""
 
     chunk: int
     gpu: str
@@ -36,6 +38,11 @@ class Attempt:
     seconds: float
     outcome: str
     error: str = ""
+    ended_s: float = 0.0
+
+
+class ChunkLost(Exception):
+    """Raised by a chunk's function when what ran the chunk died (its ncu, its GPU): run it on another GPU."""
 
 
 @dataclass
@@ -52,6 +59,26 @@ class ChunkRun:
     attempts: list[Attempt] = field(default_factory=list)
     errors: dict[int, str] = field(default_factory=dict)
     wall_s: float = 0.0
+    ready_s: dict[str, float] = field(default_factory=dict)
+    """Per GPU, seconds from the run's start until its worker could take work (0 for a warm worker)."""
+
+    def startup(self) -> list[dict[str, Any]]:
+        """Where each GPU's time to its first result went: one row per GPU.
+
+        ``ready_s`` (worker start-up, where the engine reports it), ``first_result_s`` (since the
+        run began), ``first_chunk_s`` (that chunk's own time: CUDA start-up and module loads
+        included) and ``median_chunk_s`` (its later chunks).
+        """
+        rows = []
+        for gpu in dict.fromkeys(a.gpu for a in self.attempts if a.outcome == OK):
+            done = sorted((a for a in self.attempts if a.gpu == gpu and a.outcome == OK), key=lambda a: a.ended_s)
+            later = sorted(a.seconds for a in done[1:])
+            rows.append({
+                "gpu": gpu, "chunks": len(done), "ready_s": round(self.ready_s.get(gpu, float("nan")), 3),
+                "first_result_s": round(done[0].ended_s, 3), "first_chunk_s": round(done[0].seconds, 3),
+                "median_chunk_s": round(later[len(later) // 2], 3) if later else float("nan"),
+            })  # fmt: skip
+        return rows
 
     @property
     def ok(self) -> bool:
@@ -94,11 +121,14 @@ def host_name() -> str:
     return socket.gethostname()
 
 
-def call(fn: Callable[[Any], Any], chunk: Any) -> tuple[str, Any, float]:
-    """Run ``fn(chunk)`` in a worker: ``("ok", result, seconds)`` or ``("error", one-paragraph cause, seconds)``."""
+def call(fn: Callable[..., Any], chunk: Any, *args: Any) -> tuple[str, Any, float]:
+    """Run ``fn(chunk, *args)`` in a worker: ``("ok", result, seconds)``, or ``("error", one-paragraph cause,
+    seconds)``, or ``("lost", why, seconds)`` when it raised :class:`ChunkLost`."""
     start = time.perf_counter()
     try:
-        result = fn(chunk)
+        result = fn(chunk, *args)
+    except ChunkLost as exc:
+        return LOST, str(exc), time.perf_counter() - start
     except Exception as exc:  # the chunk's own failure, reported to the driver
         frames = traceback.extract_tb(exc.__traceback__)[-1:]
         where = f" (at {frames[0].filename}:{frames[0].lineno})" if frames else ""

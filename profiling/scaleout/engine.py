@@ -9,12 +9,14 @@ name into the workers) and its chunks and results picklable.
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from .chunks import Attempt, ChunkRun
 from .gpus import GpuSpec, resolve
 from .local import run_local
+from .pool import shared_pool
 from .ray_engine import cluster_gpus, run_ray
 
 ENGINES = ("local", "ray")
@@ -25,6 +27,21 @@ def check_engine(engine: str) -> str:
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     return engine
+
+
+def start_workers(gpus: GpuSpec = "all") -> threading.Thread:
+    """Start the local engine's workers on ``gpus`` now, in the background (a session that will sweep
+    soon, such as a panel, spares its first sweep their start-up); join the thread to wait for them."""
+    ids = resolve(gpus)
+    thread = threading.Thread(target=shared_pool().start, args=(ids,), name="oasr-start-workers", daemon=True)
+    thread.start()
+    return thread
+
+
+def check_address(engine: str, address: str | None) -> None:
+    """ValueError when ``address`` (a Ray cluster) comes without ``engine='ray'``."""
+    if address is not None and engine != "ray":
+        raise ValueError("address= joins a Ray cluster; it needs engine='ray'")
 
 
 def expected_gpus(gpus: GpuSpec, engine: str = "local", address: str | None = None) -> int:
@@ -81,6 +98,5 @@ def run_chunks(
         return run_ray(
             fn, chunks, gpus, address=address, max_attempts=max_attempts, on_result=on_result, timeout_s=timeout_s
         )
-    if address is not None:
-        raise ValueError("address= joins a Ray cluster; it needs engine='ray'")
+    check_address(engine, address)
     return run_local(fn, chunks, resolve(gpus), max_attempts=max_attempts, on_result=on_result, timeout_s=timeout_s)

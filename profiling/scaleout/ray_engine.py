@@ -159,7 +159,8 @@ def run_ray(
                     else:
                         run.errors[index] = f"lost {tries[index]} times (last: {why})"
                     continue
-                attempt = Attempt(index, gpu, host, seconds, outcome, "" if outcome == OK else value)
+                ended = round(time.perf_counter() - start, 3)
+                attempt = Attempt(index, gpu, host, seconds, outcome, "" if outcome == OK else value, ended)
                 run.attempts.append(attempt)
                 if gpu not in run.gpus:
                     run.gpus.append(gpu)
@@ -167,6 +168,10 @@ def run_ray(
                     run.results[index] = value
                     if on_result is not None:
                         on_result(index, value, attempt)
+                elif outcome == LOST and tries[index] < max_attempts:  # fn's own process died (ChunkLost)
+                    pending.appendleft(index)
+                elif outcome == LOST:
+                    run.errors[index] = f"lost {tries[index]} times (last on {host} GPU {gpu}: {value})"
                 else:
                     run.errors[index] = f"on {host} GPU {gpu}: {value}"
     finally:
