@@ -335,7 +335,7 @@ class SweepPanel:
         self, op: OpSpec, config: dict[str, int], dtype: str, backends: list[str], gpus: GpuSpec = None
     ) -> pd.DataFrame:
         columns = ["backend", "config", "dtype", "seconds", "bandwidth_bytes_per_s", "pct_of_copy"]
-        if gpus is not None:  # a fresh worker process: it builds whatever kernel changed
+        if gpus is not None:  # a pooled worker: each sweep reloads the kernels, so an edited one is rebuilt
             rows = measure_sweep(op, [config], [dtype], backends, gpus=gpus, engine=self.engine)
             return rows[[*columns, "gpu_device"]].assign(mode=self.workbench.mode).reset_index(drop=True)
         if self.workbench.replayed:
