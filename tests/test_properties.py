@@ -26,6 +26,9 @@ import torch.nn.functional as F
 from conftest import get_rtol_atol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_conv1d import ACTIVATIONS
+from test_conv1d import reference as conv_reference
+from test_norm import reference as norm_reference
 
 import oasr
 
@@ -44,7 +47,6 @@ DTYPES = st.sampled_from([torch.float32, torch.float16, torch.bfloat16])
 LAYOUTS = ("contiguous", "offset", "padded_rows", "strided_channels")
 NORM_TOLERANCES = {torch.float32: (1e-4, 1e-5), torch.float16: (2e-3, 1e-3), torch.bfloat16: (1.6e-2, 1e-2)}
 CONV_TOLERANCES = {torch.float32: (1e-5, 1e-5), torch.float16: (1e-3, 1e-3), torch.bfloat16: (1e-2, 1e-2)}
-ACTIVATIONS = {None: lambda y: y, "silu": F.silu, "relu": F.relu, "gelu": F.gelu}
 
 
 def layouts(*, channels_contiguous: bool = False) -> st.SearchStrategy[str]:
@@ -200,23 +202,12 @@ def norm_cases(draw: st.DrawFn, fused: bool) -> dict:
     return case
 
 
-def norm_reference(rms: bool, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, eps: float):
-    x = x.double()
-    if rms:
-        y = x / torch.sqrt(x.square().mean(dim=-1, keepdim=True) + eps)
-    else:
-        mean = x.mean(dim=-1, keepdim=True)
-        y = (x - mean) / torch.sqrt((x - mean).square().mean(dim=-1, keepdim=True) + eps)
-    y = y * weight.double()
-    return y if bias is None else y + bias.double()
-
-
 @pytest.mark.parametrize("rms", [False, True], ids=["layer_norm", "rms_norm"])
 @PROPERTY
 @given(case=norm_cases(fused=False))
 def test_norms_match_float64(case: dict, rms: bool) -> None:
     x, weight, bias, eps = case["x"], case["weight"], case["bias"], case["eps"]
-    expected = norm_reference(rms, x, weight, bias, eps)
+    expected, _ = norm_reference("rms_norm" if rms else "layer_norm", x, weight, bias, eps)
     op = oasr.rms_norm if rms else oasr.layer_norm
     if case["out"] == "new":
         out = None
@@ -233,8 +224,7 @@ def test_norms_match_float64(case: dict, rms: bool) -> None:
 @given(case=norm_cases(fused=True))
 def test_fused_norms_match_float64(case: dict, rms: bool) -> None:
     x, residual, weight, bias, eps, alpha = (case[k] for k in ("x", "residual", "weight", "bias", "eps", "alpha"))
-    total = residual.double() + alpha * x.double()
-    expected = norm_reference(rms, total, weight, bias, eps)
+    expected, total = norm_reference("add_rms_norm" if rms else "add_layer_norm", x, weight, bias, eps, residual, alpha)
     # The norm sees the unrounded fp32 sum; its rounding to the storage dtype is residual_out's.
     if case["out"] == "new":
         out = None
@@ -282,17 +272,6 @@ def conv_cases(draw: st.DrawFn) -> dict:
         "out": draw(st.sampled_from(["new", *LAYOUTS])),
         "out_shift": draw(SHIFTS),
     }
-
-
-def conv_reference(x, weight, bias, padding, activation, mask=None) -> torch.Tensor:
-    left, right = (padding, padding) if isinstance(padding, int) else padding
-    xd = x.double()
-    if mask is not None:
-        xd = xd * mask.reshape(x.shape[0], x.shape[1], 1).double()
-    k, c = weight.shape[0], weight.shape[-1]
-    w = weight.double().reshape(k, c).t().unsqueeze(1)
-    y = F.conv1d(F.pad(xd.transpose(1, 2), (left, right)), w, None if bias is None else bias.double(), groups=c)
-    return ACTIVATIONS[activation](y).transpose(1, 2)
 
 
 @PROPERTY
