@@ -194,6 +194,24 @@ def check_out(op: str, name: str, out: Tensor, source_name: str, source: Tensor,
     _shared(op, name, out, source_name, source, may_alias)
 
 
+def check_input_out(
+    op: str, family: Family, ready: set[torch.device], input: Tensor, out: Tensor | None, may_alias: bool
+) -> None:
+    """The checks after types and shapes of an op with one input and one ``out``: the device
+    (``ready``: the family's :func:`ready_devices`), ``out``'s device and memory (as
+    :func:`check_out`), then autograd."""
+    device = input.device
+    if device not in ready:
+        check_device(op, family, device)
+    if out is not None:
+        if out.device != device:
+            raise other_device(op, "out", out, device)
+        if out is not input:  # (in place: nothing to compare)
+            check_out(op, "out", out, "input", input, may_alias)
+    if torch.is_grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
+        raise requires_grad(op, ("input", "out"), (input, out))
+
+
 def check_outs(
     op: str, out: Tensor | None, residual_out: Tensor | None, input: Tensor, residual: Tensor | None
 ) -> None:

@@ -13,15 +13,13 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import FLOATS, bad_input, bad_tensor, check_device, check_out, other_device, ready_devices, requires_grad
+from ._checks import FLOATS, bad_input, bad_tensor, check_input_out, ready_devices
 from ._custom_ops import define
 from ._layouts import launch_contiguous, out_rows, rows
 from .api_logging import oasr_api
 from .jit.families import ACTIVATION
 
 _READY = ready_devices(ACTIVATION)
-_grad_enabled = torch.is_grad_enabled
-_NAMES = ("input", "out")
 
 
 def _check_glu(input: object, out: object) -> None:
@@ -38,15 +36,7 @@ def _check_glu(input: object, out: object) -> None:
         expected = (*shape[:-1], in_cols // 2)
         if not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == expected):
             raise bad_tensor("glu", "out", out, dtype, expected)
-    device = input.device
-    if device not in _READY:
-        check_device("glu", ACTIVATION, device)
-    if out is not None:
-        if out.device != device:
-            raise other_device("glu", "out", out, device)
-        check_out("glu", "out", out, "input", input, False)
-    if _grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
-        raise requires_grad("glu", _NAMES, (input, out))
+    check_input_out("glu", ACTIVATION, _READY, input, out, False)
 
 
 def _glu(input: Tensor, out: Tensor | None) -> Tensor:
@@ -116,16 +106,7 @@ def _check_swish(input: object, out: object) -> None:
         raise bad_input("swish", input)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
         raise bad_tensor("swish", "out", out, dtype, input.shape)
-    device = input.device
-    if device not in _READY:
-        check_device("swish", ACTIVATION, device)
-    if out is not None:
-        if out.device != device:
-            raise other_device("swish", "out", out, device)
-        if out is not input:  # (in place: nothing to compare)
-            check_out("swish", "out", out, "input", input, True)
-    if _grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
-        raise requires_grad("swish", _NAMES, (input, out))
+    check_input_out("swish", ACTIVATION, _READY, input, out, True)
 
 
 def _swish(input: Tensor, out: Tensor | None) -> Tensor:

@@ -11,25 +11,13 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import (
-    FLOATS,
-    bad_input,
-    bad_tensor,
-    check_device,
-    check_out,
-    check_real_scalar,
-    other_device,
-    ready_devices,
-    requires_grad,
-)
+from ._checks import FLOATS, bad_input, bad_tensor, check_input_out, check_real_scalar, ready_devices
 from ._custom_ops import define
 from ._layouts import launch_contiguous
 from .api_logging import oasr_api
 from .jit.families import SCALE
 
 _READY = ready_devices(SCALE)
-_grad_enabled = torch.is_grad_enabled
-_NAMES = ("input", "out")
 
 
 def _check_scale(input: object, factor: object, out: object) -> float:
@@ -40,16 +28,7 @@ def _check_scale(input: object, factor: object, out: object) -> float:
         factor = check_real_scalar("scale", "factor", factor)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
         raise bad_tensor("scale", "out", out, dtype, input.shape)
-    device = input.device
-    if device not in _READY:
-        check_device("scale", SCALE, device)
-    if out is not None:
-        if out.device != device:
-            raise other_device("scale", "out", out, device)
-        if out is not input:  # (in place: nothing to compare)
-            check_out("scale", "out", out, "input", input, True)
-    if _grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
-        raise requires_grad("scale", _NAMES, (input, out))
+    check_input_out("scale", SCALE, _READY, input, out, True)
     return factor
 
 
