@@ -45,6 +45,20 @@ def bad_input(op: str, value: object, dtypes: Sequence[torch.dtype] = FLOAT_DTYP
     return TypeError(f"oasr.{op}: `input` has dtype {value.dtype}; supported: {_names(dtypes)}")
 
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+"""What the tensor-core families (gemm, bmm) take."""
+
+
+def bad_half_input(op: str, value: object, kernels: str, fp32_advice: str) -> TypeError:
+    """``input`` is not a float16/bfloat16 tensor; a float32 one gets ``fp32_advice`` (how to cast, or what to use)."""
+    if isinstance(value, torch.Tensor) and value.dtype == torch.float32:
+        return TypeError(
+            f"oasr.{op}: `input` is float32, but the {kernels} kernels take float16 or bfloat16 (fp32 accumulation); "
+            f"{fp32_advice}"
+        )
+    return bad_input(op, value, HALF_DTYPES)
+
+
 def bad_tensor(op: str, name: str, value: object, dtype: torch.dtype, shape: Sequence[int]) -> Exception:
     """``name`` is not a tensor of ``input``'s ``dtype`` and of ``shape``."""
     if not isinstance(value, torch.Tensor):

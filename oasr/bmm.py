@@ -19,7 +19,16 @@ import torch
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import bad_input, bad_tensor, check_device, check_out, other_device, ready_devices, requires_grad
+from ._checks import (
+    HALF_DTYPES,
+    bad_half_input,
+    bad_tensor,
+    check_device,
+    check_out,
+    other_device,
+    ready_devices,
+    requires_grad,
+)
 from ._custom_ops import define
 from ._tma import addressable, addressable_copy, padded_empty
 from .api_logging import oasr_api
@@ -29,19 +38,14 @@ from .jit.families import BMM
 
 _READY = ready_devices(BMM)
 _grad_enabled = torch.is_grad_enabled
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 _NAMES = ("input", "mat2", "out")
 
 
 def _check_bmm(input: object, mat2: object, out: object) -> tuple[int, int, int, int]:
     """Every argument, in order (types, dtypes and shapes, devices, memory); (batch, M, N, K)."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
-        if isinstance(input, Tensor) and input.dtype == torch.float32:
-            raise TypeError(
-                "oasr.bmm: `input` is float32, but the bmm kernels take float16 or bfloat16 (fp32 accumulation); "
-                "cast both operands with `.bfloat16()`, or use torch.bmm for fp32/TF32"
-            )
-        raise bad_input("bmm", input, HALF_DTYPES)
+        advice = "cast both operands with `.bfloat16()`, or use torch.bmm for fp32/TF32"
+        raise bad_half_input("bmm", input, "bmm", advice)
     if input.dim() != 3:
         raise ValueError(f"oasr.bmm: `input` must be 3-D [batch, M, K], got shape {tuple(input.shape)}")
     batch, m, k = input.shape

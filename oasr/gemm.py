@@ -20,7 +20,16 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.compiler import is_compiling
 
-from ._checks import bad_input, bad_tensor, check_device, check_out, other_device, ready_devices, requires_grad
+from ._checks import (
+    HALF_DTYPES,
+    bad_half_input,
+    bad_tensor,
+    check_device,
+    check_out,
+    other_device,
+    ready_devices,
+    requires_grad,
+)
 from ._custom_ops import define
 from ._tma import addressable, addressable_copy, padded_empty
 from .activation import glu
@@ -31,7 +40,6 @@ from .jit.families import GEMM
 
 _READY = ready_devices(GEMM)
 _grad_enabled = torch.is_grad_enabled
-HALF_DTYPES = (torch.float16, torch.bfloat16)
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
 """``gelu`` is erf's GELU (``F.gelu``), ``gelu_tanh`` its tanh approximation (``approximate="tanh"``)."""
 _NAMES = ("input", "weight", "bias", "out")
@@ -49,12 +57,8 @@ def _check_gemm(
 ) -> tuple[int, ...]:
     """Every argument, in order (types, dtypes and shapes, the activation, devices, memory); the output's shape."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
-        if isinstance(input, Tensor) and input.dtype == torch.float32:
-            raise TypeError(
-                f"oasr.{op}: `input` is float32, but the gemm kernels take float16 or bfloat16 (fp32 accumulation); "
-                f"cast with `input.bfloat16()` (and the weight), or use torch.nn.functional.linear for fp32/TF32"
-            )
-        raise bad_input(op, input, HALF_DTYPES)
+        advice = "cast with `input.bfloat16()` (and the weight), or use torch.nn.functional.linear for fp32/TF32"
+        raise bad_half_input(op, input, "gemm", advice)
     if input.dim() < 1:
         raise ValueError(f"oasr.{op}: `input` must have at least one dimension ([..., K])")
     k = input.shape[-1]
