@@ -16,7 +16,7 @@ if [ -d .whl-ray ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl-ray/*.whl || exit 1
   export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
 else
-  export PYTHONPATH=$PWD
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1 OASR_GIT_COMMIT=${OASR_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 engines=local

@@ -103,12 +103,12 @@ def test_config_rules():
     assert c.choose(1500, 512, 2048) == c.SMALL_GRID == c.GemmConfig(64, 128, 64, 1, 1, "nonpersistent")  # 48 tiles
     assert c.choose(8000, 256, 256) == c.ONE_WAVE == c.GemmConfig(128, 128, 64, 1, 1, "nonpersistent")  # 126 tiles
     assert c.choose(24000, 2048, 512) == c.MANY_WAVES == c.GemmConfig(128, 128, 64, 1, 1, "pingpong")
-    assert c.choose(16000, 512, 2048) == c.LONG_K == c.GemmConfig(128, 128, 64, 1, 1, "cooperative")
+    assert c.choose(16000, 512, 2048) == c.MANY_WAVES  # long K too
     assert c.choose(375, 64, 375, 64) == c.NARROW  # bmm context: N = 64
     assert c.choose(375, 375, 64, 64) == c.MANY_WAVES  # bmm scores: 576 tiles
-    assert c.choose(8000, 256, 256, fused=True) == c.LONG_K  # the fused epilogues: cooperative
+    assert c.choose(8000, 256, 256, fused=True) == c.FUSED_NARROW == c.GemmConfig(128, 128, 64, 1, 1, "cooperative")
     assert c.choose(8000, 1024, 256, fused=True) == c.FUSED_WIDE
-    assert c.choose(16000, 128, 256, fused=True) == c.LONG_K  # N does not fill a 256-wide tile
+    assert c.choose(16000, 128, 256, fused=True) == c.FUSED_NARROW  # N does not fill a 256-wide tile
     for m, n, k in [(1, 1, 1), (8000, 256, 256), (1500, 2048, 512), (64 * 375, 375, 64), (7, 9000, 4096)]:
         for batch in (1, 3, 300):
             for fused in (False, True):

@@ -13,13 +13,13 @@ the best configuration per shape of this sweep's H200 run (``dev/gemm/results/tu
 ``gemm_chosen`` rows show what the rule picks.
 
 The epilogue study: the fused bias+SiLU epilogue (CUTLASS's LinCombPerColBiasEltAct visitor tree) ran
-at about half the bare GEMM's speed in that run, ~3.7 us more per wave of 128x128 tiles at any K, and
-slowest with ping-pong. :data:`EPILOGUE_VARIANTS` splits the cost (the bias broadcast: a synchronous
-gmem->smem load and a barrier per tile in Sm90RowBroadcast; a cheap activation; SiLU's accurate
-``expf`` and IEEE divide) and tries fixes that leave the production sources as they are: the sigmoid
-as one ``tanh.approx`` (CUTLASS's own ``CUTLASS_USE_TANH_FOR_SIGMOID``), ``--use_fast_math``, SiLU
-with ``__expf`` and ``__fdividef`` and a wider epilogue sub-tile (both ``dev/gemm/epilogue.cu``, which
-says what the production SiLU's SASS shows). Each is timed next to cuBLAS and torch.
+at about half the bare GEMM's speed in the d238755 run, slowest with ping-pong. :data:`EPILOGUE_VARIANTS`
+splits the cost (the bias broadcast: a synchronous gmem->smem load and a barrier per tile in
+Sm90RowBroadcast; a cheap activation; SiLU) and tries fixes: ``--use_fast_math``, SiLU with
+``__expf`` and ``__fdividef`` and a wider epilogue sub-tile (both ``dev/gemm/epilogue.cu``, which says
+what CUTLASS's accurate SiLU's SASS shows). At 7d8b06f the sigmoid as one ``tanh.approx`` (CUTLASS's
+``CUTLASS_USE_TANH_FOR_SIGMOID``) won every shape (``results/epilogue_h200.txt``) and became the
+production SiLU (``gemm_config.SIGMOID_BY_TANH``). Each is timed next to cuBLAS and torch.
 """
 
 # ruff: noqa: B023  (each lambda is timed before its loop variables move on)
@@ -119,16 +119,15 @@ EPILOGUE_VARIANTS = (
     EpilogueVariant("plain", "plain", False, ping_pong_too=True),  # the bare CUTLASS GEMM
     EpilogueVariant("bias", "bias", True),  # + the bias broadcast alone
     EpilogueVariant("relu", "relu", True),  # + a one-instruction activation
-    EpilogueVariant("silu", "silu", True, ping_pong_too=True),  # production: + expf and an IEEE divide
+    EpilogueVariant("silu", "silu", True, ping_pong_too=True),  # production: + one tanh.approx an element
     EpilogueVariant("silu_nobias", "silu", False, ping_pong_too=True),  # a null bias: no bias loads
-    EpilogueVariant("gelu_tanh", "gelu_tanh", True),  # one tanh.approx an element
-    EpilogueVariant("silu_tanh", "silu", True, ("-DCUTLASS_USE_TANH_FOR_SIGMOID",), ping_pong_too=True),
+    EpilogueVariant("gelu_tanh", "gelu_tanh", True),  # one tanh.approx an element too
     EpilogueVariant("silu_fastmath", "silu", True, ("--use_fast_math",), ping_pong_too=True),
     EpilogueVariant("silu_fast", "silu", True, ("-DOASR_GEMM_DEV_FAST_SILU",), True, ping_pong_too=True),
     EpilogueVariant("plain_epi64", "plain", False, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
     EpilogueVariant("silu_epi64", "silu", True, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
 )
-EPILOGUE_CONFIGS = (gemm_config.LONG_K, gemm_config.FUSED_WIDE)  # the fused rule's picks (cooperative)
+EPILOGUE_CONFIGS = gemm_config.FUSED_PICKS  # the fused rule's picks (cooperative)
 
 
 def epilogue_spec(variant: EpilogueVariant, config: gemm_config.GemmConfig) -> JitSpec:
@@ -415,7 +414,7 @@ def sass_report(jobs: int) -> None:
     the SASS counts that tell the epilogues apart (CALL: a subroutine such as an IEEE divide's slow path;
     BSSY: a convergence barrier around a branch; MUFU: special-function ops)."""
     tool = cuobjdump()
-    cases = [(v, c) for v, c in epilogue_cases() if c in (gemm_config.LONG_K, gemm_config.MANY_WAVES)]
+    cases = [(v, c) for v, c in epilogue_cases() if c in (gemm_config.FUSED_NARROW, gemm_config.MANY_WAVES)]
     specs = [epilogue_spec(v, c) for v, c in cases]
     build(list({spec.name: spec for spec in specs}.values()), jobs)
     print(f"{'module':<72} {'REG':>4} {'STACK':>5} {'instr':>6} {'CALL':>5} {'BSSY':>5}  MUFU")

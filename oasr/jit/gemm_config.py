@@ -4,28 +4,27 @@ Each :class:`GemmConfig`, with a dtype, an epilogue and B's layout, is one JIT m
 (:class:`oasr.jit.core.Variant`), built the first time a call needs it. :func:`choose` picks
 the configuration from the problem's shape.
 
-The rule is read off ``dev/gemm/results/tune_h200.txt`` (``dev/gemm/tune.py`` on an H200 at commit
-d238755: every configuration of :data:`CANDIDATES` next to cuBLAS on 14 gemm and 7 bmm shapes, all
-measured correct). It counts 128x128 output tiles against the 132 SMs:
+The rule is read off ``dev/gemm/results/tune_h200.txt`` (``dev/gemm/tune.py`` on an H200: every
+configuration of :data:`CANDIDATES` next to cuBLAS on 14 gemm and 10 bmm shapes, all measured
+correct; run at d238755, ``results/d238755/``, and again at 7d8b06f, the table). It counts 128x128 output tiles against
+the 132 SMs:
 
 * a grid of less than half a wave takes 64x128 tiles, non-persistent (twice the CTAs in flight);
 * a grid of at most one wave takes 128x128 tiles, non-persistent (no scheduler loop to pay for);
-* more waves take 128x128 ping-pong (one warpgroup's epilogue hides under the other's math), or
-  cooperative when K >= 2048 (32+ k-blocks a tile: the epilogue is a small share to hide);
+* more waves take 128x128 ping-pong (one warpgroup's epilogue hides under the other's math). At
+  K = 2048 cooperative won the first run by 2% and lost the second by up to 16% (its times moved
+  with cuBLAS's between the runs, ping-pong's did not), so ping-pong takes long K too;
 * N <= 64 takes 64x64 ping-pong, whose tiles N fills (measured on attention's context product,
-  bmm 64x375x64x375: 27.0 us against 30.1 us for 128x128 ping-pong).
+  bmm 64x375x64x375: 27.1 us against 29.5 us for 128x128 ping-pong).
 
-On the table's shapes it picks the best configuration or one within 3% of it (bmm 64x375x375x64:
-128x128 ping-pong at 11.19 us against 64x128 ping-pong's 10.88 us). A shape outside the table falls
-into the same tile-count bands; the bands' edges (66 and 132 tiles, K = 2048) are where the
-measured winners change. The table's bmm shapes all span several waves, so a bmm of one wave or
-less takes the gemm's bands (correct by the GPU tests, its speed for the next sweep to confirm).
+In the second run the rule's pick is the best configuration or within 3% of it on every gemm
+shape (geomean x1.03 of cuBLAS over the 14; 1500x2048x512, 1.45 waves of 128x128 tiles, is the
+worst at x0.84, and no candidate does better there). A shape outside the table falls into the same
+tile-count bands; the bands' edges (66 and 132 tiles) are where the measured winners change.
 
 A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
-slowest there (x0.39 of cuBLAS at 8000x256x256 against x0.54 cooperative: likely one warpgroup
-running the tile's whole SiLU, 128 elements a thread, each an IEEE divide with a branch and a
-slow-path call, ``dev/gemm/results/epilogue_sass.txt``), and the best of the fused sweep (4 shapes)
-is cooperative, 128x128 for one wave and 128x256 (when N >= 256 fills it) for more.
+slowest there, and the best of the fused sweep (4 shapes) is cooperative, 128x128 for one wave and
+128x256 (when N >= 256 fills it) for more (``dev/gemm/results/epilogue_h200.txt``).
 """
 
 from __future__ import annotations
@@ -106,16 +105,13 @@ NARROW = GemmConfig(64, 64, 64, 1, 1, "pingpong")
 SMALL_GRID = GemmConfig(64, 128, 64, 1, 1, "nonpersistent")
 ONE_WAVE = GemmConfig(128, 128, 64, 1, 1, "nonpersistent")
 MANY_WAVES = GemmConfig(128, 128, 64, 1, 1, "pingpong")
-LONG_K = GemmConfig(128, 128, 64, 1, 1, "cooperative")
+FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
-PICKS = (NARROW, SMALL_GRID, ONE_WAVE, MANY_WAVES, LONG_K)
-FUSED_PICKS = (LONG_K, FUSED_WIDE)
+PICKS = (NARROW, SMALL_GRID, ONE_WAVE, MANY_WAVES)
+FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
 """The family's representative build (prebuilding, the CPU build test)."""
-
-LONG_K_MIN = 2048
-"""From this K on, cooperative beats ping-pong on the large grids (16000x512x2048: 50.4 us against 51.6 us)."""
 
 
 @functools.lru_cache(maxsize=4096)  # a model's few shapes, asked on every call
@@ -127,14 +123,20 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     """
     tiles = batch * -(-m // 128) * -(-n // 128)  # 128x128 output tiles
     if fused:
-        return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else LONG_K
+        return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else FUSED_NARROW
     if n <= 64:
         return NARROW
     if 2 * tiles <= NUM_SMS_H200:
         return SMALL_GRID
     if tiles <= NUM_SMS_H200:
         return ONE_WAVE
-    return LONG_K if k >= LONG_K_MIN else MANY_WAVES
+    return MANY_WAVES
+
+
+SIGMOID_BY_TANH = "-DCUTLASS_USE_TANH_FOR_SIGMOID"
+"""SiLU's sigmoid as 0.5 + 0.5 tanh(x / 2), one ``tanh.approx`` (abs. error < 2^-10.9 on the sigmoid),
+instead of CUTLASS's ``expf`` and IEEE divide, whose slow-path branch made the fused SiLU epilogue
+1.6-3.3x the plain GEMM on the H200 (tanh: 1.1-1.3x; ``dev/gemm/results/epilogue_h200.txt``)."""
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
@@ -145,6 +147,7 @@ def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
             f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
             f"-DOASR_GEMM_EPILOGUE={EPILOGUES.index(epilogue)}",
             "-DOASR_GEMM_B_NMAJOR=0",
+            *((SIGMOID_BY_TANH,) if epilogue == "silu" else ()),
             *config.flags(),
         ),
     )
