@@ -1,11 +1,12 @@
 // TVM-FFI launchers of the conv1d family: the depthwise convolution over time and the
-// streaming step (convolution, then the state update, ordered on one stream).
+// streaming step (the convolution and the state update: one launch when one tile covers the
+// chunk, else two ordered on one stream).
 //
 // Tensors are channels-last [B, T, C] views with contiguous channels and any batch and
 // time strides; weight is [K, C] contiguous, bias [C]; mask [B, T] of uint8 (0: zero the
 // frame). The Python API (oasr/conv1d.py) validates every argument before calling here;
 // the checks below are internal invariants.
-#include <oasr/conv1d.cuh>
+#include <oasr/conv1d_staged.cuh>
 
 #include "tvm_ffi_utils.h"
 
@@ -42,6 +43,17 @@ void set_tensors(oasr::conv1d::DepthwiseConv1dParams<T>& p, TensorView output, T
   p.weight = data_ptr<const T>(weight);
   p.bias = bias.has_value() ? data_ptr<const T>(bias.value()) : nullptr;
   p.kernel_size = static_cast<int>(weight.size(0));
+}
+
+// A failed launch as one sentence with what it asked for next to the device's limits.
+void check_launch(cudaError_t status, const oasr::conv1d::staged::LaunchInfo& info, const char* what) {
+  if (status == cudaSuccess) return;
+  int device = 0, optin = 0;
+  cudaGetDevice(&device);
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+  TVM_FFI_THROW(RuntimeError) << what << " failed: " << cudaGetErrorString(status) << " (" << info.kernel << ": "
+                              << info.smem << " bytes of dynamic shared memory, the device allows " << optin
+                              << " per block; " << info.blocks << " blocks of " << info.threads << " threads)";
 }
 
 }  // namespace
@@ -82,8 +94,9 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
     p.lo = p.split = static_cast<int>(pad_left);
     p.hi = static_cast<int>(pad_left + frames);
     p.activation = static_cast<int>(activation);
-    cudaError_t status = oasr::conv1d::DepthwiseConv1d<c_type>(p, stream);
-    CHECK_CUDA_SUCCESS(status, "depthwise_conv1d kernel launch");
+    oasr::conv1d::staged::LaunchInfo info;
+    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, {}, stream, &info);
+    check_launch(status, info, "depthwise_conv1d kernel launch");
     return true;
   });
 }
@@ -116,23 +129,14 @@ void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state
     p.split = static_cast<int>(k - 1);
     p.hi = static_cast<int>(k - 1 + chunk_len);
     p.activation = static_cast<int>(activation);
-    cudaError_t status = oasr::conv1d::DepthwiseConv1d<c_type>(p, stream);
-    CHECK_CUDA_SUCCESS(status, "depthwise_conv1d_step kernel launch");
-
-    // The state update reads what the convolution read: it runs after it on the stream.
-    oasr::conv1d::ShiftStateParams<c_type> s;
+    // The state is read by the convolution and rewritten after it, by the same launch or the next.
+    oasr::conv1d::staged::StepState<c_type> s;
     s.state = data_ptr<c_type>(state);
-    s.state_batch_stride = state.stride(0);
-    s.state_time_stride = state.stride(1);
-    s.input = p.input;
-    s.input_batch_stride = p.input_batch_stride;
-    s.input_time_stride = p.input_time_stride;
-    s.batch = p.batch;
-    s.channels = p.channels;
-    s.kernel_size = p.kernel_size;
-    s.chunk_len = p.out_len;
-    status = oasr::conv1d::ShiftState<c_type>(s, stream);
-    CHECK_CUDA_SUCCESS(status, "depthwise_conv1d_step state update launch");
+    s.batch_stride = state.stride(0);
+    s.time_stride = state.stride(1);
+    oasr::conv1d::staged::LaunchInfo info;
+    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, s, stream, &info);
+    check_launch(status, info, "depthwise_conv1d_step kernel launch");
     return true;
   });
 }

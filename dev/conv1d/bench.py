@@ -1,26 +1,26 @@
 """Check and time the conv1d kernel variants against production and torch (one H200 run, issue 16).
 
-    python dev/conv1d/bench.py --all --deadline-s 420 --out $OUT   # everything below (estimate: 5-6 min, H200)
-    python dev/conv1d/bench.py --sections sweep --variants prod,staged
+    python dev/conv1d/bench.py --all --deadline-s 420 --out $OUT   # everything below (estimate: 4-5 min, H200)
+    python dev/conv1d/bench.py --sections sweep --variants prod,s3
 
-Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others
-build ``dev/conv1d/staged.cu`` (the production launchers calling ``dev/conv1d/staged.cuh``)
-against a copy of ``include/`` that holds the staged header as ``oasr/conv1d_staged.cuh``,
-with constants of it rewritten by ``dev/tune_kernels.py``'s ``rewrite``: ``staged*`` are the
-shared-memory FFMA kernel with other tile shapes, ``mma`` runs fp16/bf16 on tensor cores
-(the Toeplitz form in ``staged.cuh``'s comment; fp32 still takes the FFMA kernel). Each is its own JIT
-module ``conv1d_<name>``, swapped in as the family's module while its calls are warmed up and
-captured (``with_module``), so every form goes through the public API (``oasr/conv1d.py``).
-The variants live side by side in one process, so they are built with ``-fno-gnu-unique``:
-otherwise a static of an inline launcher (the occupancy cache, a "shared memory raised" flag)
-is one GNU-unique symbol for all of them, which left ``mma_p2`` launching without its
-shared-memory attribute ("invalid argument") after ``mma`` had set its own; ``build`` stops
-when a variant module defines such a symbol.
+Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others build
+the same sources (``csrc/conv1d.cu``) against a copy of ``include/`` whose staged kernel
+(``oasr/conv1d_staged.cuh``) has constants rewritten by ``dev/tune_kernels.py``'s ``rewrite``:
+other tile shapes of the shared-memory FFMA kernel. Each is its own JIT module ``conv1d_<name>``,
+swapped in as the family's module while its calls are warmed up and captured (``with_module``),
+so every form goes through the public API (``oasr/conv1d.py``). The variants live side by side in
+one process, so they are built with ``-fno-gnu-unique``: otherwise a static of an inline launcher
+(the occupancy cache) is one GNU-unique symbol for all of them; ``build`` stops when a variant
+module defines such a symbol.
+
+The tensor-core (Toeplitz ``mma.sync``) variants measured at 7d8b06f lost to the FFMA kernel on
+every shape (``results/bench_h200.txt``) and were removed; their code is in that commit's
+``dev/conv1d/staged.cuh``.
 
 Sections:
 
 * ``check``: every variant against float64 references on fresh random data, outputs poisoned
-  with NaN: each dtype, K = 15 / 31 (the staged kernel) and 5 / 63 (fallback), padding forms,
+  with NaN: each dtype, K = 15 / 31 (the staged kernel) and 5 / 63 (direct kernels), padding forms,
   channel counts off the 64-channel tile, masks, strided views, streaming steps of 1 .. 200
   frames (fused and not) against one causal call, with the state checked exactly. Each
   variant runs in a process of its own (all at once), so a kernel fault cannot end the run;
@@ -33,10 +33,10 @@ Sections:
   to plain (issue target: within 1.05x).
 * ``step``: the streaming step (conv + state update) at L = 16, 32, 64 frames of C = 512 against
   torch's non-streaming ``F.silu(F.conv1d(...))`` on the same chunk (target: >= 1x).
-* ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the prod, staged and
-  mma kernels on the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
+* ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the variants' kernels on
+  the two headline shapes (text in ``ncu.txt``), when ``ncu`` is installed.
 * ``sanitize``: compute-sanitizer memcheck and racecheck over ``dev/conv1d/sanitize.py`` with
-  the staged and mma_p2 variants (exit 0 and "0 errors" expected).
+  the production module (exit 0 and "0 errors" expected).
 
 Timing: CUDA-graph replay with input sets rotated past the L2 (``profiling.harness.timing``),
 backends in turn. A variant whose call or timing fails on a shape gets a FAIL row with its
@@ -80,12 +80,9 @@ HERE = Path(__file__).resolve().parent
 STAGED = "conv1d_staged.cuh"
 VARIANTS: dict[str, list[Edit] | None] = {
     "prod": None,
-    "staged": [],
-    "staged_s3": [(STAGED, "kStages", "3")],
-    "staged_w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
-    "mma": [(STAGED, "kUseMma", "true")],
-    "mma4": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaMinBlocks", "4")],
-    "mma_p2": [(STAGED, "kUseMma", "true"), (STAGED, "kMmaTableCopies", "1"), (STAGED, "kMmaStages", "2")],
+    "s3": [(STAGED, "kStages", "3")],
+    "w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
+    "to8": [(STAGED, "kChunk31", "8"), (STAGED, "kChunk15", "8")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
@@ -111,16 +108,14 @@ def say(line: str = "") -> None:
 
 
 def variant_spec(name: str, edits: list[Edit]):
-    """The JIT spec of a staged variant: staged.cu against a copy of include/ with the staged header, edited."""
+    """The JIT spec of a variant: the family's sources against a copy of include/ with the staged header edited."""
     root = Path(tempfile.gettempdir()) / "oasr-variants" / f"conv1d_{name}" / "include"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(ROOT / "include", root)
-    shutil.copy(HERE / "staged.cuh", root / "oasr" / STAGED)
     for edit in edits:
         path, text = rewrite(root, edit)
         path.write_text(text)
-    sources = [HERE / "staged.cu", ROOT / "csrc" / "conv1d_jit_binding.cu"]
-    return gen_jit_spec(f"conv1d_{name}", sources, extra_cuda_cflags=[OWN_STATICS], include_dir=root)
+    return gen_jit_spec(f"conv1d_{name}", CONV1D.jit_spec().sources, extra_cuda_cflags=[OWN_STATICS], include_dir=root)
 
 
 def build(names: list[str]) -> dict[str, Any]:
@@ -567,8 +562,8 @@ def main() -> int:
     parser.add_argument("--all", action="store_true", help="every section: check, sweep, fused, step, ncu, sanitize")
     parser.add_argument("--sections", default="check,sweep,fused,step")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
-    parser.add_argument("--ncu-variants", default="prod,staged,mma")
-    parser.add_argument("--sanitize-variants", default="staged,mma_p2")
+    parser.add_argument("--ncu-variants", default="prod")
+    parser.add_argument("--sanitize-variants", default="prod")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
     parser.add_argument(
         "--deadline-s", type=float, help="seconds after start: no section starts later, subprocesses are cut there"

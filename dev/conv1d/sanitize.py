@@ -1,10 +1,10 @@
 """Odd shapes through every conv1d path, for compute-sanitizer (memcheck / racecheck).
 
     compute-sanitizer --tool memcheck python3 dev/conv1d/sanitize.py
-    compute-sanitizer --tool racecheck python3 dev/conv1d/sanitize.py --variant staged
+    compute-sanitizer --tool racecheck python3 dev/conv1d/sanitize.py --variant s3
 
 ``--variant NAME`` runs a variant of ``dev/conv1d/bench.py`` (its ``VARIANTS``) instead of
-the production module; ``bench.py --sections sanitize`` runs both tools on the staged one.
+the production module; ``bench.py --sections sanitize`` runs both tools on production.
 """
 
 from __future__ import annotations

@@ -42,17 +42,11 @@
 // elements (CH * sizeof(T) bytes); otherwise the same kernels run with CH = 1.
 // Strides: any batch and time stride in elements, channels contiguous. No shared memory.
 //
-// Measured on the H200 (2026-11-30, one run of dev/conv1d/bench.py, bf16, bias, "same"
-// padding, CUDA-graph replay): (16, 1500, 256, K=31) 17.6 us, (16, 1500, 512, K=15)
-// 22.6 us (52% of the 4.22 TB/s copy bandwidth), (64, 500, 512, K=31) 51.5 us: about
-// 32% of the fp32 FMA peak at K = 31, half the issue's target. The compute body is clean
-// in SASS (992 FFMA + 92 PRMT per 16 x 2 outputs at K = 31, no spills), so the time most likely goes
-// to stalls: each warp loads a chunk, waits, computes, with nothing of its own to overlap,
-// and the warps of a one-wave grid move in step. Tried in that run and slower or equal:
-// 8, 12 or 24 frames per chunk, 4 channels per lane, and loading chunk c + 1 before
-// computing chunk c (twice the frame registers: 8 warps per SM). Next step: stage the
-// frames in shared memory with cp.async/TMA double buffering (registers then hold only
-// weights and accumulators) and profile the stall reasons with ncu.
+// These are the direct kernels: the K = 15 and 31 calls on 16-byte aligned views take the
+// shared-memory kernel of conv1d_staged.cuh, which stages the frames with cp.async instead of
+// loading them per lane (H200, dev/conv1d/results/bench_h200.txt: 16.7 us against 17.6 us at
+// (16, 1500, 256, K=31), 20.7 against 22.4 at (16, 1500, 512, K=15), a streaming step of 16
+// frames in one launch 3.1 us against 12.7); everything else runs here.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -199,11 +199,14 @@ CONV1D = Family(
         "and a streaming step that carries the last K-1 frames between chunks."
     ),
     design=(
-        "`include/oasr/conv1d.cuh`: each thread owns a vector of channels and several consecutive "
-        "output frames, keeps the K taps of its channels in registers and slides a register window "
-        "over the input frames, so each input element is read from DRAM once; fp32 accumulation."
+        "`include/oasr/conv1d_staged.cuh` (K = 15 and 31, 16-byte aligned views): a block stages a tile "
+        "of input frames for 64 channels in shared memory with cp.async, the next tile's copies in flight "
+        "while this one is computed; each lane keeps the K taps of its channels in registers and "
+        "accumulates 16 consecutive outputs in fp32; a streaming step that fits one tile also writes the "
+        "new state from shared memory (one launch). Other K and layouts take the direct kernels of "
+        "`include/oasr/conv1d.cuh` (a register window sliding over the input frames)."
     ),
-    headers=("oasr/conv1d.cuh",),
+    headers=("oasr/conv1d_staged.cuh", "oasr/conv1d.cuh"),
 )
 
 GEMM = Family(
