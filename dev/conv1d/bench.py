@@ -83,7 +83,11 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "s3": [(STAGED, "kStages", "3")],
     "w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
     "to8": [(STAGED, "kChunk31", "8"), (STAGED, "kChunk15", "8")],
+    "tc": [],
+    "tc2": [(STAGED, "kMinBlocks", "2")],
 }
+TENSOR_CORES = ("tc", "tc2")
+"""Variants that build ``tc.cuh`` as the staged header (production's renamed ``conv1d_staged_ffma.cuh``)."""
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
 
@@ -108,10 +112,14 @@ def say(line: str = "") -> None:
 
 
 def variant_spec(name: str, edits: list[Edit]):
-    """The JIT spec of a variant: the family's sources against a copy of include/ with the staged header edited."""
+    """The JIT spec of a variant: the family's sources against a copy of include/ with the staged header
+    edited (or, for :data:`TENSOR_CORES`, replaced by ``tc.cuh``)."""
     root = Path(tempfile.gettempdir()) / "oasr-variants" / f"conv1d_{name}" / "include"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(ROOT / "include", root)
+    if name in TENSOR_CORES:
+        (root / "oasr" / STAGED).rename(root / "oasr" / "conv1d_staged_ffma.cuh")
+        shutil.copy(HERE / "tc.cuh", root / "oasr" / STAGED)
     for edit in edits:
         path, text = rewrite(root, edit)
         path.write_text(text)
