@@ -84,9 +84,10 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
     "to8": [(STAGED, "kChunk31", "8"), (STAGED, "kChunk15", "8")],
     "tc": [],
-    "tc2": [(STAGED, "kMinBlocks", "2")],
+    "tcs": [(STAGED, "kStageOutput", "true")],
+    "tcs2": [(STAGED, "kStageOutput", "true"), (STAGED, "kMinBlocks", "2")],
 }
-TENSOR_CORES = ("tc", "tc2")
+TENSOR_CORES = ("tc", "tcs", "tcs2")
 """Variants that build ``tc.cuh`` as the staged header (production's renamed ``conv1d_staged_ffma.cuh``)."""
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")

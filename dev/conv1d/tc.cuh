@@ -25,8 +25,9 @@
 // and stores their 4 words to the 4 pair rows.
 //
 // One block: 8 warps, 32 channels (warp w: channels 4w .. 4w + 3, two pairs), one tile of 128
-// outputs (128 + 16 (kSteps - 1) frames: the last step reads past the K - 1 needed, into zero taps); the outputs of a lane's 4 channels at one frame are one 8-byte
-// store. Non-finite inputs: T's zeros multiply frames outside an output's window, so an inf or
+// outputs: 128 + 16 (kSteps - 1) frames, since the last step reads past the K - 1 needed, into
+// zero taps; the weights staged in shared memory once); a lane's 4 channels at one frame are one
+// 8-byte store, or (kStageOutput) the tile goes back through shared memory to 16-byte stores. Non-finite inputs: T's zeros multiply frames outside an output's window, so an inf or
 // NaN frame makes NaN every output of its 16-output blocks whose steps read it.
 #pragma once
 
@@ -45,10 +46,13 @@ namespace staged {
 namespace tc {
 
 constexpr int kMinBlocks = 4;  // resident blocks per SM asked of ptxas
+constexpr bool kStageOutput = false;  // outputs through shared memory (16-byte stores) or 8-byte stores
 constexpr int kThreads = 256;
 constexpr int kChannels = 32;  // per block: 8 warps x 4 channels
 constexpr int kPairs = kChannels / 2;
 constexpr int kOutputs = 128;  // per block: 8 blocks of 16 along the mma's N
+constexpr int kTapPad = 16;    // weight rows in shared memory: taps -16 .. 63
+constexpr int kTapRow = 64 + kTapPad;
 
 template <int K>
 struct Geometry {
@@ -59,7 +63,9 @@ struct Geometry {
   // Words of a pair row: 8 words of padding per 16 frames, rounded up to 2 mod 32 (staging stores).
   static constexpr int kRowWords = kRows + 8 * ((kRows + 15) / 16);
   static constexpr int kPitch = kRowWords + ((2 - kRowWords % 32) + 32) % 32;
-  static constexpr int kSmem = kPairs * kPitch * 4;
+  static constexpr int kTileBytes = kPairs * kPitch * 4;
+  static constexpr int kSmem = kTileBytes + kChannels * kTapRow * 2;
+  static_assert(kOutputs * kChannels * 2 <= kTileBytes, "the output tile reuses the input tile's memory");
 };
 
 __device__ __forceinline__ int word_of(int frame) { return frame + 8 * (frame >> 4); }
@@ -79,15 +85,23 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
   }
 }
 
-// Two taps of channel c as one operand register (low half: the first), zero outside [0, K).
+// The block's weights in shared memory, [channel][tap + kTapPad] of 16-bit values, zero outside
+// [0, K): the A fragments read taps -7 .. 47 without bounds checks.
+
 template <typename T>
-__device__ __forceinline__ uint32_t taps(const DepthwiseConv1dParams<T>& p, int c, int k) {
-  uint16_t lo = 0, hi = 0;
-  if (k >= 0 && k < p.kernel_size) lo = *reinterpret_cast<const uint16_t*>(p.weight + int64_t{k} * p.channels + c);
-  if (k + 1 >= 0 && k + 1 < p.kernel_size) {
-    hi = *reinterpret_cast<const uint16_t*>(p.weight + int64_t{k + 1} * p.channels + c);
+__device__ __forceinline__ void load_weights(const DepthwiseConv1dParams<T>& p, int c0, uint16_t* wsm) {
+  for (int i = static_cast<int>(threadIdx.x); i < kChannels * kTapRow; i += kThreads) {
+    const int k = i / kChannels - kTapPad, ch = i % kChannels;  // consecutive threads: consecutive channels
+    uint16_t v = 0;
+    if (k >= 0 && k < p.kernel_size) v = reinterpret_cast<const uint16_t*>(p.weight)[int64_t{k} * p.channels + c0 + ch];
+    wsm[ch * kTapRow + k + kTapPad] = v;
   }
-  return uint32_t{lo} | (uint32_t{hi} << 16);
+}
+
+// Taps k and k + 1 of channel ch as one operand register (low half: tap k).
+__device__ __forceinline__ uint32_t taps(const uint16_t* wsm, int ch, int k) {
+  const uint16_t* row = wsm + ch * kTapRow + kTapPad;
+  return uint32_t{row[k]} | (uint32_t{row[k + 1]} << 16);
 }
 
 // The 16-byte piece j of this thread: tile row and which 4 channel pairs.
@@ -149,6 +163,37 @@ __device__ __forceinline__ void store_outputs(const DepthwiseConv1dParams<T>& p,
   }
 }
 
+// The output tile in shared memory, [frame][32 channels]: 8-byte slots (4 channels) XOR-swizzled
+// by the frame, so the 16 lanes of a half-warp, 16 frames of one warp's slot, hit 16 bank pairs.
+__device__ __forceinline__ int out_slot(int o, int slot) { return o * 8 + (slot ^ (((o >> 5) & 3) | ((o >> 1) & 1) << 2)); }
+
+template <typename T, int kActivation>
+__device__ __forceinline__ void stage_outputs(const DepthwiseConv1dParams<T>& p, int b, int c0, int o0, uint2* tile,
+                                              const float (&acc)[4][4], const float (&bias)[4]) {
+  const int g = static_cast<int>(threadIdx.x & 31) >> 2, q = static_cast<int>(threadIdx.x & 3);
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int o = 16 * (2 * q + (r & 1)) + g + 8 * (r >> 1);
+    Packed<T, 4> y;
+#pragma unroll
+    for (int ch = 0; ch < 4; ++ch) y[ch] = from_float<T>(conv1d::detail::activate<kActivation>(acc[ch][r] + bias[ch]));
+    uint2 word;
+    memcpy(&word, y.data, sizeof(word));
+    tile[out_slot(o, warp)] = word;
+  }
+  __syncthreads();
+  for (int i = static_cast<int>(threadIdx.x); i < kOutputs * 4; i += kThreads) {  // 16-byte pieces
+    const int o = i / 4, j = i % 4;
+    if (o0 + o < p.out_len) {
+      const uint2 lo = tile[out_slot(o, 2 * j)], hi = tile[out_slot(o, 2 * j + 1)];
+      __stcs(reinterpret_cast<uint4*>(p.output + b * p.output_batch_stride + int64_t{o0 + o} * p.output_time_stride +
+                                      c0 + 8 * j),
+             make_uint4(lo.x, lo.y, hi.x, hi.y));
+    }
+  }
+}
+
 template <typename T, int K>
 __global__ void __launch_bounds__(kThreads, kMinBlocks)
     TcConv1dKernel(const DepthwiseConv1dParams<T> p, int ctiles, int ntiles) {
@@ -163,6 +208,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   uint4 v[G::kPiecesPerThread];
   load_pieces<T, K>(p, b, c0, o0, v);  // padded coordinates: output o reads frames o .. o + K - 1
 
+  uint16_t* wsm = reinterpret_cast<uint16_t*>(reinterpret_cast<uint8_t*>(smem) + G::kTileBytes);
+  load_weights(p, c0, wsm);
+  store_pieces<K>(smem, v);
+  __syncthreads();
+
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x >> 5);
   const int g = lane >> 2, q = lane & 3;
   const int c = c0 + 4 * warp;  // this warp's 4 channels (the launcher requires C % 32 == 0)
@@ -172,14 +222,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   for (int ch = 0; ch < 4; ++ch) {
 #pragma unroll
     for (int s = 0; s < G::kSteps; ++s) {
-      a0[ch][s] = taps(p, c + ch, 16 * s + 2 * q - g);
-      a2[ch][s] = taps(p, c + ch, 16 * s + 2 * q + 8 - g);
+      a0[ch][s] = taps(wsm, 4 * warp + ch, 16 * s + 2 * q - g);
+      a2[ch][s] = taps(wsm, 4 * warp + ch, 16 * s + 2 * q + 8 - g);
     }
     bias[ch] = p.bias != nullptr ? to_float(p.bias[c + ch]) : 0.0f;
   }
-
-  store_pieces<K>(smem, v);
-  __syncthreads();
 
   float acc[4][4] = {};
 #pragma unroll
@@ -202,11 +249,22 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     }
   }
 
-  switch (p.activation) {
-    case kSilu: store_outputs<T, kSilu>(p, b, c, o0, acc, bias); break;
-    case kRelu: store_outputs<T, kRelu>(p, b, c, o0, acc, bias); break;
-    case kGelu: store_outputs<T, kGelu>(p, b, c, o0, acc, bias); break;
-    default: store_outputs<T, kNone>(p, b, c, o0, acc, bias); break;
+  if constexpr (kStageOutput) {
+    __syncthreads();  // every warp is done with the input tile, which the outputs overwrite
+    uint2* tile = reinterpret_cast<uint2*>(smem);
+    switch (p.activation) {
+      case kSilu: stage_outputs<T, kSilu>(p, b, c0, o0, tile, acc, bias); break;
+      case kRelu: stage_outputs<T, kRelu>(p, b, c0, o0, tile, acc, bias); break;
+      case kGelu: stage_outputs<T, kGelu>(p, b, c0, o0, tile, acc, bias); break;
+      default: stage_outputs<T, kNone>(p, b, c0, o0, tile, acc, bias); break;
+    }
+  } else {
+    switch (p.activation) {
+      case kSilu: store_outputs<T, kSilu>(p, b, c, o0, acc, bias); break;
+      case kRelu: store_outputs<T, kRelu>(p, b, c, o0, acc, bias); break;
+      case kGelu: store_outputs<T, kGelu>(p, b, c, o0, acc, bias); break;
+      default: store_outputs<T, kNone>(p, b, c, o0, acc, bias); break;
+    }
   }
 }
 
