@@ -27,8 +27,9 @@
 // One block: 8 warps, 32 channels (warp w: channels 4w .. 4w + 3, two pairs), one tile of 128
 // outputs: 128 + 16 (kSteps - 1) frames, since the last step reads past the K - 1 needed, into
 // zero taps; the weights staged in shared memory once); a lane's 4 channels at one frame are one
-// 8-byte store, or (kStageOutput) the tile goes back through shared memory to 16-byte stores. Non-finite inputs: T's zeros multiply frames outside an output's window, so an inf or
-// NaN frame makes NaN every output of its 16-output blocks whose steps read it.
+// 8-byte store, or (kStageOutput) the tile goes back through shared memory to 16-byte stores.
+// Non-finite inputs: T's zeros multiply frames outside an output's window, so an inf or NaN
+// frame makes NaN every output of its 16-output blocks whose steps read it.
 #pragma once
 
 #include <cuda_runtime.h>
