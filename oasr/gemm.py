@@ -201,9 +201,9 @@ def gemm(
         ``[N]``, same dtype and device.
     activation : {None, "relu", "gelu", "gelu_tanh", "silu"}
         Applied after the bias, in fp32 before the one rounding; ``"gelu"`` is the erf form,
-        ``"gelu_tanh"`` the tanh approximation. ``"silu"`` and ``"gelu_tanh"`` use the hardware
-        ``tanh.approx`` (SiLU as ``x * (0.5 + 0.5 tanh(x / 2))``): an absolute error below
-        ``3e-4 * |x|`` before rounding (large relative to the small outputs of large negative x).
+        ``"gelu_tanh"`` the tanh approximation. ``"gelu_tanh"`` and bf16's ``"silu"`` use the
+        hardware ``tanh.approx`` (SiLU as ``x * (0.5 + 0.5 tanh(x / 2))``): an absolute error below
+        ``3e-4 * |x|`` before rounding, large relative to the small outputs of negative ``x``.
     out : torch.Tensor, optional
         Destination ``[..., N]`` of ``input``'s dtype and device; must not share memory with the
         other arguments. Any layout (one TMA cannot write to is filled through a temporary).

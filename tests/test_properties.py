@@ -12,7 +12,11 @@ how to reproduce it).
 
 Tolerances (rtol, atol) are those of each family's test file: the element-wise ops
 (scale is compared bit for bit with torch's ``x * factor``) ``DEFAULT_TOLERANCES``
-(tests/conftest.py); the norms ``tests/test_norm.py``'s; conv1d ``tests/test_conv1d.py``'s.
+(tests/conftest.py); the norms ``tests/test_norm.py``'s; conv1d ``tests/test_conv1d.py``'s;
+gemm and bmm ``gemm_tolerance`` (tests/conftest.py), plus ``TANH_ERROR`` times the largest
+pre-activation for the epilogues computed with the hardware ``tanh.approx`` (documented in
+``oasr.gemm``). Their cases draw from the configurations the rule picks, which
+``python dev/gemm/tune.py --build`` builds in parallel beforehand (one JIT module each).
 """
 
 from __future__ import annotations
@@ -23,11 +27,13 @@ import os
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import get_rtol_atol
+from conftest import gemm_tolerance, get_rtol_atol
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_conv1d import ACTIVATIONS
 from test_conv1d import reference as conv_reference
+from test_gemm import ACTS as GEMM_ACTIVATIONS
+from test_gemm import reference as gemm_reference
 from test_norm import reference as norm_reference
 
 import oasr
@@ -318,3 +324,84 @@ def test_depthwise_conv1d_step_matches_float64(case: dict) -> None:
     actual = oasr.depthwise_conv1d_step(chunk, state, weight, bias, activation, out=out)
     assert_close(actual, expected, CONV_TOLERANCES[chunk.dtype])
     torch.testing.assert_close(state, expected_state, rtol=0, atol=0)
+
+
+HALF_DTYPES = st.sampled_from([torch.float16, torch.bfloat16])
+TANH_ERROR = 3e-4
+"""Absolute error of an epilogue activation through ``tanh.approx``, per unit of its input."""
+
+
+def uses_tanh_approx(activation: str | None, dtype: torch.dtype) -> bool:
+    return activation == "gelu_tanh" or (activation == "silu" and dtype == torch.bfloat16)
+
+
+@st.composite
+def gemm_cases(draw: st.DrawFn) -> dict:
+    dtype = draw(HALF_DTYPES)
+    m, n = (
+        draw(st.one_of(st.integers(0, 40), st.integers(41, 3000))),
+        draw(st.one_of(st.integers(1, 40), st.integers(41, 700))),
+    )
+    k = draw(st.one_of(st.integers(0, 40), st.integers(41, 700)))
+    lead = draw(st.lists(st.integers(1, 3), min_size=0, max_size=1))
+    seed = draw(st.integers(0, 2**31))
+    return {
+        "x": placed(random((*lead, m, k), dtype, seed), draw(layouts(channels_contiguous=True)), draw(SHIFTS)),
+        "weight": placed(
+            random((n, k), dtype, seed + 1, scale=max(k, 1) ** -0.5),
+            draw(layouts(channels_contiguous=True)),
+            draw(SHIFTS),
+        ),
+        "bias": random((n,), dtype, seed + 2) if draw(st.booleans()) else None,
+        "activation": draw(st.sampled_from(list(GEMM_ACTIVATIONS))),
+        "out": draw(st.sampled_from(["new", *LAYOUTS])),
+        "out_shift": draw(SHIFTS),
+    }
+
+
+@PROPERTY
+@given(case=gemm_cases())
+def test_gemm_matches_float64(case: dict) -> None:
+    x, weight, bias, activation = (case[k] for k in ("x", "weight", "bias", "activation"))
+    pre = gemm_reference(x, weight, bias)
+    expected = GEMM_ACTIVATIONS[activation](pre)
+    out = None if case["out"] == "new" else poisoned(tuple(expected.shape), x.dtype, case["out"], case["out_shift"])
+    actual = oasr.gemm(x, weight, bias, activation, out=out)
+    rtol, atol = gemm_tolerance(x.dtype, x.shape[-1])
+    if uses_tanh_approx(activation, x.dtype) and pre.numel():
+        atol += TANH_ERROR * pre.abs().max().item()
+    assert_close(actual, expected, (rtol, atol))
+
+
+@st.composite
+def bmm_cases(draw: st.DrawFn) -> dict:
+    dtype = draw(HALF_DTYPES)
+    batch = draw(st.one_of(st.integers(0, 3), st.integers(4, 64)))
+    m, n = (
+        draw(st.one_of(st.integers(0, 40), st.integers(41, 400))),
+        draw(st.one_of(st.integers(1, 40), st.integers(41, 400))),
+    )
+    k = draw(st.one_of(st.integers(0, 70), st.integers(71, 400)))
+    seed = draw(st.integers(0, 2**31))
+    a = placed(random((batch, m, k), dtype, seed, scale=max(k, 1) ** -0.5), draw(layouts()), draw(SHIFTS))
+    values = random((batch, k, n), dtype, seed + 1)
+    form = draw(st.sampled_from(["values", "keys", *LAYOUTS]))
+    if form == "keys":  # scores: keys [batch, N, K] passed transposed
+        b = placed(
+            values.transpose(1, 2).contiguous(), draw(layouts(channels_contiguous=True)), draw(SHIFTS)
+        ).transpose(1, 2)
+    elif form == "values":
+        b = values
+    else:
+        b = placed(values, form, draw(SHIFTS))
+    return {"a": a, "b": b, "out": draw(st.sampled_from(["new", *LAYOUTS])), "out_shift": draw(SHIFTS)}
+
+
+@PROPERTY
+@given(case=bmm_cases())
+def test_bmm_matches_float64(case: dict) -> None:
+    a, b = case["a"], case["b"]
+    expected = a.double() @ b.double()
+    out = None if case["out"] == "new" else poisoned(tuple(expected.shape), a.dtype, case["out"], case["out_shift"])
+    actual = oasr.bmm(a, b, out=out)
+    assert_close(actual, expected, gemm_tolerance(a.dtype, a.shape[-1]))
