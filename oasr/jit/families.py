@@ -104,12 +104,13 @@ class Family:
     def module(self, variant: Variant | None = None) -> Any:
         """The loaded module of ``variant`` (else the default one), built on first use; later calls
         return the same object. A module set with :meth:`use_module` stands in for every variant."""
-        loaded = _LOADED.get(self.name)
+        stand_in = _STAND_INS.get(self.name)
+        if stand_in is not None:
+            return stand_in
+        name = self.module_name(variant or self.default_variant)
+        loaded = _LOADED.get(name)
         if loaded is None:
-            name = self.module_name(variant or self.default_variant)
-            loaded = _LOADED.get(name)
-            if loaded is None:
-                loaded = _LOADED[name] = self.jit_spec(variant=variant).build_and_load()
+            loaded = _LOADED[name] = self.jit_spec(variant=variant).build_and_load()
         return loaded
 
     def use_module(self, module: Any | None) -> None:
@@ -118,19 +119,24 @@ class Family:
         For a family built per configuration, ``module`` stands in for every variant; ``None`` forgets them all.
         """
         if module is None:
-            _LOADED.pop(self.name, None)
-            for name in [n for n in _LOADED if n.startswith(self.name + "_")]:
+            _STAND_INS.pop(self.name, None)
+            for name in [n for n in _LOADED if n == self.name or n.startswith(self.name + "_")]:
                 del _LOADED[name]
         else:
-            _LOADED[self.name] = module
+            _STAND_INS[self.name] = module
 
 
 _LOADED: dict[str, Any] = {}
+"""Loaded modules by module name (a family's variants apart: a family without a default variant
+loads its plain module under the family's own name)."""
+_STAND_INS: dict[str, Any] = {}
+"""Modules set with :meth:`Family.use_module`, by family name."""
 
 
 def forget_loaded_modules() -> None:
     """Load every family's module afresh on next use: a kernel edited since then is rebuilt."""
     _LOADED.clear()
+    _STAND_INS.clear()
 
 
 SCALE = Family(
