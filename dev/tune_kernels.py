@@ -33,6 +33,7 @@ import pandas as pd
 import torch
 
 from oasr.jit.families import Family
+from profiling.compare import with_module
 from profiling.harness.correctness import refcheck
 from profiling.harness.ops import OpSpec, dtype_name, get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
@@ -112,15 +113,6 @@ def large_reference_check() -> None:
     inputs = op.make_inputs(op.benchmark_configs(dtype)[-1], dtype, torch.device("cuda"), 0)
     refcheck(op, inputs, op.backends, dtype)
     torch.cuda.synchronize()
-
-
-def with_module(family: Family, module: Any, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with ``module`` as the family's module: runs at warm-up and graph capture only."""
-    family.use_module(module)
-    try:
-        return fn()
-    finally:
-        family.use_module(None)
 
 
 def tune(op: OpSpec, dtype: torch.dtype, modules: dict[str, Any], rounds: int, before_each: Any) -> pd.DataFrame:
