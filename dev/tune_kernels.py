@@ -21,7 +21,6 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -32,7 +31,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd
 import torch
 
-from oasr.jit.families import Family
 from profiling.compare import with_module
 from profiling.harness.correctness import refcheck
 from profiling.harness.ops import OpSpec, dtype_name, get_op, parse_dtype
