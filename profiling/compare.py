@@ -53,7 +53,7 @@ from oasr.jit.core import hash_headers
 from oasr.jit.families import Family
 
 from . import provenance
-from .files import atomic_write_text, reports_root
+from .files import atomic_write_text, reports_root, shown_path
 from .harness import timing
 from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
 
@@ -350,7 +350,7 @@ def _recorded(
         if lacking:
             raise ValueError(
                 f"no recorded samples of {op} at {state.name} (source hash {state.hash}) for {', '.join(lacking)} "
-                f"in {recording_path(gpu, op, state.hash).parent}; time it on a GPU with "
+                f"in {shown_path(recording_path(gpu, op, state.hash).parent)}; time it on a GPU with "
                 f"`python -m profiling.compare --op {op} --base ...` and commit reports/."
             )
     return {key: {s.name: stored[s.name][key] for s in states} for key in keys}

@@ -13,6 +13,8 @@ import pytest
 from oasr.jit import env
 from oasr.jit.families import SCALE
 from profiling import compare
+from profiling.harness.measure import measure
+from profiling.harness.ops import get_op
 from profiling.provenance import REPO_ROOT
 
 
@@ -124,3 +126,19 @@ def test_cli_replay_without_recordings_says_what_to_do(monkeypatch, tmp_path, ca
     assert compare.main(["--op", "scale", "--base", "HEAD", "--replay", "--config", "n=2048"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: no recorded samples of scale at HEAD") and "python -m profiling.compare" in err
+
+
+@pytest.mark.gpu
+def test_live_compare_of_a_state_with_itself_is_same(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    table = compare.compare_states("scale", compare.WORKTREE, compare.WORKTREE, [{"n": 2**24}], rounds=4, iters=80)
+    assert list(table["verdict"]) == ["same"] and abs(table.loc[0, "ratio"] - 1) < compare.MIN_EFFECT
+    assert list((tmp_path / "reports").rglob("timings/scale/*.json"))
+
+
+@pytest.mark.gpu
+def test_eager_latency_beside_device_time() -> None:
+    """A 2 MiB scale runs in a few microseconds on the GPU; an eager call costs Python, checks and a launch more."""
+    table = measure(get_op("scale"), [{"n": 2**20}], ["float16"], iters=10, rounds=2)
+    assert (table["eager_seconds"] > 0).all() and (table["eager_seconds"] < 1e-3).all()
+    assert (table["eager_seconds"] > table["seconds"]).all()

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -17,7 +18,10 @@ import pytest
 from oasr.jit.core import find_cuda_home
 from oasr.jit.families import NORM, SCALE, Family
 from profiling.nsight import source
+from profiling.nsight.sweep import profile_sweep
 from profiling.provenance import REPO_ROOT
+from profiling.workbench import notebook
+from profiling.workbench.notebook import Workbench
 
 HOSTILE = "<script>alert('x')</script> & \"q\""
 
@@ -218,3 +222,58 @@ def test_lineinfo_changes_no_instruction(family: Family, tmp_path: Path) -> None
     with_lines = _sass(family, flags, tmp_path / "with.o")
     assert len(with_lines) > 100
     assert with_lines == _sass(family, without, tmp_path / "without.o")
+
+
+@pytest.mark.gpu
+def test_live_source_profile_of_scale(tmp_path: Path) -> None:
+    """On a GPU with ncu: the source preset profiles scale, stores its .lines.csv, and the lines add up."""
+    config = {"n": 2**22}
+    result = profile_sweep("scale", [config], backends=("oasr",), preset="source", reports_dir=tmp_path, live=True)
+    (report,) = result.report_paths
+    assert source.lines_path(report).is_file()
+    table = source.result_lines(result.launches, result.report_paths)
+    action = source.actions_of(report)[int(result.launches.loc[0, "launch"])]
+    assert table["inst_executed"].sum() == pytest.approx(source.kernel_instructions(action), rel=0.01)
+    body = table[table["file"].str.endswith("include/oasr/common/elementwise.cuh")]
+    assert not body.empty and (body.loc[body["pcs"] > 0, "source"] != "").all()
+    top = source.top_lines(table, count=3)
+    assert len(top) == 3 and top["top_stalls"].str.len().gt(0).any()
+
+
+# ----------------------------------------------------------------- the notebook's cells
+
+
+def test_hotspots_cell_shows_limit_top_lines_and_escaped_source(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, lines: pd.DataFrame
+) -> None:
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    report = tmp_path / "source-x.ncu-rep"
+    launches = pd.DataFrame(
+        [{"profile": "source-x", "launch": 0, "config": "n=536870912", "dtype": "float16", "kernel": "KernelK",
+          "duration_s": 7e-4, "pct_dram_peak": 88.0, "pct_l2_peak": 43.0}]
+    )  # fmt: skip
+    fake = SimpleNamespace(launches=launches, report_paths=[report], banner="Replayed from recordings <h200>.")
+    monkeypatch.setattr(notebook, "profile_sweep", lambda *a, **k: fake)
+    monkeypatch.setattr(source, "read_lines", lambda path: lines if path == report else pytest.fail(str(path)))
+    page = Workbench(SCALE).hotspots("scale").data
+    assert "DRAM-bound: DRAM at 88% of its peak (L2 43%); 65% of warp samples stalled on long_scoreboard" in page
+    assert "&lt;h200&gt;" in page and HOSTILE not in page and "&lt;script&gt;" in page
+    assert page.count("<tr>") > 10 and "width:100.0%" in page  # the top-lines table and the heat bars
+
+
+def test_hotspots_and_compare_without_recordings_say_how_to_make_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    wb = Workbench(SCALE)
+    note = wb.hotspots().data
+    assert "No `source`-preset recording of `scale`" in note and "--preset source" in note
+    assert "n=536870912" in note
+    compared = wb.compare(base="HEAD").data
+    assert compared.startswith("*No comparison of `scale`: no recorded samples of scale at HEAD")
+
+
+def test_limits_cell_on_the_recordings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    wb = Workbench(SCALE)
+    table = wb.limits(wb.profile())
+    assert list(table.columns) == ["backend", "config", "dtype", "kernel", "sentence", "ncu_advice"]
+    assert table["sentence"].str.startswith("DRAM-bound").any() and table["sentence"].str.startswith("launch").any()

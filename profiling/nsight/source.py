@@ -288,3 +288,14 @@ def annotated_source_html(table: pd.DataFrame, file: str | None = None, by: str 
     head = f"<tr><th>line</th><th>heat</th><th>{html.escape(by)}</th><th>source</th></tr>"
     table_style = "border-collapse:collapse;font-size:90%"
     return f"<table style='{table_style}'><caption>{caption}</caption>{head}{''.join(body)}</table>"
+
+
+def result_lines(launches: pd.DataFrame, report_paths: Iterable[Path]) -> pd.DataFrame:
+    """The line tables of a sweep's launches (a :class:`~profiling.nsight.sweep.ProfileResult`'s
+    ``launches`` and ``report_paths``), each row tagged with its ``profile``, launch numbers as in ``launches``."""
+    by_name = {Path(p).stem: Path(p) for p in report_paths}
+    parts = []
+    for profile, group in launches.groupby("profile", sort=False):
+        table = read_lines(by_name[profile])
+        parts.append(table[table["launch"].isin(group["launch"])].assign(profile=profile))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*KEYS, "profile"])
