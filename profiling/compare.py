@@ -201,7 +201,11 @@ def state_hash(family: Family, root: Path) -> str:
 
 
 def git(*args: str, cwd: Path = provenance.REPO_ROOT) -> str:
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    """``git args`` in the repository; ValueError with git's message when it fails or git is missing."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    except OSError as exc:
+        raise ValueError(f"git {' '.join(args)} could not run ({exc}); install git to compare revisions") from None
     if done.returncode != 0:
         raise ValueError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
     return done.stdout.strip()
