@@ -188,8 +188,8 @@ def test_recorded_lines_sum_to_each_kernels_instructions(report: str) -> None:
         total = source.kernel_instructions(action)
         counted = table.loc[table["launch"] == launch, "inst_executed"].sum()
         assert total > 0 and counted == pytest.approx(total, rel=0.01), (launch, action.name())
-    counted = table[table["pcs"] > 0]
-    assert ((counted["file"] != "") & (counted["source"] != "")).any()  # -lineinfo and --import-source worked
+    executed = table[table["pcs"] > 0]
+    assert ((executed["file"] != "") & (executed["source"] != "")).any()  # -lineinfo and --import-source worked
 
 
 # ----------------------------------------------------------------- -lineinfo changes no instruction
