@@ -13,6 +13,7 @@ import pytest
 from oasr.jit import env
 from oasr.jit.families import SCALE
 from profiling import compare
+from profiling.harness import timing
 from profiling.harness.measure import measure
 from profiling.harness.ops import get_op
 from profiling.provenance import REPO_ROOT
@@ -148,3 +149,10 @@ def test_eager_latency_beside_device_time() -> None:
     table = measure(get_op("scale"), [{"n": 2**20}], ["float16"], iters=10, rounds=2)
     assert (table["eager_seconds"] > 0).all() and (table["eager_seconds"] < 1e-3).all()
     assert (table["eager_seconds"] > table["seconds"]).all()
+
+
+def test_eager_seconds_cycles_the_input_sets_on_cpu() -> None:
+    calls: list[int] = []
+    fns = [lambda i=i: calls.append(i) for i in range(3)]
+    assert timing.eager_seconds(fns, calls=30, warmup=3) > 0
+    assert calls == [0, 1, 2] + [0, 1, 2] * 10

@@ -433,16 +433,17 @@ def eager_seconds(fns: Sequence[Callable[[], object]], *, calls: int = 200, warm
 
     What a caller running the op outside a CUDA graph pays per call: Python, argument checks
     and the launch for a kernel shorter than them, the kernel's device time for a longer one.
+    Works on CPU-only machines too (no synchronization then), as :func:`host_overhead_us`.
     """
-    require_cuda("eager timing")
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None
     for i in range(warmup):
         fns[i % len(fns)]()
-    torch.cuda.synchronize()
+    sync()
     recent = collections.deque(maxlen=len(fns))  # outputs rotate, as in the graph timing
     start = time.perf_counter()
     for i in range(calls):
         recent.append(fns[i % len(fns)]())
-    torch.cuda.synchronize()
+    sync()
     return (time.perf_counter() - start) / calls
 
 
