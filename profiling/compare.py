@@ -58,7 +58,8 @@ from .harness import timing
 from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
 
 MIN_EFFECT = 0.03
-"""Differences below 3% are "same": two runs of one build on the H200 differ by up to ~2% (clocks, placement)."""
+"""Differences below 3% are "same": ten times the round-to-round spread of one build on the H200 (0.1-0.3%
+after the first round, ``dev/harness/timing_drift.txt``), a third of the 10% the acceptance test must see."""
 ALPHA = 0.01
 """Significance level of the Mann-Whitney test."""
 LEVEL = 0.99

@@ -6,8 +6,9 @@ Each unit's utilisation is its counted rate over the counter ceiling of the repo
 ``source``-preset reports, the issue slots (``issue_active_pct``). The verdict:
 
 1. the busiest unit, when it is at :data:`BOUND_PCT` % of its peak or more, bounds the kernel
-   (a streaming kernel reaches 85-90% of DRAM, a tuned GEMM 60-80% of the tensor pipe;
-   below 40% of every peak no unit is close to saturation);
+   (the H200 recordings: scale at 1 GiB moves DRAM at 88% of its peak; cuBLAS's 8192^3 bf16 GEMM
+   runs at ~80% of the dense tensor peak, 790 of 989 TFLOP/s, ``shared/notes/ncu-hopper.md``;
+   the threshold is half of those, so a unit at 40% is the one the kernel leans on);
 2. otherwise, when ncu's SM throughput (the busiest SM pipe or issue, SpeedOfLight) is at
    :data:`SM_BOUND_PCT` % or more, an SM pipe that the explicit counters do not split out;
 3. otherwise a launch under :data:`LAUNCH_S` seconds is launch-bound (the fixed cost of
