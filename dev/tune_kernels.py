@@ -21,7 +21,6 @@ import re
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd
 import torch
 
-from oasr.jit.families import Family
+from profiling.compare import with_module
 from profiling.harness.correctness import refcheck
 from profiling.harness.ops import OpSpec, dtype_name, get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
@@ -112,15 +111,6 @@ def large_reference_check() -> None:
     inputs = op.make_inputs(op.benchmark_configs(dtype)[-1], dtype, torch.device("cuda"), 0)
     refcheck(op, inputs, op.backends, dtype)
     torch.cuda.synchronize()
-
-
-def with_module(family: Family, module: Any, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with ``module`` as the family's module: runs at warm-up and graph capture only."""
-    family.use_module(module)
-    try:
-        return fn()
-    finally:
-        family.use_module(None)
 
 
 def tune(op: OpSpec, dtype: torch.dtype, modules: dict[str, Any], rounds: int, before_each: Any) -> pd.DataFrame:

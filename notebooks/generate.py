@@ -62,14 +62,16 @@ def build(family: Family) -> nbformat.NotebookNode:
         code("wb.correctness()"),
         md(
             "## Timing\n\n"
-            "Median per-launch time from CUDA-graph replay, inputs rotated so that small sizes "
-            "do not measure a warm L2. Bandwidth counts the bytes the op must move, compared "
-            "with the device-to-device copy bandwidth measured in the same run."
+            "Median per-launch time from CUDA-graph replay (device time), inputs rotated so that small "
+            "sizes do not measure a warm L2, and the eager latency: host wall time per call made "
+            "back to back outside a graph (Python, checks and launch included). Bandwidth counts the "
+            "bytes the op must move, compared with the device-to-device copy bandwidth measured in the "
+            "same run."
         ),
         code(
             "timing = wb.timing()\n"
-            'timing[["op", "backend", "config", "dtype", "bytes", "seconds", "bandwidth_bytes_per_s", '
-            '"pct_of_copy", "iqr_rel"]]'
+            'timing[["op", "backend", "config", "dtype", "bytes", "seconds", "eager_seconds", '
+            '"bandwidth_bytes_per_s", "pct_of_copy", "iqr_rel"]]'
         ),
         code("wb.speedup_table(timing)"),
         code("wb.bandwidth_plot(timing)"),
@@ -96,6 +98,32 @@ def build(family: Family) -> nbformat.NotebookNode:
             "    display(wb.hierarchical_plot(result))\n"
             "    display(wb.advice(result))"
         ),
+        md(
+            "## What limits each kernel\n\n"
+            "One sentence per launch from its counters (`profiling/analysis/limiter.py`): the busiest unit "
+            "(DRAM, L2, L1/shared, FMA, the tensor pipe against its dense peak, issue) when it is at 40% of "
+            "its peak or more, else launch- or latency/occupancy-bound, with the figure that says so, next "
+            "to the titles of Nsight Compute's own advice."
+        ),
+        code('for op, result in results.items():\n    display(Markdown(f"### {op}"))\n    display(wb.limits(result))'),
+        md(
+            "## Source-line hotspots\n\n"
+            "The largest config's oasr kernel under the `source` preset (ncu's `SourceCounters` and "
+            "`WarpStateStats`, kernels built with `-lineinfo`, sources imported into the report): what "
+            "limits it with its largest stall reason, the source lines with most warp samples and their "
+            "stall reasons, and the kernel source with a heat bar per line. Replay reads the per-line "
+            "table committed beside the recording."
+        ),
+        code("for op in wb.op_names:\n    display(wb.hotspots(op))"),
+        md(
+            "## Comparing revisions\n\n"
+            "The oasr kernel at the last commit against the working tree (edit a header, rerun this cell), "
+            "both built from their own sources and timed in turn: per config both times, the ratio, and a "
+            "verdict (faster / slower / same) drawn from the two distributions of per-replay samples, not "
+            "from two medians (`profiling/compare.py`; `python -m profiling.compare --op OP --base REV` "
+            "on the command line)."
+        ),
+        code("wb.compare()"),
         md(
             "## Sweep panel\n\n"
             "Pick an op, size, dtype, backends and metric preset, press **Run**. Runs "

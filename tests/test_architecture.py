@@ -24,6 +24,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("oasr",),
     ("profiling.provenance", "profiling.files", "profiling.units"),
     ("profiling.harness",),
+    ("profiling.compare",),
     ("profiling.scaleout",),
     ("profiling.nsight",),
     ("profiling.analysis",),

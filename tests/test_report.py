@@ -68,7 +68,7 @@ def _value(action: Any, name: str) -> float:
 
 
 def test_presets_and_ncu_args() -> None:
-    assert set(PRESETS) == {"timing", "roofline", "full"}
+    assert set(PRESETS) == {"timing", "roofline", "source", "full"}
     timing = ncu_args("timing")
     assert timing[timing.index("--metrics") + 1].split(",")[0] == "gpu__time_duration.sum"
     assert "launch__registers_per_thread" in timing[timing.index("--metrics") + 1]
@@ -82,6 +82,11 @@ def test_presets_and_ncu_args() -> None:
     ]
     assert roofline[-2:] == ["--import-sass", "no"]
     assert ncu_args("full") == ["--set", "full"]  # SASS kept
+    source = ncu_args("source")
+    sections = [source[i + 1] for i, a in enumerate(source) if a == "--section"]
+    assert sections[-2:] == ["SourceCounters", "WarpStateStats"]
+    assert source[-2:] == ["--import-source", "yes"] and "--import-sass" not in source  # SASS kept: lines need it
+    assert set(ROOFLINE_METRICS) < set(source[source.index("--metrics") + 1].split(","))
 
 
 def test_roofline_metric_list_is_the_agreed_one() -> None:
@@ -106,7 +111,7 @@ def test_roofline_metric_list_is_the_agreed_one() -> None:
 
 
 def test_unknown_preset_names_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match="timing, roofline, full"):
+    with pytest.raises(ValueError, match="timing, roofline, source, full"):
         ncu_args("detailed")
 
 

@@ -17,7 +17,9 @@ config                the op's size fields as text, ``b=16,t=1500,c=1024``
 <fields>              each size field as its own integer column
 dtype                 ``float32``, ``float16`` or ``bfloat16``
 bytes, flop           the op's work model: minimum DRAM bytes moved, FLOP
-seconds               median time per launch
+seconds               median time per launch (device time: CUDA-graph replay, no launch gaps)
+eager_seconds         host wall time per eager call, back to back, one synchronize at the end
+                      (Python, checks and launch included: :func:`~profiling.harness.timing.eager_seconds`)
 p10_seconds,
 p90_seconds,
 std_seconds           10th/90th percentile and standard deviation of the samples
@@ -52,8 +54,8 @@ from .correctness import refcheck
 from .ops import Config, OpSpec, dtype_name, parse_dtype
 
 RESULT_COLUMNS: tuple[str, ...] = (
-    "op", "family", "backend", "config", "dtype", "bytes", "flop", "seconds", "p10_seconds", "p90_seconds",
-    "std_seconds", "iqr_rel", "noisy", "samples", "method", "launches_per_sample", "input_sets",
+    "op", "family", "backend", "config", "dtype", "bytes", "flop", "seconds", "eager_seconds", "p10_seconds",
+    "p90_seconds", "std_seconds", "iqr_rel", "noisy", "samples", "method", "launches_per_sample", "input_sets",
     "bandwidth_bytes_per_s", "flop_per_s", "speedup_vs_torch", "copy_bytes_per_s", "pct_of_copy", "refcheck",
     "max_abs_err",
 )  # fmt: skip
@@ -116,9 +118,11 @@ def measure(
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", timing.NoisyTimingWarning)  # the `noisy` column says it
                 results = timing.time_interleaved(fns, rounds=rounds, warmup=warmup, iters=iters, method=method)
+            eager = {b: timing.eager_seconds(fns[b]) for b in backends}
             checks = refcheck(op, sets[0], backends, dtype) if check else {}
             batch = [
                 _row(op, config, dtype, backend, result, results, copy_bytes_per_s, checks.get(backend))
+                | {"eager_seconds": eager[backend]}
                 for backend, result in results.items()
             ]
             del sets, fns

@@ -427,6 +427,26 @@ def _cublas_tflops(device: int, n: int, dtype: torch.dtype) -> float:
     return 2 * n**3 / (_best_median_ms(lambda: torch.matmul(a, b, out=c)) * 1e-3) / 1e12
 
 
+def eager_seconds(fns: Sequence[Callable[[], object]], *, calls: int = 200, warmup: int = 10) -> float:
+    """Host wall time per eager call, in seconds: ``calls`` calls back to back (cycling through the
+    input sets, as the graph timing does), then one synchronize, over ``calls``.
+
+    What a caller running the op outside a CUDA graph pays per call: Python, argument checks
+    and the launch for a kernel shorter than them, the kernel's device time for a longer one.
+    Works on CPU-only machines too (no synchronization then), as :func:`host_overhead_us`.
+    """
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else lambda: None
+    for i in range(warmup):
+        fns[i % len(fns)]()
+    sync()
+    recent = collections.deque(maxlen=len(fns))  # outputs rotate, as in the graph timing
+    start = time.perf_counter()
+    for i in range(calls):
+        recent.append(fns[i % len(fns)]())
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
 def host_overhead_us(fn: Callable[[], object], *, calls: int = 100, warmup: int = 5) -> float:
     """CPU time per call in microseconds, calls issued back to back without synchronizing.
 

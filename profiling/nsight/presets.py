@@ -1,6 +1,6 @@
 """Nsight Compute metric presets, and the counters and peaks the roofline is built from.
 
-Three presets, chosen by name:
+Four presets, chosen by name:
 
 ``timing``
     Kernel duration and launch configuration only: one replay pass, smallest report.
@@ -9,6 +9,12 @@ Three presets, chosen by name:
     DRAM/L2/L1 bytes, FLOP counters by kind, the peak-per-cycle metrics and unit
     clocks the ceilings are computed from, plus the ``SpeedOfLight``, ``LaunchStats``
     and ``Occupancy`` sections so that ncu's rule advice is in the report.
+``source``
+    The ``roofline`` metrics plus the kernel's warp instructions and issue activity, the
+    ``SourceCounters`` and ``WarpStateStats`` sections (per-PC instructions, stall-reason
+    samples, excess L2 sectors and shared wavefronts), SASS and the CUDA sources imported
+    (``--import-source yes``; kernels are JIT-built with ``-lineinfo``). Read per source
+    line by :mod:`profiling.nsight.source`.
 ``full``
     ``--set full`` (~7,800 metrics, every section, SASS imported): for one launch
     at a time in the ncu GUI, not for sweeps.
@@ -139,6 +145,11 @@ CEILING_SPECS: tuple[CeilingSpec, ...] = (
 )  # fmt: skip
 
 ROOFLINE_SECTIONS: tuple[str, ...] = ("SpeedOfLight", "LaunchStats", "Occupancy")
+SOURCE_SECTIONS: tuple[str, ...] = (*ROOFLINE_SECTIONS, "SourceCounters", "WarpStateStats")
+KERNEL_INST = "smsp__inst_executed.sum"
+"""Warp instructions the kernel executed: what the per-line counts of a source report sum to."""
+ISSUE_ACTIVE = "smsp__issue_active.avg.pct_of_peak_sustained_active"
+"""% of active cycles in which a scheduler issued an instruction (issue-bound when near 100)."""
 
 
 def _unique(names: list[str]) -> tuple[str, ...]:
@@ -166,11 +177,19 @@ class Preset:
     sections: tuple[str, ...] = ()
     section_set: str | None = None
     import_sass: bool = False
+    import_source: bool = False
 
 
 PRESETS: dict[str, Preset] = {
     "timing": Preset("timing", metrics=TIMING_METRICS),
     "roofline": Preset("roofline", metrics=ROOFLINE_METRICS, sections=ROOFLINE_SECTIONS),
+    "source": Preset(
+        "source",
+        metrics=(*ROOFLINE_METRICS, KERNEL_INST, ISSUE_ACTIVE),
+        sections=SOURCE_SECTIONS,
+        import_sass=True,
+        import_source=True,
+    ),
     "full": Preset("full", section_set="full", import_sass=True),
 }
 
@@ -187,7 +206,7 @@ def ncu_args(preset: str) -> list[str]:
 
     Parameters
     ----------
-    preset : {"timing", "roofline", "full"}
+    preset : {"timing", "roofline", "source", "full"}
 
     Returns
     -------
@@ -210,6 +229,8 @@ def ncu_args(preset: str) -> list[str]:
         args += ["--metrics", ",".join(spec.metrics)]
     if not spec.import_sass:
         args += ["--import-sass", "no"]
+    if spec.import_source:
+        args += ["--import-source", "yes"]
     return args
 
 

@@ -61,6 +61,8 @@ ncu_sol_memory_pct         ncu's ``gpu__compute_memory_throughput`` % of peak
 ncu_sol_dram_pct           ncu's ``gpu__dram_throughput`` % of peak
 achieved_occupancy_pct     ``sm__warps_active.avg.pct_of_peak_sustained_active`` (Occupancy)
 theoretical_occupancy_pct  ``sm__maximum_warps_per_active_cycle_pct`` (Occupancy)
+issue_active_pct           ``smsp__issue_active.avg.pct_of_peak_sustained_active``: cycles a
+                           scheduler issued (``source`` preset; NaN in the others)
 =========================  ==============================================================
 
 ``advice``: one row per (launch, ncu rule result)
@@ -118,7 +120,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "pct_dram_peak", "pct_l2_peak", "pct_l1_peak",
     *(f"pct_{kind}_peak" for kind in M.FLOP_COUNTERS),
     "ncu_sol_sm_pct", "ncu_sol_memory_pct", "ncu_sol_dram_pct",
-    "achieved_occupancy_pct", "theoretical_occupancy_pct",
+    "achieved_occupancy_pct", "theoretical_occupancy_pct", "issue_active_pct",
 )  # fmt: skip
 """Columns of ``launches`` after the config fields, in order."""
 
@@ -133,6 +135,7 @@ _NCU_PCT = {
     "ncu_sol_dram_pct": "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
     "achieved_occupancy_pct": "sm__warps_active.avg.pct_of_peak_sustained_active",
     "theoretical_occupancy_pct": "sm__maximum_warps_per_active_cycle_pct",
+    "issue_active_pct": M.ISSUE_ACTIVE,
 }
 _UNIT_SCALE = {
     "ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3, "msecond": 1e-3,

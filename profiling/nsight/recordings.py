@@ -8,6 +8,7 @@ Layout::
           <op>/                       op name: "scale"
             <name>.ncu-rep            one ncu run (a sweep: many launches)
             <name>.json               its sidecar: what it holds and how it was made
+            <name>.lines.csv          source preset only: its per-line table (profiling.nsight.source)
 
 ``<name>`` is ``<preset>-<source hash, 8>-<digest of its entries, 8>``, so the
 same request made again replaces its own files. A sidecar holds::
@@ -66,6 +67,8 @@ from ..files import TMP_PREFIX, atomic_write_text, reports_root
 from ..harness.ops import OpSpec
 
 SCHEMA = 1
+LINES_SUFFIX = ".lines.csv"
+"""A ``source``-preset report's per-line table is kept beside it as ``<name>.lines.csv`` (:mod:`.source`)."""
 
 Entry = tuple[str, tuple[tuple[str, int], ...], str]
 """(backend, config as sorted (field, value) pairs, dtype): one profiled launch."""
@@ -328,6 +331,7 @@ class ProfileStore:
             if old.name != new.name and same_kind and old.entries <= covered:
                 old.sidecar.unlink(missing_ok=True)  # sidecar first: never one without its report
                 old.report.unlink(missing_ok=True)
+                old.report.with_name(old.name + LINES_SUFFIX).unlink(missing_ok=True)
 
 
 def warn_damaged(path: Path, problem: str, stacklevel: int = 3) -> None:

@@ -53,7 +53,8 @@ from ..scaleout.chunks import Attempt, ChunkLost, host_name, worker_gpu
 from ..scaleout.engine import ENGINES, check_address, check_engine, expected_gpus, run_chunks
 from ..scaleout.gpus import GpuSpec
 from ..scaleout.threads import run_threads
-from . import recordings, runner
+from . import recordings, runner, source
+from .presets import PRESETS
 from .reader import read_report
 from .worker import SweepSpec
 
@@ -539,7 +540,7 @@ def profile_sweep(
         Defaults to the op's ``default_sweep``.
     dtypes, backends : sequence of str
         Every config runs for each dtype and backend.
-    preset : {"timing", "roofline", "full"}
+    preset : {"timing", "roofline", "source", "full"}
         Metric preset (:mod:`profiling.nsight.presets`).
     force : bool
         Profile again even when the cache holds every entry.
@@ -613,6 +614,9 @@ def profile_sweep(
                 engine=engine, address=address,
             )  # fmt: skip
             hits.update(spread)
+    if preset == "source":
+        for report in {p.report for p in hits.values()}:
+            source.ensure_lines(report)
     result = _finish(
         op, preset, hits, [], fields, replayed=False, source="live" if missing else "cache", where=profiles
     )
@@ -733,9 +737,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--op", required=True, choices=list(OPS), metavar="OP",
                         help=f"the op to profile, one of: {', '.join(OPS)}")  # fmt: skip
-    parser.add_argument("--preset", default="roofline", choices=("timing", "roofline", "full"),
+    parser.add_argument("--preset", default="roofline", choices=tuple(PRESETS),
                         help="metric set: timing (durations and launch configuration), roofline (+ bytes, "
-                        "FLOP, peaks and ncu's advice), full (every section; for one launch in the ncu GUI); "
+                        "FLOP, peaks and ncu's advice), source (+ per-source-line instructions and stall "
+                        "samples), full (every section; for one launch in the ncu GUI); "
                         "default: %(default)s")  # fmt: skip
     parser.add_argument("--dtypes", default="float16",
                         help=f"comma-separated dtypes, from {', '.join(DTYPES)}; default: %(default)s")  # fmt: skip

@@ -36,6 +36,9 @@ INTEGER_COLUMNS = {
 
 HEADERS = {
     "seconds": "time (µs)",
+    "eager_seconds": "eager (µs)",
+    "base_seconds": "base (µs)",
+    "head_seconds": "head (µs)",
     "p10_seconds": "p10 (µs)",
     "p90_seconds": "p90 (µs)",
     "std_seconds": "std (µs)",

@@ -23,14 +23,14 @@ from oasr.jit import env
 from oasr.jit.compilation_context import CompilationContext
 from oasr.jit.families import Family
 
-from .. import provenance
-from ..analysis import plots, roofline
+from .. import compare, provenance
+from ..analysis import limiter, plots, roofline
 from ..files import ShownPath, atomic_write_text, shown_path
 from ..harness import correctness, timing
 from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, ops_of, parse_dtype
-from ..nsight import runner
-from ..nsight.sweep import ProfileResult, profile_sweep
+from ..nsight import runner, source
+from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
 from .display import Table, config_in_op_order
 from .tables import REPLAY, load_table, report_gpu_slug, save_table, summary_path, workbench_mode
 
@@ -153,7 +153,7 @@ class Workbench:
                 roofline.save_measured_ceilings(
                     self.gpu_slug, copy_bytes_per_s, timing.measure_cublas_tflops() * 1e12, provenance.collect()
                 )
-            frames.append(df)
+            frames.append(df if "eager_seconds" in df else df.assign(eager_seconds=float("nan")))  # older recordings
         table = pd.concat(frames, ignore_index=True)
         self._timing_headlines(table)
         return Table(table)
@@ -238,6 +238,53 @@ class Workbench:
         table = result.advice.merge(largest, on=keys)[columns]
         styled = table.style.format(escape="html").format_index(escape="html", axis=1)  # ncu's text is data
         return styled.set_properties(subset=["message"], **{"text-align": "left", "white-space": "pre-wrap"})
+
+    @staticmethod
+    def limits(result: Any) -> pd.DataFrame:
+        """Per launch, what limits it (:mod:`profiling.analysis.limiter`) next to ncu's own advice titles."""
+        table = limiter.with_advice(limiter.limiters(result.launches), result.advice)
+        columns = ["backend", "config", "dtype", "kernel", "sentence", "ncu_advice"]
+        return Table(config_in_op_order(table)[columns])
+
+    def hotspots(self, op: str | None = None, count: int = 8) -> Any:
+        """The largest config's oasr kernel under the ``source`` preset: what limits it, its ``count``
+        most-sampled source lines with their stall reasons, and its source with a heat bar per line.
+
+        Live on a GPU it profiles (cached like every profile); in replay it shows the recording, or
+        says how to make one."""
+        spec = next(o for o in self.ops if o.name == (op or self.op_names[0]))
+        config = dict(spec.default_sweep[-1])
+        try:
+            result = profile_sweep(spec.name, [config], backends=("oasr",), preset="source", live=not self.replayed)
+        except NoRecordingError:
+            flags = ",".join(f"{k}={v}" for k, v in config.items())
+            return Markdown(
+                f"*No `source`-preset recording of `{spec.name}` yet. On a GPU: "
+                f"`python -m profiling.nsight --op {spec.name} --preset source --backends oasr --config {flags}`, "
+                "then commit `reports/`.*"
+            )
+        lines = source.result_lines(result.launches, result.report_paths)
+        launch = result.launches.loc[result.launches["duration_s"].idxmax()]  # the op's main kernel
+        mine = lines[(lines["launch"] == launch["launch"]) & (lines["profile"] == launch["profile"])]
+        verdict = limiter.limit(launch, limiter.stall_shares(mine))
+        head = html.escape(f"{spec.name} {launch['config']} {launch['dtype']} ({launch['kernel']}): {verdict.sentence}")
+        page = f"<p><b>{head}</b><br><small>{html.escape(result.banner)}</small></p>"
+        try:
+            annotated = source.annotated_source_html(mine)
+        except ValueError as exc:  # no line information in this launch
+            return HTML(page + f"<p>{html.escape(str(exc))}</p>")
+        return HTML(page + Table(source.top_lines(mine, count=count).drop(columns="file"))._repr_html_() + annotated)
+
+    def compare(self, base: str = "HEAD", head: str = compare.WORKTREE, op: str | None = None) -> Any:
+        """``op``'s kernel at revision ``base`` against ``head`` (default: the working tree, so an edit made in
+        this session is compared with the last commit): per config both times, the ratio and the verdict
+        (:mod:`profiling.compare`). Replay compares the recorded samples of the two source states."""
+        name = op or self.op_names[0]
+        try:
+            table = compare.compare_states(name, base, head, live=not self.replayed)
+        except (ValueError, timing.NoGPUError) as exc:
+            return Markdown(f"*No comparison of `{name}`: {exc}*")
+        return Table(table)
 
     # ------------------------------------------------------------ summary
 

@@ -1,0 +1,410 @@
+"""Compare one op's kernels at two source states: faster, slower or the same, from the sample distributions.
+
+A *state* is a checkout of the kernel sources: the working tree, or a git revision
+checked out with ``git worktree`` into a temporary folder. Each state's family module
+is built from that checkout's ``csrc/<family>*.cu`` and ``include/`` (the JIT cache is
+keyed by content, so a state is built once), and both are timed **in one process, in
+turn** over several rounds (:func:`profiling.harness.timing.time_interleaved`: drift
+during the run falls on both alike). The Python API that calls the module is the
+working tree's, so a revision whose launcher signature differs cannot be compared.
+
+The verdict per config is drawn from the two distributions of per-replay samples,
+as nvbench's ``compare`` does from its noise-aware ones, never from two medians alone:
+
+- ``ratio`` = median(head) / median(base) (> 1: head is slower), with a bootstrap
+  confidence interval (:data:`LEVEL`) of that ratio;
+- a two-sided Mann-Whitney U test of "the two samples come from one distribution";
+- a threshold: the larger of :data:`MIN_EFFECT` and each side's relative interquartile
+  range (a noisier measurement needs a larger difference);
+- ``slower`` when p < :data:`ALPHA`, the whole interval lies above 1 and the ratio exceeds
+  1 + threshold; ``faster`` symmetrically; otherwise ``same``.
+
+Samples are stored per state, keyed by the state's source hash (:func:`state_hash`:
+its kernel sources and headers, not its path), under
+``reports/<gpu>/timings/<op>/<hash>.json``; without a GPU (or with ``--replay``) a
+comparison runs from those recordings.
+
+    python -m profiling.compare --op scale --base HEAD~3                 # working tree vs HEAD~3
+    python -m profiling.compare --op rms_norm --base v1 --head v2 --config b=16,t=1500,c=1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from oasr.jit.core import hash_headers
+from oasr.jit.families import Family
+
+from . import provenance
+from .files import atomic_write_text, reports_root, shown_path
+from .harness import timing
+from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
+
+MIN_EFFECT = 0.03
+"""Differences below 3% are "same": ten times the round-to-round spread of one build on the H200 (0.1-0.3%
+after the first round, ``dev/harness/timing_drift.txt``), a third of the 10% the acceptance test must see."""
+ALPHA = 0.01
+"""Significance level of the Mann-Whitney test."""
+LEVEL = 0.99
+"""Confidence level of the bootstrap interval of the ratio."""
+RESAMPLES = 2000
+WORKTREE = "WORKTREE"
+"""The state name of the working tree as it is (uncommitted edits included)."""
+COMPARE_COLUMNS = (
+    "op", "config", "dtype", "base", "head", "base_seconds", "head_seconds", "ratio", "ci_low", "ci_high",
+    "p_value", "threshold", "verdict", "base_samples", "head_samples",
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------
+# The verdict from two distributions
+# ---------------------------------------------------------------------------
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided p-value of the Mann-Whitney U test (normal approximation, tie-corrected, continuity)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    n, m = len(a), len(b)
+    ranks = pd.Series(np.concatenate([a, b])).rank(method="average").to_numpy()
+    u = ranks[:n].sum() - n * (n + 1) / 2
+    _, counts = np.unique(np.concatenate([a, b]), return_counts=True)
+    total = n + m
+    variance = n * m / 12 * ((total + 1) - (counts**3 - counts).sum() / (total * (total - 1)))
+    if variance <= 0:
+        return 1.0
+    z = (abs(u - n * m / 2) - 0.5) / math.sqrt(variance)
+    return float(math.erfc(max(z, 0.0) / math.sqrt(2)))
+
+
+def ratio_interval(
+    base: Sequence[float], head: Sequence[float], level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0
+) -> tuple[float, float]:
+    """Bootstrap (percentile) interval of median(head) / median(base) at ``level``."""
+    rng = np.random.default_rng(seed)
+    base, head = np.asarray(base, float), np.asarray(head, float)
+    b = np.median(rng.choice(base, (resamples, len(base))), axis=1)
+    h = np.median(rng.choice(head, (resamples, len(head))), axis=1)
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(h / b, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def relative_iqr(samples: Sequence[float]) -> float:
+    q1, median, q3 = np.percentile(samples, [25, 50, 75])
+    return float((q3 - q1) / median) if median > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on two sample sets of one config (seconds per launch)."""
+
+    base_seconds: float
+    head_seconds: float
+    ratio: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    threshold: float
+    verdict: str
+
+
+def compare_samples(
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    min_effect: float = MIN_EFFECT,
+    alpha: float = ALPHA,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> Comparison:
+    """``"slower"``, ``"faster"`` or ``"same"`` for ``head`` against ``base`` (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        When a side has fewer than 5 samples or a non-positive one.
+    """
+    for name, samples in (("base", base), ("head", head)):
+        if len(samples) < 5 or min(samples) <= 0:
+            raise ValueError(f"{name}: need at least 5 positive samples to compare, got {len(samples)}")
+    ratio = float(np.median(head) / np.median(base))
+    low, high = ratio_interval(base, head, resamples=resamples, seed=seed)
+    p = mann_whitney_p(base, head)
+    threshold = max(min_effect, relative_iqr(base), relative_iqr(head))
+    verdict = "same"
+    if p < alpha and low > 1 and ratio > 1 + threshold:
+        verdict = "slower"
+    elif p < alpha and high < 1 and ratio < 1 / (1 + threshold):
+        verdict = "faster"
+    return Comparison(float(np.median(base)), float(np.median(head)), ratio, low, high, p, threshold, verdict)
+
+
+def compare_tables(
+    op: str, base: str, head: str, samples: Mapping[tuple[str, str], Mapping[str, Sequence[float]]], **kwargs: Any
+) -> pd.DataFrame:
+    """One row per (config, dtype) of ``samples`` ({(config, dtype): {state: seconds}}), :data:`COMPARE_COLUMNS`."""
+    rows = []
+    for (config, dtype), by_state in samples.items():
+        result = compare_samples(by_state[base], by_state[head], **kwargs)
+        rows.append(
+            {
+                "op": op, "config": config, "dtype": dtype, "base": base, "head": head,
+                **dataclasses.asdict(result),
+                "base_samples": len(by_state[base]), "head_samples": len(by_state[head]),
+            }
+        )  # fmt: skip
+    return pd.DataFrame(rows, columns=list(COMPARE_COLUMNS))
+
+
+# ---------------------------------------------------------------------------
+# Source states
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class State:
+    """Kernel sources to time: ``name`` (a revision or :data:`WORKTREE`), the checkout ``root``, its ``hash``."""
+
+    name: str
+    root: Path
+    hash: str
+
+
+def family_sources(family: Family, root: Path) -> list[Path]:
+    return [root / "csrc" / source.name for source in family.sources]
+
+
+def state_hash(family: Family, root: Path) -> str:
+    """The content hash of ``family``'s kernel sources in the checkout ``root`` (sources, ``include/``, ``csrc/``)."""
+    digest = hashlib.sha256(family.name.encode())
+    for source in family_sources(family, root):
+        digest.update(source.name.encode() + source.read_bytes())
+    hash_headers(digest, root / "include")
+    hash_headers(digest, root / "csrc")
+    return digest.hexdigest()[:16]
+
+
+def git(*args: str, cwd: Path = provenance.REPO_ROOT) -> str:
+    """``git args`` in the repository; ValueError with git's message when it fails or git is missing."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+    except OSError as exc:
+        raise ValueError(f"git {' '.join(args)} could not run ({exc}); install git to compare revisions") from None
+    if done.returncode != 0:
+        raise ValueError(f"git {' '.join(args)} failed: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@contextlib.contextmanager
+def checkout(revision: str) -> Iterator[Path]:
+    """The repository at ``revision`` (a temporary ``git worktree``), or the working tree for :data:`WORKTREE`."""
+    if revision == WORKTREE:
+        yield provenance.REPO_ROOT
+        return
+    commit = git("rev-parse", "--verify", f"{revision}^{{commit}}")
+    with tempfile.TemporaryDirectory(prefix="oasr-compare-") as folder:
+        path = Path(folder) / commit[:12]
+        git("worktree", "add", "--detach", str(path), commit)
+        try:
+            yield path
+        finally:
+            git("worktree", "remove", "--force", str(path))
+
+
+def build_state(family: Family, state: State) -> Any:
+    """``family``'s module built from ``state``'s checkout, as the JIT module ``<family>_<hash[:12]>``."""
+    spec = dataclasses.replace(
+        family.jit_spec(),
+        name=f"{family.name}_{state.hash[:12]}",
+        sources=family_sources(family, state.root),
+        include_dir=state.root / "include",
+    )
+    return spec.build_and_load()
+
+
+# ---------------------------------------------------------------------------
+# Timing and the recordings
+# ---------------------------------------------------------------------------
+
+
+def with_module(family: Family, module: Any, fn: Callable[[], Any]) -> Any:
+    """``fn()`` with ``module`` as the family's module (graph capture records its kernel)."""
+    family.use_module(module)
+    try:
+        return fn()
+    finally:
+        family.use_module(None)
+
+
+def time_modules(
+    op: OpSpec,
+    configs: Sequence[Config],
+    dtypes: Sequence[str],
+    modules: Mapping[str, Any],
+    *,
+    rounds: int = 6,
+    iters: int = 120,
+    warmup: int = 5,
+) -> dict[tuple[str, str], dict[str, list[float]]]:
+    """Per (config, dtype): each module's per-replay samples (seconds), the modules timed in turn."""
+    samples: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for config in configs:
+        for dtype in map(parse_dtype, dtypes):
+            sets = timing.op_input_sets(op, config, dtype)
+            fns = {
+                name: [functools.partial(with_module, op.family, module, functools.partial(op.backends["oasr"], s))
+                       for s in sets]
+                for name, module in modules.items()
+            }  # fmt: skip
+            results = timing.time_interleaved(fns, rounds=rounds, iters=iters, warmup=warmup)
+            key = (op.config_label(config), dtype_name(dtype))
+            samples[key] = {name: [ms * 1e-3 for ms in result.samples_ms] for name, result in results.items()}
+            del sets, fns
+    return samples
+
+
+def recording_path(gpu: str, op: str, source: str, root: Path | None = None) -> Path:
+    return (root or reports_root()) / gpu / "timings" / op / f"{source}.json"
+
+
+def save_samples(
+    gpu: str, op: str, state: State, samples: Mapping[tuple[str, str], Mapping[str, Sequence[float]]]
+) -> Path:
+    """Store ``state``'s samples (merged into what its hash already holds)."""
+    path = recording_path(gpu, op, state.hash)
+    stored = load_samples(gpu, op, state.hash)
+    stored.update({key: list(by_state[state.name]) for key, by_state in samples.items()})
+    cases = [{"config": c, "dtype": d, "samples_s": s} for (c, d), s in stored.items()]
+    meta = {"op": op, "source_hash": state.hash, "state": state.name, "provenance": provenance.collect()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps({**meta, "cases": cases}, indent=1) + "\n")
+    return path
+
+
+def load_samples(gpu: str, op: str, source: str) -> dict[tuple[str, str], list[float]]:
+    """{(config, dtype): samples} recorded for the source hash ``source`` ({} when none)."""
+    path = recording_path(gpu, op, source)
+    if not path.is_file():
+        return {}
+    return {(c["config"], c["dtype"]): list(c["samples_s"]) for c in json.loads(path.read_text())["cases"]}
+
+
+def compare_states(
+    op: str,
+    base: str,
+    head: str = WORKTREE,
+    configs: Sequence[Config] | None = None,
+    dtypes: Sequence[str] = ("float16",),
+    *,
+    live: bool | None = None,
+    gpu: str | None = None,
+    **timing_kwargs: Any,
+) -> pd.DataFrame:
+    """Time ``op`` (its ``oasr`` backend) at revisions ``base`` and ``head`` and compare; see the module docstring.
+
+    ``live=None`` times on a GPU when there is one, else compares the stored recordings of
+    the two states' source hashes. ``gpu`` names the recordings' folder (default: this GPU,
+    ``h200`` in replay).
+
+    Raises
+    ------
+    ValueError
+        For an unknown op or revision, or (in replay) when a state has no recording of a config.
+    """
+    spec = get_op(op)
+    configs = list(configs or spec.default_sweep[-2:])
+    dtypes = [dtype_name(parse_dtype(d)) for d in dtypes]
+    live = torch.cuda.is_available() if live is None else live
+    gpu = gpu or (provenance.gpu_slug(torch.cuda.get_device_name()) if live else "h200")
+    with checkout(base) as base_root, checkout(head) as head_root:
+        states = [State(base, base_root, state_hash(spec.family, base_root))]
+        states.append(State(head, head_root, state_hash(spec.family, head_root)))
+        if live:
+            modules = {s.name: build_state(spec.family, s) for s in states}
+            samples = time_modules(spec, configs, dtypes, modules, **timing_kwargs)
+            for state in states:
+                save_samples(gpu, op, state, samples)
+        else:
+            samples = _recorded(gpu, op, states, [(spec.config_label(c), d) for c in configs for d in dtypes])
+    return compare_tables(op, base, head, samples)
+
+
+def _recorded(
+    gpu: str, op: str, states: Sequence[State], keys: Sequence[tuple[str, str]]
+) -> dict[tuple[str, str], dict[str, list[float]]]:
+    stored = {s.name: load_samples(gpu, op, s.hash) for s in states}
+    for state in states:
+        lacking = [f"{c},dtype={d}" for c, d in keys if (c, d) not in stored[state.name]]
+        if lacking:
+            raise ValueError(
+                f"no recorded samples of {op} at {state.name} (source hash {state.hash}) for {', '.join(lacking)} "
+                f"in {shown_path(recording_path(gpu, op, state.hash).parent)}; time it on a GPU with "
+                f"`python -m profiling.compare --op {op} --base ...` and commit reports/."
+            )
+    return {key: {s.name: stored[s.name][key] for s in states} for key in keys}
+
+
+# ---------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------
+
+
+def _config(text: str) -> Config:
+    try:
+        return {k.strip(): int(v) for k, v in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not field=int,... (e.g. n=65536)") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m profiling.compare",
+        description="Time an op's oasr kernel at two source states and say, per config, faster, slower or same.",
+    )
+    parser.add_argument("--op", required=True, choices=list(OPS), metavar="OP", help=f"one of: {', '.join(OPS)}")
+    parser.add_argument("--base", required=True, help=f"git revision of the baseline ({WORKTREE}: the working tree)")
+    parser.add_argument("--head", default=WORKTREE, help="git revision compared with it (default: the working tree)")
+    parser.add_argument("--config", action="append", type=_config, metavar="FIELD=INT,...",
+                        help="a config; repeat for more (default: the op's two largest)")  # fmt: skip
+    parser.add_argument("--dtypes", default="float16", help="comma-separated dtypes (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=6, help="turns per state (default: %(default)s)")
+    parser.add_argument("--iters", type=int, default=120, help="samples per state in all (default: %(default)s)")
+    parser.add_argument("--replay", action="store_true", help="compare the recordings only, never time")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        table = compare_states(
+            args.op, args.base, args.head, args.config, args.dtypes.split(","),
+            live=False if args.replay else None, rounds=args.rounds, iters=args.iters,
+        )  # fmt: skip
+    except (ValueError, timing.NoGPUError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    shown = table.assign(base_us=table["base_seconds"] * 1e6, head_us=table["head_seconds"] * 1e6)
+    columns = ["config", "dtype", "base_us", "head_us", "ratio", "ci_low", "ci_high", "p_value", "verdict"]
+    print(shown[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Comparing revisions (profiling.compare): the verdict from two sample distributions, the source
+states (hashes, git worktrees, builds), the recordings keyed by source hash, and the CLI."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from oasr.jit import env
+from oasr.jit.families import SCALE
+from profiling import compare
+from profiling.harness import timing
+from profiling.harness.measure import measure
+from profiling.harness.ops import get_op
+from profiling.provenance import REPO_ROOT
+
+
+def _samples(median: float, spread: float, count: int = 120, seed: int = 0) -> list[float]:
+    """Per-replay times as the H200 gives them: a tight body and a few slow outliers."""
+    rng = np.random.default_rng(seed)
+    body = median * (1 + spread * rng.standard_normal(count))
+    body[rng.choice(count, count // 20, replace=False)] *= 1 + 5 * spread  # occasional slow replays
+    return list(body)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ten_percent_slower_is_slower_with_its_ratio(seed: int) -> None:
+    result = compare.compare_samples(_samples(60e-6, 0.005, seed=seed), _samples(66e-6, 0.005, seed=seed + 100))
+    assert result.verdict == "slower"
+    assert result.ratio == pytest.approx(1.10, abs=0.01) and result.ci_low > 1.08 and result.ci_high < 1.12
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_same_distribution_is_same(seed: int) -> None:
+    result = compare.compare_samples(_samples(60e-6, 0.005, seed=seed), _samples(60e-6, 0.005, seed=seed + 100))
+    assert result.verdict == "same" and abs(result.ratio - 1) < 0.01
+
+
+def test_faster_and_a_shift_below_the_threshold() -> None:
+    assert compare.compare_samples(_samples(60e-6, 0.005), _samples(50e-6, 0.005, seed=1)).verdict == "faster"
+    small = compare.compare_samples(_samples(60e-6, 0.002), _samples(60.9e-6, 0.002, seed=1))
+    assert small.p_value < compare.ALPHA and small.verdict == "same"  # significant, but 1.5% < MIN_EFFECT
+
+
+def test_noisy_samples_need_a_larger_difference() -> None:
+    # an IQR of ~20% of the median: a 10% shift of the medians is within the noise
+    result = compare.compare_samples(_samples(60e-6, 0.15, seed=3), _samples(66e-6, 0.15, seed=4))
+    assert result.threshold > 0.15 and result.verdict == "same"
+
+
+def test_too_few_or_bad_samples() -> None:
+    with pytest.raises(ValueError, match="base: need at least 5 positive samples"):
+        compare.compare_samples([1.0, 1.0], [1.0] * 10)
+    with pytest.raises(ValueError, match="head: need at least 5"):
+        compare.compare_samples([1.0] * 10, [1.0, 0.0, 1.0, 1.0, 1.0])
+
+
+def test_mann_whitney_agrees_with_scipy() -> None:
+    stats = pytest.importorskip("scipy.stats")
+    for seed in range(5):
+        a, b = _samples(1.0, 0.01, 40, seed), _samples(1.003, 0.01, 50, seed + 7)
+        a[:5] = b[:5]  # ties
+        expected = stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
+        assert compare.mann_whitney_p(a, b) == pytest.approx(expected, rel=1e-9)
+
+
+def _tree(tmp_path: Path, name: str, edit: str = "") -> Path:
+    root = tmp_path / name
+    shutil.copytree(REPO_ROOT / "include", root / "include")
+    shutil.copytree(REPO_ROOT / "csrc", root / "csrc")
+    header = root / "include" / "oasr" / "scale.cuh"
+    header.write_text(header.read_text() + edit)
+    return root
+
+
+HAS_GIT = (REPO_ROOT / ".git").exists()
+needs_git = pytest.mark.skipif(not HAS_GIT, reason="this copy of the repository has no .git (a device run)")
+
+
+@needs_git
+def test_state_hash_follows_content_not_path(tmp_path: Path) -> None:
+    here = compare.state_hash(SCALE, REPO_ROOT)
+    assert compare.state_hash(SCALE, _tree(tmp_path, "copy")) == here
+    assert compare.state_hash(SCALE, _tree(tmp_path, "edited", "\n// an edit\n")) != here
+    with compare.checkout("HEAD") as root:
+        assert root != REPO_ROOT and (root / "include" / "oasr" / "scale.cuh").is_file()
+        head = compare.state_hash(SCALE, root)
+    assert not root.exists()
+    dirty = compare.git("status", "--porcelain", "--", "include", "csrc")
+    assert (head == here) == (dirty == "")
+    with pytest.raises(ValueError, match="git rev-parse"), compare.checkout("no-such-revision"):
+        pass
+
+
+def test_a_state_builds_as_its_own_module(tmp_path: Path) -> None:
+    root = _tree(tmp_path, "edited", "\n// built apart\n")
+    state = compare.State("edited", root, compare.state_hash(SCALE, root))
+    module = compare.build_state(SCALE, state)
+    assert callable(module.run)  # the launcher oasr.scale calls
+    built = Path(env.jit_cache_dir()) / f"scale_{state.hash[:12]}"
+    assert built.is_dir() and any(built.rglob("*.so"))
+
+
+def test_compare_from_recordings_and_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    roots = {"old": _tree(tmp_path, "old", "\n// old\n"), "new": _tree(tmp_path, "new")}
+
+    @contextlib.contextmanager
+    def fake_checkout(revision: str):
+        yield roots[revision]
+
+    monkeypatch.setattr(compare, "checkout", fake_checkout)
+    config, key = {"n": 2048}, ("n=2048", "float16")
+    states = {name: compare.State(name, root, compare.state_hash(SCALE, root)) for name, root in roots.items()}
+    samples = {key: {"old": _samples(60e-6, 0.005), "new": _samples(66e-6, 0.005, seed=5)}}
+    for state in states.values():
+        compare.save_samples("h200", "scale", state, samples)
+    assert compare.recording_path("h200", "scale", states["old"].hash).is_file()
+    table = compare.compare_states("scale", "old", "new", [config], live=False)
+    assert list(table["verdict"]) == ["slower"] and table.loc[0, "ratio"] == pytest.approx(1.1, abs=0.01)
+    assert list(table.columns) == list(compare.COMPARE_COLUMNS)
+    with pytest.raises(ValueError, match=r"no recorded samples of scale at old .* for n=8192,dtype=float16"):
+        compare.compare_states("scale", "old", "new", [{"n": 8192}], live=False)
+
+
+@needs_git
+def test_cli_replay_without_recordings_says_what_to_do(monkeypatch, tmp_path, capsys) -> None:
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    assert compare.main(["--op", "scale", "--base", "HEAD", "--replay", "--config", "n=2048"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: no recorded samples of scale at HEAD") and "python -m profiling.compare" in err
+
+
+@pytest.mark.gpu
+def test_live_compare_of_a_state_with_itself_is_same(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    table = compare.compare_states("scale", compare.WORKTREE, compare.WORKTREE, [{"n": 2**24}], rounds=4, iters=80)
+    assert list(table["verdict"]) == ["same"] and abs(table.loc[0, "ratio"] - 1) < compare.MIN_EFFECT
+    assert list((tmp_path / "reports").rglob("timings/scale/*.json"))
+
+
+@pytest.mark.gpu
+def test_eager_latency_beside_device_time() -> None:
+    """A 2 MiB scale runs in a few microseconds on the GPU; an eager call costs Python, checks and a launch more."""
+    table = measure(get_op("scale"), [{"n": 2**20}], ["float16"], iters=10, rounds=2)
+    assert (table["eager_seconds"] > 0).all() and (table["eager_seconds"] < 1e-3).all()
+    assert (table["eager_seconds"] > table["seconds"]).all()
+
+
+def test_eager_seconds_cycles_the_input_sets_on_cpu() -> None:
+    calls: list[int] = []
+    fns = [lambda i=i: calls.append(i) for i in range(3)]
+    assert timing.eager_seconds(fns, calls=30, warmup=3) > 0
+    assert calls == [0, 1, 2] + [0, 1, 2] * 10
