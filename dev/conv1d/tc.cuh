@@ -48,6 +48,7 @@ namespace tc {
 
 constexpr int kMinBlocks = 4;  // resident blocks per SM asked of ptxas
 constexpr bool kStageOutput = false;  // outputs through shared memory (16-byte stores) or 8-byte stores
+constexpr int kStoreBytes = kStageOutput ? 16 : 8;
 constexpr int kThreads = 256;
 constexpr int kChannels = 32;  // per block: 8 warps x 4 channels
 constexpr int kPairs = kChannels / 2;
@@ -284,7 +285,7 @@ cudaError_t launch(const DepthwiseConv1dParams<T>& p, cudaStream_t stream, Launc
   return cudaGetLastError();
 }
 
-// 16-bit storage, K = 15 or 31, whole 32-channel tiles, 16-byte input pieces, 8-byte output
+// 16-bit storage, K = 15 or 31, whole 32-channel tiles, 16-byte input pieces, kStoreBytes output
 // stores, and no streaming state (the step stays on the FFMA kernel).
 template <typename T>
 bool applies(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
@@ -294,8 +295,8 @@ bool applies(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
     auto aligned = [](const void* ptr, int bytes) { return reinterpret_cast<uintptr_t>(ptr) % bytes == 0; };
     return s.state == nullptr && p.state == nullptr && (p.kernel_size == 15 || p.kernel_size == 31) &&
            p.channels % kChannels == 0 && aligned(p.input, 16) && p.input_batch_stride % 8 == 0 &&
-           p.input_time_stride % 8 == 0 && aligned(p.output, 8) && p.output_batch_stride % 4 == 0 &&
-           p.output_time_stride % 4 == 0 && aligned(p.weight, 2);
+           p.input_time_stride % 8 == 0 && aligned(p.output, kStoreBytes) &&
+           p.output_batch_stride % (kStoreBytes / 2) == 0 && p.output_time_stride % (kStoreBytes / 2) == 0;
   }
 }
 
