@@ -70,8 +70,8 @@ def build(family: Family) -> nbformat.NotebookNode:
         ),
         code(
             "timing = wb.timing()\n"
-            'timing[["op", "backend", "config", "dtype", "bytes", "seconds", "eager_seconds", '
-            '"bandwidth_bytes_per_s", "pct_of_copy", "iqr_rel"]]'
+            'times = ["seconds", "eager_seconds", "bandwidth_bytes_per_s", "pct_of_copy", "iqr_rel"]\n'
+            'timing[["op", "backend", "config", "dtype", "bytes", *times]]'
         ),
         code("wb.speedup_table(timing)"),
         code("wb.bandwidth_plot(timing)"),
