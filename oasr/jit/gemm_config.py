@@ -160,3 +160,28 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
             *config.flags(),
         ),
     )
+
+
+GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
+    GemmConfig(128, 128, 64, 1, 1, "cooperative"),
+    GemmConfig(128, 256, 64, 1, 1, "cooperative"),
+    GemmConfig(128, 128, 64, 2, 1, "cooperative"),
+    GemmConfig(64, 128, 64, 1, 1, "pingpong"),
+    GemmConfig(128, 128, 64, 1, 1, "pingpong"),
+)
+"""The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
+scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``."""
+GROUP_DEFAULT = GROUP_CANDIDATES[0]
+"""The group_gemm family's representative build and, until an H200 sweep says otherwise, its one choice:
+128x128 cooperative, the tile torch._grouped_mm's heuristic leans to for large groups (its 128x256
+cooperative needs N >= 256 to fill)."""
+
+
+def group_gemm_variant(dtype: str, config: GemmConfig) -> Variant:
+    """The group_gemm module for ``dtype`` ("float16", "bfloat16") and a persistent ``config``."""
+    if config.schedule == "nonpersistent":
+        raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative or ping-pong schedules only")
+    return Variant(
+        name=f"{_DTYPE_NAMES[dtype]}_{config.name}",
+        cuda_cflags=(f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}", "-DOASR_GEMM_B_NMAJOR=0", *config.flags()),
+    )
