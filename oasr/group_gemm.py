@@ -234,8 +234,8 @@ def group_gemm(
         argument, a tensor that requires grad while grad mode is on, or an earlier call whose offsets the
         device had to clamp.
     """
-    _raise_flagged("an earlier call")
     rows, _, n, _ = _check_group_gemm(input, weight, offsets, bias, out)
+    _raise_flagged("an earlier call")
     if out is None:
         out = padded_empty((rows, n), input.dtype, input.device)
     _launch(input, weight, offsets, bias, out)

@@ -70,8 +70,9 @@ def test_a_supported_gpu_is_looked_up_once_per_family(gpu):
     assert gpu.launchers.calls == 2 * launchers
 
 
-# Every op that launches a kernel; fold_batch_norm is plain torch (no kernel, no device check).
-KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op != "fold_batch_norm"]
+# Every op that launches a kernel; fold_batch_norm is plain torch (no kernel, no device check) and
+# group_gemm_check reads a host flag.
+KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op not in ("fold_batch_norm", "group_gemm_check")]
 
 
 @pytest.mark.parametrize("op", KERNEL_OPS)
@@ -91,6 +92,7 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "gemm": lambda: oasr.gemm(x, cuda(4, 8), activation="silu"),
         "gemm_glu": lambda: oasr.gemm_glu(x, cuda(4, 8)),
         "bmm": lambda: oasr.bmm(frames, cuda(2, 8, 4)),
+        "group_gemm": lambda: oasr.group_gemm(x, cuda(2, 4, 8), torch.ones(2, dtype=torch.int32, device="cuda")),
     }
     with pytest.raises(ValueError) as info:
         calls[op]()
