@@ -12,8 +12,10 @@ synchronisation: the setup kernel clamps them (each group keeps the part of its 
 ``[previous end, L)``) and sets a flag in host-mapped memory; the next ``group_gemm`` call raises a
 ValueError for it, and :func:`group_gemm_check` waits for the device and raises it at once.
 
-Arguments are checked before any launch (:func:`_check_group_gemm`): types, dtypes and shapes first,
-then devices, then memory and autograd (``oasr/_checks.py``).
+The workspace is shared by the calls of one (device, configuration, G): calls on two streams at once
+must not share one (order them with an event). Arguments are checked before any launch
+(:func:`_check_group_gemm`): types, dtypes and shapes first, then devices, then memory and autograd
+(``oasr/_checks.py``).
 """
 
 from __future__ import annotations
