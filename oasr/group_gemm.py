@@ -1,12 +1,12 @@
 """Grouped linear layers on Hopper tensor cores: one ``F.linear`` per group of rows, the groups sized on the device.
 
 ``group_gemm(input [L, K], weight [G, N, K], offsets [G], bias [G, N])``: the rows of ``input`` come in G
-consecutive groups, group g being rows ``offsets[g-1]:offsets[g]`` (``offsets[-1]`` read as 0), and go
-through ``F.linear(rows, weight[g], bias[g])``. float16 and bfloat16 storage, fp32 accumulation.
+consecutive groups, group g being rows ``offsets[g-1]:offsets[g]`` (the first group starting at row 0),
+and go through ``F.linear(rows, weight[g], bias[g])``. float16 and bfloat16 storage, fp32 accumulation.
 
 The offsets stay on the device: a setup kernel turns them into the grouped GEMM's problem shapes and
-pointers, in a workspace cached per (device, configuration, G), so a call neither synchronises with the
-host nor allocates, and a CUDA graph replayed with other offsets (same L) computes the new groups.
+pointers, in a workspace cached per (device, configuration, G), so a call (given ``out``) neither
+synchronises with the host nor allocates, and a CUDA graph replayed with other offsets (same L) computes the new groups.
 Offsets that decrease, are negative or end past L cannot be seen from the host without a
 synchronisation: the setup kernel clamps them (each group keeps the part of its rows inside
 ``[previous end, L)``) and sets a flag in host-mapped memory; the next ``group_gemm`` call raises a

@@ -168,6 +168,7 @@ GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 2, 1, "cooperative"),
     GemmConfig(64, 128, 64, 1, 1, "pingpong"),
     GemmConfig(128, 128, 64, 1, 1, "pingpong"),
+    GemmConfig(64, 64, 64, 1, 1, "pingpong"),
 )
 """The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
 scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``."""
