@@ -179,7 +179,7 @@ def _launch(
         offsets = offsets.contiguous()
     if bias is not None and n > 1 and bias.stride(1) != 1:
         bias = bias.contiguous()
-    variant = _variant(input.dtype, config or gemm_config.GROUP_DEFAULT)
+    variant = _variant(input.dtype, config or gemm_config.choose_group(n, k))
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)
     module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag())

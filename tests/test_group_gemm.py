@@ -83,7 +83,7 @@ SIZES = {
 def test_default_instantiation_builds_for_sm90a_and_exports_group_gemm():
     spec = GROUP_GEMM.jit_spec()
     assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags and "-DNDEBUG" in spec.nvcc_flags
-    assert "-DOASR_GEMM_SCHEDULE=0" in spec.nvcc_flags  # cooperative
+    assert "-DOASR_GEMM_SCHEDULE=1" in spec.nvcc_flags  # ping-pong: most shapes' choice
     module = spec.build_and_load()
     assert callable(module.group_gemm) and callable(module.group_gemm_workspace_size)
 
@@ -95,6 +95,8 @@ def test_configurations_are_persistent_modules_of_their_own():
     assert len(names) == len(gemm_config.DTYPES) * len(gemm_config.GROUP_CANDIDATES)
     with pytest.raises(ValueError, match="cooperative or ping-pong"):
         gemm_config.group_gemm_variant("bfloat16", gemm_config.ONE_WAVE)
+    picks = {gemm_config.choose_group(n, k) for n in (8, 64, 65, 1024) for k in (8, 256, 2048, 4096)}
+    assert picks <= set(gemm_config.GROUP_CANDIDATES) and all(c.schedule != "nonpersistent" for c in picks)
 
 
 class TorchGroupGemm:

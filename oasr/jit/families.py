@@ -273,13 +273,14 @@ GROUP_GEMM = Family(
         "`torch._grouped_mm`, a dense GEMM over all rows and a Python loop of `F.linear`."
     ),
     design=(
-        "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the device offsets "
-        "into per-group problem shapes, pointers and strides in a workspace cached per shape, then CUTLASS's "
-        "ptr-array TMA warp-specialized kernel (cooperative or ping-pong, one CTA per SM) reads them from the "
-        "device and walks every group's tiles, rewriting its TMA descriptors as it enters a group. Nothing "
-        "comes back to the host, so a CUDA graph replays with new offsets; offsets that decrease or end past L "
-        "are clamped and flagged in host-mapped memory (`oasr.group_gemm_check()`). A bias is, for now, a "
-        "second kernel over the output (CUTLASS 4.2's ptr-array epilogues have no per-group bias)."
+        "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the device "
+        "offsets into per-group problem shapes, pointers and strides in a workspace cached per shape; then "
+        "CUTLASS's ptr-array TMA warp-specialized kernel (ping-pong, or cooperative for long K; one CTA per "
+        "SM) reads them from the device and walks every group's tiles, rewriting its TMA descriptors as it "
+        "enters a group. Nothing comes back to the host, so a CUDA graph replays with new offsets; offsets "
+        "that decrease or end past L are clamped and flagged in host-mapped memory "
+        "(`oasr.group_gemm_check()`). A bias is, for now, a second kernel over the output (CUTLASS 4.2's "
+        "ptr-array epilogues have no per-group bias)."
     ),
     headers=("oasr/gemm/sm90_group_gemm.cuh", "oasr/gemm/sm90_gemm.cuh"),
     capabilities=(90,),

@@ -172,10 +172,21 @@ GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
 )
 """The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
 scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``."""
-GROUP_DEFAULT = GROUP_CANDIDATES[0]
-"""The group_gemm family's representative build and, until an H200 sweep says otherwise, its one choice:
-128x128 cooperative, the tile torch._grouped_mm's heuristic leans to for large groups (its 128x256
-cooperative needs N >= 256 to fill)."""
+GROUP_DEFAULT = MANY_WAVES
+"""The group_gemm family's representative build (prebuilding, the CPU build test)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_group(n: int, k: int) -> GemmConfig:
+    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups.
+
+    Until ``dev/group_gemm/bench.py`` has run on the H200, the gemm table's rule for grids of many waves
+    (a grouped GEMM is persistent: one CTA per SM walks every group's tiles): 128x128 ping-pong, cooperative
+    from K = 2048, and 64x64 ping-pong tiles when N <= 64 would leave half of a 128-wide tile empty.
+    """
+    if n <= 64:
+        return NARROW
+    return LONG_K if k >= LONG_K_MIN else MANY_WAVES
 
 
 def group_gemm_variant(dtype: str, config: GemmConfig) -> Variant:
