@@ -1,6 +1,6 @@
 // TVM-FFI launchers of the group_gemm family: out[rows of g] = input[rows of g] . weight[g]^T (+ bias[g]) on
-// Hopper tensor cores, the groups' row ranges read from device offsets. One module per (dtype, tile
-// configuration), chosen by oasr/jit/gemm_config.py; the Python API (oasr/group_gemm.py) validates the
+// Hopper tensor cores, the groups' row ranges read from device offsets. One module per (dtype, epilogue:
+// OASR_GROUP_GEMM_BIAS 0 or 1, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API (oasr/group_gemm.py) validates the
 // arguments, hands over [1, L, K], [G, N, K] and [1, L, N] views and caches the workspace.
 #include <oasr/gemm/sm90_group_gemm.cuh>
 
@@ -9,11 +9,14 @@
 namespace {
 
 constexpr DLDataType kInt32{kDLInt, 32, 1};
+#ifndef OASR_GROUP_GEMM_BIAS
+#error "a group_gemm module is built with or without a bias: oasr/jit/gemm_config.py passes -DOASR_GROUP_GEMM_BIAS"
+#endif
 static_assert(OASR_GEMM_SCHEDULE == 0 || OASR_GEMM_SCHEDULE == 1,
               "the grouped GEMM is persistent: cooperative (0) or ping-pong (1)");
 using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, oasr::gemm::Cooperative, oasr::gemm::PingPong>;
 using GroupGemm = oasr::gemm::Sm90GroupGemm<oasr::gemm::config::Element, oasr::gemm::config::Tile,
-                                            oasr::gemm::config::Cluster, Schedule>;
+                                            oasr::gemm::config::Cluster, Schedule, OASR_GROUP_GEMM_BIAS == 1>;
 
 }  // namespace
 
@@ -63,6 +66,8 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
   p.group_stride_b = oasr::gemm::batch_stride(weight, p.ldb);
   p.d = data_ptr<Element>(output);
   p.ldd = row_stride(output);
+  TVM_FFI_ICHECK(bias.has_value() == (OASR_GROUP_GEMM_BIAS == 1))
+      << "this group_gemm module was built " << (OASR_GROUP_GEMM_BIAS ? "with" : "without") << " a bias";
   if (bias.has_value()) {
     TensorView v = bias.value();
     TVM_FFI_ICHECK(v.ndim() == 2 && v.size(0) == groups && v.size(1) == n && (n == 1 || v.stride(1) == 1) &&

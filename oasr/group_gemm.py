@@ -137,8 +137,8 @@ def _check_group_gemm(
 
 
 @functools.cache
-def _variant(dtype: torch.dtype, config: gemm_config.GemmConfig) -> Variant:
-    return gemm_config.group_gemm_variant(str(dtype).removeprefix("torch."), config)
+def _variant(dtype: torch.dtype, config: gemm_config.GemmConfig, bias: bool) -> Variant:
+    return gemm_config.group_gemm_variant(str(dtype).removeprefix("torch."), config, bias)
 
 
 def _workspace(module: object, variant: Variant, device: torch.device, groups: int) -> Tensor:
@@ -179,7 +179,7 @@ def _launch(
         offsets = offsets.contiguous()
     if bias is not None and n > 1 and bias.stride(1) != 1:
         bias = bias.contiguous()
-    variant = _variant(input.dtype, config or gemm_config.choose_group(n, k))
+    variant = _variant(input.dtype, config or gemm_config.choose_group(n, k), bias is not None)
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)
     module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag())
@@ -197,8 +197,8 @@ def group_gemm(
 ) -> Tensor:
     """One linear layer per group of rows: ``out[rows of g] = input[rows of g] @ weight[g].T + bias[g]``.
 
-    Matches a loop of ``torch.nn.functional.linear`` over the groups, computed in fp32 and rounded once
-    (a bias is added in a second pass, rounded again). No host synchronisation and, after the first call
+    Matches a loop of ``torch.nn.functional.linear`` over the groups, computed in fp32 (the bias added to
+    the accumulators) and rounded once. No host synchronisation and, after the first call
     for a (device, G) pair, no allocation: CUDA-graph capturable (make the first call before capturing),
     and a replay computes whatever groups the device's ``offsets`` hold then.
 

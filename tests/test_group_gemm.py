@@ -115,6 +115,7 @@ class TorchGroupGemm:
                 return 1024 + 64 * groups
 
             def group_gemm(self, out, a, w, offsets, bias, workspace, error):
+                assert ("-DOASR_GROUP_GEMM_BIAS=1" in variant.cuda_cflags) == (bias is not None)
                 stub.calls.append(variant.name)
                 stub.workspaces.append(workspace)
                 assert all(map(addressable, (out, a, w))) and out.shape[0] == a.shape[0] == 1

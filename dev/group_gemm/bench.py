@@ -5,7 +5,8 @@
 
 The shapes are the harness op's sweep (``profiling/harness/ops/group_gemm.py``: the issue's 8 x 1000 rows
 at N=1024, K=256, then upstream Oasr's list with group sizes drawn uniformly from [m/2, 2m)). Backends:
-``oasr`` (the public op, its default configuration), ``oasr:<config>`` for every candidate of
+``oasr`` (the public op, its chosen configuration), ``oasr+bias`` (with a per-group bias in the
+epilogue), ``oasr:<config>`` for every candidate of
 ``gemm_config.GROUP_CANDIDATES`` (cooperative and ping-pong, 128x128 and 128x256 tiles: the rows to pick a
 default from), ``torch._grouped_mm``, ``loop`` (a Python loop of F.linear, one cuBLAS call per group)
 and ``dense`` (one cuBLAS GEMM over all L rows: the same FLOP, the issue's 1.1x bar). Every grouped
@@ -27,6 +28,7 @@ from collections.abc import Callable
 
 import torch
 
+import oasr
 from oasr.jit import gemm_config
 from oasr.jit.families import GROUP_GEMM
 from profiling.harness.correctness import compare
@@ -38,12 +40,12 @@ OP = op_module.GROUP_GEMM
 
 
 def build(jobs: int) -> None:
-    """Every (dtype, candidate) module, ``jobs`` nvcc runs at a time."""
-    specs = [
-        GROUP_GEMM.jit_spec(variant=gemm_config.group_gemm_variant(d, c))
-        for d in gemm_config.DTYPES
-        for c in gemm_config.GROUP_CANDIDATES
-    ]
+    """Every (dtype, candidate) module, and the bias epilogue of each configuration choose_group picks,
+    ``jobs`` nvcc runs at a time."""
+    picks = {gemm_config.choose_group(n, k) for n in (64, 1024) for k in (256, 2048)}
+    variants = [gemm_config.group_gemm_variant(d, c) for d in gemm_config.DTYPES for c in gemm_config.GROUP_CANDIDATES]
+    variants += [gemm_config.group_gemm_variant(d, c, True) for d in gemm_config.DTYPES for c in picks]
+    specs = [GROUP_GEMM.jit_spec(variant=v) for v in variants]
     print(f"building {len(specs)} modules, {jobs} at a time", flush=True)
     start, failures = time.perf_counter(), 0
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -67,6 +69,7 @@ def backends(dtype: torch.dtype) -> dict[str, Callable[[dict], torch.Tensor]]:
         fns[f"oasr:{config.name}"] = lambda i, c=config: _launch(i, c)
     if dtype == torch.bfloat16:
         fns["torch._grouped_mm"] = op_module.torch_grouped
+    fns["oasr+bias"] = lambda i: oasr.group_gemm(i["x"], i["weight"], i["offsets"], i["bias"], out=i["out"])
     fns["loop"] = op_module.linear_loop
     fns["dense"] = lambda i: torch.matmul(i["x"], i["weight"][0].T, out=i["out"])
     return fns
@@ -83,18 +86,22 @@ def sweep(dtype_name: str, csv_path: str | None) -> int:
     for config in OP.default_sweep:
         label = OP.config_label(config)
         sets = op_input_sets(OP, config, dtype, max_sets=8)
+        for i in sets:
+            i["bias"] = torch.randn(config["g"], config["n"], device="cuda").to(dtype)
         fns = backends(dtype)
         expected = OP.reference(sets[0])
+        sizes = torch.tensor(sets[0]["sizes"], device="cuda")
+        with_bias = expected + sets[0]["bias"].double().repeat_interleave(sizes, dim=0)
         rtol, atol = OP.tolerance(dtype)
         for name, fn in fns.items():
             if name == "dense":  # another product: not the op's result
                 continue
             sets[0]["out"].fill_(float("nan"))
-            check = compare(fn(sets[0]), expected, rtol, atol)
+            check = compare(fn(sets[0]), with_bias if name == "oasr+bias" else expected, rtol, atol)
             if not check["passed"]:
                 failed += 1
                 print(f"{label} {name}: WRONG {check}", flush=True)
-        del expected
+        del expected, with_bias
         timings = time_interleaved({name: [lambda f=fn, i=i: f(i) for i in sets] for name, fn in fns.items()})
         work = OP.work(config, dtype)
         base = {name: t.median_ms * 1e3 for name, t in timings.items()}

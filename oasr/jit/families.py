@@ -279,8 +279,8 @@ GROUP_GEMM = Family(
         "SM) reads them from the device and walks every group's tiles, rewriting its TMA descriptors as it "
         "enters a group. Nothing comes back to the host, so a CUDA graph replays with new offsets; offsets "
         "that decrease or end past L are clamped and flagged in host-mapped memory "
-        "(`oasr.group_gemm_check()`). A bias is, for now, a second kernel over the output (CUTLASS 4.2's "
-        "ptr-array epilogues have no per-group bias)."
+        "(`oasr.group_gemm_check()`). A bias is added in the epilogue: CUTLASS's row broadcast reads group "
+        "g's through an array of per-group pointers the setup kernel fills."
     ),
     headers=("oasr/gemm/sm90_group_gemm.cuh", "oasr/gemm/sm90_gemm.cuh"),
     capabilities=(90,),

@@ -189,11 +189,17 @@ def choose_group(n: int, k: int) -> GemmConfig:
     return LONG_K if k >= LONG_K_MIN else MANY_WAVES
 
 
-def group_gemm_variant(dtype: str, config: GemmConfig) -> Variant:
-    """The group_gemm module for ``dtype`` ("float16", "bfloat16") and a persistent ``config``."""
+def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
+    """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
+    (``bias``: a per-group bias added to the accumulators)."""
     if config.schedule == "nonpersistent":
         raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative or ping-pong schedules only")
     return Variant(
-        name=f"{_DTYPE_NAMES[dtype]}_{config.name}",
-        cuda_cflags=(f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}", "-DOASR_GEMM_B_NMAJOR=0", *config.flags()),
+        name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",
+        cuda_cflags=(
+            f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
+            f"-DOASR_GROUP_GEMM_BIAS={int(bias)}",
+            "-DOASR_GEMM_B_NMAJOR=0",
+            *config.flags(),
+        ),
     )

@@ -13,13 +13,15 @@
 //   2. CUTLASS's ptr-array TMA warp-specialized kernel (cooperative or ping-pong), persistent over
 //      the SMs: its scheduler reads the problem shapes from the device and walks the groups' tiles
 //      (an empty group has none); each CTA rewrites its TMA descriptors when it enters a new group.
-//   3. With a bias, GroupBiasKernel adds bias[g] to group g's rows (CUTLASS 4.2's ptr-array epilogues
-//      have no per-group column bias).
+//
+// Epilogue: plain (D = acc), or acc + bias[g][n] through CUTLASS's row broadcast given an array of
+// per-group bias pointers (which the setup kernel fills too), computed in fp32 and rounded once.
 #pragma once
 
 #include <cute/tensor.hpp>
 #include <cutlass/cutlass.h>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/group_array_problem_shape.hpp>
@@ -28,7 +30,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "oasr/common/vec.cuh"
 #include "sm90_gemm.cuh"
 
 namespace oasr::gemm {
@@ -50,19 +51,29 @@ struct PtrArraySchedule<PingPong> {
   using Epilogue = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
-template <class Element, class TileShape, class ClusterShape, class Schedule>
+// D = acc + bias[g][n]: the row broadcast reads group g's bias through an array of per-group pointers.
+template <class Element, class TileShape>
+using GroupBiasEpilogue = cutlass::epilogue::fusion::Sm90EVT<
+    cutlass::epilogue::fusion::Sm90Compute<cutlass::plus, Element, float, cutlass::FloatRoundStyle::round_to_nearest>,
+    cutlass::epilogue::fusion::Sm90AccFetch,
+    cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, Element*, float, cute::Stride<cute::_0, cute::_1, cute::_0>,
+                                                1>>;  // any N: the bias rows need no 16-byte alignment
+
+template <class Element, class TileShape, class ClusterShape, class Schedule, bool Bias>
 struct Sm90GroupGemm {
   static constexpr int kAlignment = 16 / sizeof(Element);
+  static constexpr bool kBias = Bias;
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
   using Policy = PtrArraySchedule<Schedule>;
+  using FusionOp = cute::conditional_t<Bias, GroupBiasEpilogue<Element, TileShape>,
+                                       cutlass::epilogue::fusion::LinearCombination<Element, float, void, float>>;
 
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,  //
       void, cutlass::layout::RowMajor*, kAlignment,                    // no C operand
       Element, cutlass::layout::RowMajor*, kAlignment,                 // D
-      typename Policy::Epilogue,
-      cutlass::epilogue::fusion::LinearCombination<Element, float, void, float>>::CollectiveOp;
+      typename Policy::Epilogue, FusionOp>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp,  //
@@ -93,6 +104,7 @@ struct GroupWorkspace {
   const Element** a;
   const Element** b;
   Element** d;
+  const Element** bias;
   typename Gemm::StrideA* stride_a;
   typename Gemm::StrideB* stride_b;
   typename Gemm::StrideD* stride_d;
@@ -104,7 +116,7 @@ struct GroupWorkspace {
   // Bytes of the per-group arrays for `groups` groups (CUTLASS's part follows them).
   static size_t arrays_bytes(int groups) {
     const size_t g = static_cast<size_t>(groups);
-    return round(g * sizeof(typename Gemm::Shape)) + 3 * round(g * sizeof(void*)) +
+    return round(g * sizeof(typename Gemm::Shape)) + 4 * round(g * sizeof(void*)) +
            round(g * sizeof(typename Gemm::StrideA)) + round(g * sizeof(typename Gemm::StrideB)) +
            round(g * sizeof(typename Gemm::StrideD));
   }
@@ -121,6 +133,7 @@ struct GroupWorkspace {
     a = reinterpret_cast<const Element**>(take(g * sizeof(void*)));
     b = reinterpret_cast<const Element**>(take(g * sizeof(void*)));
     d = reinterpret_cast<Element**>(take(g * sizeof(void*)));
+    bias = reinterpret_cast<const Element**>(take(g * sizeof(void*)));
     stride_a = reinterpret_cast<typename Gemm::StrideA*>(take(g * sizeof(typename Gemm::StrideA)));
     stride_b = reinterpret_cast<typename Gemm::StrideB*>(take(g * sizeof(typename Gemm::StrideB)));
     stride_d = reinterpret_cast<typename Gemm::StrideD*>(take(g * sizeof(typename Gemm::StrideD)));
@@ -146,7 +159,7 @@ struct GroupGemmParams {
 };
 
 // ---------------------------------------------------------------------------------------------
-// The setup and bias kernels.
+// The setup kernel.
 // ---------------------------------------------------------------------------------------------
 
 // Group g's rows, [start, end), from the device offsets, clamped into [0, rows] and made non-decreasing
@@ -172,6 +185,7 @@ __global__ void GroupSetupKernel(GroupGemmParams<Element> p, GroupWorkspace<Gemm
   w.a[g] = p.a + static_cast<int64_t>(start) * p.lda;
   w.b[g] = p.b + static_cast<int64_t>(g) * p.group_stride_b;
   w.d[g] = p.d + static_cast<int64_t>(start) * p.ldd;
+  w.bias[g] = p.bias != nullptr ? p.bias + g * p.group_stride_bias : nullptr;
   typename Gemm::StrideA sa{};
   cute::get<0>(sa) = p.lda;
   w.stride_a[g] = sa;
@@ -181,37 +195,6 @@ __global__ void GroupSetupKernel(GroupGemmParams<Element> p, GroupWorkspace<Gemm
   typename Gemm::StrideD sd{};
   cute::get<0>(sd) = p.ldd;
   w.stride_d[g] = sd;
-}
-
-// d[r, :] += bias[group of r, :] in fp32, rounded once: blockIdx.y is the group; each thread owns 8 columns
-// (their bias in registers) and walks rows, with 16-byte loads and stores (D's rows are 16-byte aligned).
-constexpr int kBiasColumns = 8, kBiasLanes = 32, kBiasRows = 8;  // a 256-thread block: 8 rows x 256 columns
-
-template <class Element>
-__global__ void __launch_bounds__(kBiasLanes* kBiasRows) GroupBiasKernel(GroupGemmParams<Element> p) {
-  const int g = blockIdx.y;
-  int start, end;
-  bool bad;
-  group_rows(p.offsets, g, p.rows, start, end, bad);
-  const Element* bias = p.bias + g * p.group_stride_bias;
-  using Chunk = Packed<Element, kBiasColumns>;
-  for (int c = threadIdx.x * kBiasColumns; c < p.n; c += kBiasLanes * kBiasColumns) {
-    const int width = min(kBiasColumns, p.n - c);
-    float b[kBiasColumns];
-#pragma unroll
-    for (int j = 0; j < kBiasColumns; ++j) b[j] = j < width ? static_cast<float>(bias[c + j]) : 0.f;
-    for (int r = start + blockIdx.x * kBiasRows + threadIdx.y; r < end; r += gridDim.x * kBiasRows) {
-      Element* row = p.d + static_cast<int64_t>(r) * p.ldd + c;
-      if (width == kBiasColumns) {
-        Chunk v = Chunk::load(row);
-#pragma unroll
-        for (int j = 0; j < kBiasColumns; ++j) v.data[j] = Element(static_cast<float>(v.data[j]) + b[j]);
-        v.store(row);
-      } else {
-        for (int j = 0; j < width; ++j) row[j] = Element(static_cast<float>(row[j]) + b[j]);
-      }
-    }
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -229,6 +212,10 @@ typename Gemm::Device::Arguments make_group_arguments(int groups, const GroupWor
   args.epilogue.dC = nullptr;
   args.epilogue.ptr_D = w.d;
   args.epilogue.dD = w.stride_d;
+  if constexpr (Gemm::kBias) {
+    using Element = typename Gemm::Kernel::ElementA;
+    args.epilogue.thread = {{}, {w.bias, Element(0), {}}, {}};  // (accumulator, bias row, plus)
+  }
   args.hw_info.device_id = device;
   args.hw_info.sm_count = sm_count;
   return args;
@@ -243,7 +230,7 @@ size_t GroupWorkspaceSize(int groups, int device, int sm_count) {
   return GroupWorkspace<Gemm>::arrays_bytes(groups) + Gemm::Device::get_workspace_size(args);
 }
 
-// Launches setup, grouped GEMM and (with a bias) the bias kernel on `stream`: no allocation, no host
+// Launches the setup kernel and the grouped GEMM on `stream`: no allocation, no host
 // synchronisation. `workspace`: GroupWorkspaceSize bytes, 128-byte aligned, owned by the caller.
 template <class Gemm, class Element>
 cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, cudaStream_t stream) {
@@ -259,13 +246,7 @@ cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, cudaStr
     error = cudaGetLastError();
     return error != cudaSuccess ? error : cudaErrorLaunchFailure;
   }
-  if (p.bias != nullptr) {
-    // Enough row blocks per group to cover an even share of the rows; the row loop takes any remainder.
-    const int blocks = std::min(p.rows / (p.groups * kBiasRows) + 1, 1024);
-    GroupBiasKernel<<<dim3(blocks, p.groups), dim3(kBiasLanes, kBiasRows), 0, stream>>>(p);
-    error = cudaGetLastError();
-  }
-  return error;
+  return cudaSuccess;
 }
 
 }  // namespace oasr::gemm

@@ -38,7 +38,7 @@ GROUP_GEMM_SWEEP: tuple[Config, ...] = tuple(
 
 
 def group_sizes(config: Config) -> list[int]:
-    """Each group's rows: ``m`` each (``spread`` 1), else uniform in ``[2m/spread, 2m)`` from a seed the config fixes."""
+    """Each group's rows: ``m`` each (``spread`` 1), else uniform in ``[2m/spread, 2m)``, seeded by the config."""
     g, m, spread = config["g"], config["m"], config["spread"]
     if spread <= 1:
         return [m] * g
