@@ -44,8 +44,6 @@ from .jit.families import GROUP_GEMM
 _READY = ready_devices(GROUP_GEMM)
 _grad_enabled = torch.is_grad_enabled
 _NAMES = ("input", "weight", "offsets", "bias", "out")
-MAX_GROUPS = 65535
-"""The bias kernel gives each group a grid row (CUDA's limit on gridDim.y)."""
 
 _WORKSPACES: dict[tuple[torch.device, str, int], Tensor] = {}
 """Each (device, module, G)'s workspace: the per-group shapes, pointers and strides, then CUTLASS's part."""
@@ -93,8 +91,8 @@ def _check_group_gemm(
             f"oasr.group_gemm: `weight` has shape {tuple(weight.shape)}: its K ({weight_k}) must match "
             f"`input`'s last dimension ({k})"
         )
-    if not 1 <= groups <= MAX_GROUPS:
-        raise ValueError(f"oasr.group_gemm: `weight` must hold 1 to {MAX_GROUPS} groups, got {groups}")
+    if groups == 0:
+        raise ValueError(f"oasr.group_gemm: `weight` must hold at least one group, got shape {tuple(weight.shape)}")
     if not isinstance(offsets, Tensor):
         raise TypeError(f"oasr.group_gemm: `offsets` must be a torch.Tensor, got {type(offsets).__name__}")
     if offsets.dtype != torch.int32:
@@ -208,7 +206,7 @@ def group_gemm(
         CUDA tensor ``[L, K]`` (float16 or bfloat16), K contiguous: the groups' rows, concatenated.
         Rows whose stride is not a multiple of 16 bytes (K % 8 != 0 when contiguous) are copied first.
     weight : torch.Tensor
-        ``[G, N, K]``, one ``nn.Linear`` weight per group, same dtype and device, K contiguous; 1 <= G <= 65535.
+        ``[G, N, K]``, one ``nn.Linear`` weight per group, same dtype and device, K contiguous; G >= 1.
     offsets : torch.Tensor
         ``[G]`` int32 on the same device: the end row of each group (cumulative; group g is rows
         ``offsets[g-1]:offsets[g]``, the first starting at 0). Groups may be empty. Must be non-decreasing

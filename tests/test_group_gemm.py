@@ -238,7 +238,7 @@ BAD = {
         "`weight`",
     ),
     "K mismatch": (lambda: oasr.group_gemm(_cpu(4, 8), _cpu(2, 3, 9), _ends(2, 4)), ValueError, "K"),
-    "no groups": (lambda: oasr.group_gemm(_cpu(4, 8), _cpu(0, 3, 8), _ends()), ValueError, "1 to 65535 groups"),
+    "no groups": (lambda: oasr.group_gemm(_cpu(4, 8), _cpu(0, 3, 8), _ends()), ValueError, "at least one group"),
     "offsets int64": (
         lambda: oasr.group_gemm(_cpu(4, 8), _cpu(2, 3, 8), torch.tensor([2, 4])),
         TypeError,

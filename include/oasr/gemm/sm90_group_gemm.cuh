@@ -27,7 +27,6 @@
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "sm90_gemm.cuh"
