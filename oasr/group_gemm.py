@@ -15,7 +15,8 @@ ValueError for it, and :func:`group_gemm_check` waits for the device and raises 
 The workspace is shared by the calls of one (device, configuration, G): calls on two streams at once
 must not share one (order them with an event). Arguments are checked before any launch
 (:func:`_check_group_gemm`): types, dtypes and shapes first, then devices, then memory and autograd
-(``oasr/_checks.py``).
+(``oasr/_checks.py``). Under ``torch.compile`` the op is the custom op ``torch.ops.oasr.group_gemm``;
+:func:`group_gemm_check` is a host-side utility, not an op (``oasr.group_gemm_check``, outside ``__all__``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import functools
 
 import torch
 from torch import Tensor
+from torch.compiler import is_compiling
 
 from ._checks import (
     HALF_DTYPES,
@@ -35,6 +37,7 @@ from ._checks import (
     ready_devices,
     requires_grad,
 )
+from ._custom_ops import define
 from ._tma import addressable, addressable_copy, padded_empty
 from .api_logging import oasr_api
 from .jit import gemm_config
@@ -234,6 +237,16 @@ def group_gemm(
         argument, a tensor that requires grad while grad mode is on, or an earlier call whose offsets the
         device had to clamp.
     """
+    if is_compiling():
+        if out is None:
+            out = torch.empty((input.shape[0], weight.shape[1]), dtype=input.dtype, device=input.device)
+        _GROUP_GEMM(out, input, weight, offsets, bias)
+        return out
+    return _group_gemm(input, weight, offsets, bias, out)
+
+
+def _group_gemm(input: Tensor, weight: Tensor, offsets: Tensor, bias: Tensor | None, out: Tensor | None) -> Tensor:
+    """The eager op: check, report an earlier call's clamped offsets, allocate, launch."""
     rows, _, n, _ = _check_group_gemm(input, weight, offsets, bias, out)
     _raise_flagged("an earlier call")
     if out is None:
@@ -242,7 +255,18 @@ def group_gemm(
     return out
 
 
-@oasr_api
+def _group_gemm_op(out: Tensor, input: Tensor, weight: Tensor, offsets: Tensor, bias: Tensor | None) -> None:
+    _group_gemm(input, weight, offsets, bias, out)
+
+
+_GROUP_GEMM = define(
+    "group_gemm",
+    "(Tensor(a!) out, Tensor input, Tensor weight, Tensor offsets, Tensor? bias) -> ()",
+    ("out",),
+    _group_gemm_op,
+)
+
+
 def group_gemm_check() -> None:
     """Wait for the device, then raise the ValueError of any group_gemm call since the last check whose
     ``offsets`` the device had to clamp (decreasing, negative or past L); return None when there was none.

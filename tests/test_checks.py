@@ -70,9 +70,8 @@ def test_a_supported_gpu_is_looked_up_once_per_family(gpu):
     assert gpu.launchers.calls == 2 * launchers
 
 
-# Every op that launches a kernel; fold_batch_norm is plain torch (no kernel, no device check) and
-# group_gemm_check reads a host flag.
-KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op not in ("fold_batch_norm", "group_gemm_check")]
+# Every op that launches a kernel; fold_batch_norm is plain torch (no kernel, no device check).
+KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op != "fold_batch_norm"]
 
 
 @pytest.mark.parametrize("op", KERNEL_OPS)

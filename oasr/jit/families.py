@@ -263,7 +263,7 @@ BMM = Family(
 
 GROUP_GEMM = Family(
     name="group_gemm",
-    ops=("group_gemm", "group_gemm_check"),
+    ops=("group_gemm",),
     notebook="08_group_gemm",
     title="08 · group_gemm — one GEMM per group of rows, the groups sized on the device",
     summary=(
