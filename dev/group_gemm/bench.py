@@ -40,11 +40,14 @@ OP = op_module.GROUP_GEMM
 
 
 def build(jobs: int) -> None:
-    """Every (dtype, candidate) module, and the bias epilogue of each configuration choose_group picks,
-    ``jobs`` nvcc runs at a time."""
+    """The bf16 module of every candidate, and both dtypes' modules, plain and with a bias, of the
+    configurations choose_group picks (what the sweep and tests/test_group_gemm.py use), ``jobs`` at a time."""
     picks = {gemm_config.choose_group(n, k) for n in (64, 1024) for k in (256, 2048)}
-    variants = [gemm_config.group_gemm_variant(d, c) for d in gemm_config.DTYPES for c in gemm_config.GROUP_CANDIDATES]
-    variants += [gemm_config.group_gemm_variant(d, c, True) for d in gemm_config.DTYPES for c in picks]
+    variants = [gemm_config.group_gemm_variant("bfloat16", c) for c in gemm_config.GROUP_CANDIDATES]
+    variants += [
+        gemm_config.group_gemm_variant(d, c, bias) for d in gemm_config.DTYPES for c in picks for bias in (False, True)
+    ]
+    variants = list({v.name: v for v in variants}.values())
     specs = [GROUP_GEMM.jit_spec(variant=v) for v in variants]
     print(f"building {len(specs)} modules, {jobs} at a time", flush=True)
     start, failures = time.perf_counter(), 0
