@@ -91,6 +91,7 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "gemm": lambda: oasr.gemm(x, cuda(4, 8), activation="silu"),
         "gemm_glu": lambda: oasr.gemm_glu(x, cuda(4, 8)),
         "bmm": lambda: oasr.bmm(frames, cuda(2, 8, 4)),
+        "group_gemm": lambda: oasr.group_gemm(x, cuda(2, 4, 8), torch.ones(2, dtype=torch.int32, device="cuda")),
     }
     with pytest.raises(ValueError) as info:
         calls[op]()

@@ -126,6 +126,16 @@ class TorchLaunchers:
     def bmm(self, out, a, b, b_n_major):
         out.copy_(a.float() @ (b.float() if b_n_major else b.float().transpose(1, 2)))
 
+    def group_gemm_workspace_size(self, groups, device):
+        return 0
+
+    def group_gemm(self, out, input, weight, offsets, bias, workspace, error):  # rows of [1, L, K] by group
+        start = 0
+        for g, end in enumerate(offsets.tolist()):
+            b = None if bias is None else bias[g].float()
+            out[0, start:end] = F.linear(input[0, start:end].float(), weight[g].float(), b)
+            start = end
+
     def depthwise_conv1d_step(self, out, input, state, weight, bias, activation):
         full = torch.cat([state, input], dim=1)  # the left context, then the chunk
         self.depthwise_conv1d(out, full, weight, bias, 0, 0, None, activation)
@@ -241,7 +251,8 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
     results.append(oasr.depthwise_conv1d_step(x[:, :4], state, taps, bias, "gelu"))
     results.append(oasr.depthwise_conv1d_step(x[:, 4:], state, taps, out=torch.empty_like(x[:, 4:])))
     results.append(state)
-    # gemm and bmm take half types: a bf16 projection with each epilogue kind, GLU, both attention products.
+    # gemm, bmm and group_gemm take half types: a bf16 projection with each epilogue kind, GLU, both attention
+    # products, two groups of rows.
     h, w = x.to(torch.bfloat16), weight.to(torch.bfloat16)
     projection = torch.outer(w, w[: h.shape[-1] // 2].repeat(2)) / h.shape[-1]  # [C, C]
     results.append(oasr.gemm(h, projection))
@@ -249,6 +260,12 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
     results.append(oasr.gemm_glu(h, projection, w))
     results.append(oasr.bmm(h, h.transpose(1, 2)))
     results.append(oasr.bmm(h, projection.expand(h.shape[0], -1, -1)))
+    experts, ends = (
+        torch.stack([projection, projection.flip(0)]),
+        torch.tensor([3, 7], dtype=torch.int32, device=h.device),
+    )
+    results.append(oasr.group_gemm(h[0], experts, ends))
+    results.append(oasr.group_gemm(h[0], experts, ends, torch.stack([w, w.flip(0)]), out=torch.empty_like(h[0])))
     results.append(oasr.scale(x, 0.25, out=x))  # in place, last
     return results
 

@@ -270,7 +270,36 @@ BMM = Family(
     default_variant=gemm_config.bmm_variant("bfloat16", False, gemm_config.DEFAULT),
 )
 
-FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, GEMM, BMM)
+GROUP_GEMM = Family(
+    name="group_gemm",
+    ops=("group_gemm",),
+    notebook="08_group_gemm",
+    title="08 · group_gemm — one GEMM per group of rows, the groups sized on the device",
+    summary=(
+        "`group_gemm(input [L, K], weight [G, N, K], offsets [G], bias [G, N])`: the rows of `input` come in G "
+        "consecutive groups whose ends `offsets` holds on the device, and group g's rows go through "
+        "`F.linear(rows, weight[g], bias[g])`. bf16 and fp16 with fp32 accumulation, against "
+        "`torch._grouped_mm`, a dense GEMM over all rows and a Python loop of `F.linear`."
+    ),
+    design=(
+        "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the device "
+        "offsets into per-group problem shapes, pointers and strides in a workspace cached per shape; then "
+        "CUTLASS's ptr-array TMA warp-specialized kernel (ping-pong, or cooperative for long K; one CTA per "
+        "SM) reads them from the device and walks every group's tiles, rewriting its TMA descriptors as it "
+        "enters a group. Nothing comes back to the host, so a CUDA graph replays with new offsets; offsets "
+        "that decrease or end past L are clamped and flagged in host-mapped memory "
+        "(`oasr.group_gemm_check()`). A bias is added in the epilogue: CUTLASS's row broadcast reads group "
+        "g's through an array of per-group pointers the setup kernel fills."
+    ),
+    headers=("oasr/gemm/sm90_group_gemm.cuh", "oasr/gemm/sm90_gemm.cuh"),
+    capabilities=(90,),
+    extra_cuda_cflags=(SM90A,),
+    include_paths=cutlass.include_paths,
+    library_cflags=cutlass.version_flags,
+    default_variant=gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_DEFAULT),
+)
+
+FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, GEMM, BMM, GROUP_GEMM)
 """Every family, in notebook order."""
 
 

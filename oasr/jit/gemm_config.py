@@ -164,3 +164,44 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
             *config.flags(),
         ),
     )
+
+
+GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
+    GemmConfig(128, 128, 64, 1, 1, "cooperative"),
+    GemmConfig(128, 256, 64, 1, 1, "cooperative"),
+    GemmConfig(128, 128, 64, 2, 1, "cooperative"),
+    GemmConfig(64, 128, 64, 1, 1, "pingpong"),
+    GemmConfig(128, 128, 64, 1, 1, "pingpong"),
+    GemmConfig(64, 64, 64, 1, 1, "pingpong"),
+)
+"""The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
+scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``."""
+GROUP_DEFAULT = MANY_WAVES
+"""The group_gemm family's representative build (prebuilding, the CPU build test)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_group(n: int, k: int) -> GemmConfig:
+    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups.
+
+    Until ``dev/group_gemm/bench.py`` has run on the H200, the gemm table's rule for grids of many waves
+    (a grouped GEMM is persistent: one CTA per SM walks every group's tiles): 128x128 ping-pong at any K,
+    and 64x64 ping-pong tiles when N <= 64 would leave half of a 128-wide tile empty.
+    """
+    return NARROW if n <= 64 else MANY_WAVES
+
+
+def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
+    """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
+    (``bias``: a per-group bias added to the accumulators)."""
+    if config.schedule == "nonpersistent":
+        raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative or ping-pong schedules only")
+    return Variant(
+        name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",
+        cuda_cflags=(
+            f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
+            f"-DOASR_GROUP_GEMM_BIAS={int(bias)}",
+            "-DOASR_GEMM_B_NMAJOR=0",
+            *config.flags(),
+        ),
+    )

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from oasr.jit.families import Family
 
-from . import activation, bmm, conv1d, gemm, norm, scale
+from . import activation, bmm, conv1d, gemm, group_gemm, norm, scale
 from .base import DTYPES, Config, Inputs, OpSpec, Work, dtype_name, parse_dtype
 
 OPS: dict[str, OpSpec] = {
@@ -28,6 +28,7 @@ OPS: dict[str, OpSpec] = {
         gemm.GEMM,
         gemm.GEMM_GLU,
         bmm.BMM,
+        group_gemm.GROUP_GEMM,
     )
 }
 
