@@ -222,7 +222,7 @@ def _smem_limit(device: torch.device) -> int:
 
 def _uses_implicit_gemm(input: Tensor, weight: Tensor, padding: tuple[int, int]) -> bool:
     """C and K multiples of 8 on sm90, within TMA im2col's limits: the tensor-core path."""
-    k, r, s, c = weight.shape
+    _, r, s, c = weight.shape
     return (
         c % 8 == 0
         and k % 8 == 0
@@ -254,16 +254,22 @@ def _conv2d(
         out = torch.empty(shape, dtype=input.dtype, device=input.device)
     if out.numel() == 0:
         return out
-    bias = bias.contiguous() if bias is not None else None
     if _uses_implicit_gemm(input, weight, (ph, pw)):
         target = out if out.data_ptr() % 16 == 0 else torch.empty_like(out)
+        bias = _aligned(bias) if bias is not None else None  # (the epilogue loads it in vectors)
         module = CONV2D.module(_variant(input.dtype, code))
         module.conv2d_implicit_gemm(target, _aligned(input), _aligned(weight), bias, sh, sw, ph, pw, code)
         if target is not out:
             out.copy_(target)
         return out
-    x = input if input.shape[3] <= 1 or input.stride(3) == 1 else input.contiguous()
-    CONV2D.module().conv2d_direct(out, x, weight.contiguous(), bias, sh, sw, ph, pw, code)
+    _, r, s, c = weight.shape
+    if r * s * c > _MAX_DIRECT_TAPS:  # (C and K multiples of 8, on a GPU without the implicit GEMM)
+        raise ValueError(
+            f"oasr.conv2d: a filter of R * S * C = {r * s * c} taps (`weight` {tuple(weight.shape)}) needs the "
+            f"implicit GEMM, which runs on sm90 (H100/H200) only; the direct kernel takes at most {_MAX_DIRECT_TAPS}"
+        )
+    bias = bias.contiguous() if bias is not None else None
+    CONV2D.module().conv2d_direct(out, input, weight.contiguous(), bias, sh, sw, ph, pw, code)
     return out
 
 

@@ -15,7 +15,7 @@
 //   1. cp.async starts copying the chunk's slice of w2 ([9][D][16]) into shared memory;
 //   2. meanwhile the CTA computes the first convolution for those 16 channels over the rows of y1
 //      its pixels need (halo included) into shared memory, from the input rows it staged once (fp32)
-//      and w1, b1 (fp32, staged once);
+//      and w1, b1 (fp32, staged once; a thread keeps one channel's 9 taps in registers);
 //   3. then nine k16 steps (one per tap) of tensor-core products read A straight from the y1 tile
 //      (the pixel's window offset plus the tap's) and B from the w2 slice.
 // Shared-memory rows are padded (20 and 24 halves) so that the fragment loads of a warp hit 32
@@ -170,18 +170,25 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
       cp_async_16(bs + row * kBStride + half_ * 8, prm.weight2 + static_cast<int64_t>(row) * D + c0 + half_ * 8);
     }
     __syncthreads();  // (the first chunk: w1s, xs staged)
-    // 2. y1 for channels c0 .. c0 + 15 over the tile's rows, rounded to T as torch stores it.
-    for (int i = tid; i < y1_cells * kDK; i += kSubThreads) {
-      const int cell = i >> 4, c = i & 15;
-      const int r = cell / plan.y1_cols, col = cell - r * plan.y1_cols;
-      const float* w = w1s + (c0 + c) * 9;
-      const float* xp = xs + (2 * r) * plan.x_cols + 2 * col;
-      float v = b1s[c0 + c];
+    // 2. y1 for channels c0 .. c0 + 15 over the tile's rows, rounded to T as torch stores it. A thread's
+    //    channel is fixed (tid % 16: the stride is a multiple of 16), so its 9 taps and bias sit in
+    //    registers; the 16 lanes of a cell read the same input samples (one broadcast each).
+    {
+      const int c = tid & (kDK - 1);
+      float w[9];
 #pragma unroll
-      for (int ii = 0; ii < 3; ++ii)
+      for (int j = 0; j < 9; ++j) w[j] = w1s[(c0 + c) * 9 + j];
+      const float bias = b1s[c0 + c];
+      for (int cell = tid >> 4; cell < y1_cells; cell += kSubThreads / kDK) {
+        const int r = cell / plan.y1_cols, col = cell - r * plan.y1_cols;
+        const float* xp = xs + (2 * r) * plan.x_cols + 2 * col;
+        float v = bias;
 #pragma unroll
-        for (int jj = 0; jj < 3; ++jj) v = fmaf(xp[ii * plan.x_cols + jj], w[ii * 3 + jj], v);
-      as[cell * kAStride + c] = from_float<T>(fmaxf(v, 0.0f));
+        for (int ii = 0; ii < 3; ++ii)
+#pragma unroll
+          for (int jj = 0; jj < 3; ++jj) v = fmaf(xp[ii * plan.x_cols + jj], w[ii * 3 + jj], v);
+        as[cell * kAStride + c] = from_float<T>(fmaxf(v, 0.0f));
+      }
     }
     cp_async_wait_all();
     __syncthreads();
