@@ -222,7 +222,7 @@ def _smem_limit(device: torch.device) -> int:
 
 def _uses_implicit_gemm(input: Tensor, weight: Tensor, padding: tuple[int, int]) -> bool:
     """C and K multiples of 8 on sm90, within TMA im2col's limits: the tensor-core path."""
-    _, r, s, c = weight.shape
+    k, r, s, c = weight.shape
     return (
         c % 8 == 0
         and k % 8 == 0
