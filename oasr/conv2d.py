@@ -20,6 +20,7 @@ shapes first, then devices, then memory (``out`` overlapping an argument) and au
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import torch
@@ -217,6 +218,9 @@ def _variant(dtype: torch.dtype, activation: int) -> Variant:
 
 @functools.cache
 def _smem_limit(device: torch.device) -> int:
+    """Shared memory a block may opt in to on ``device`` (no limit off CUDA, where only stand-in modules run)."""
+    if device.type != "cuda":
+        return sys.maxsize
     return torch.cuda.get_device_properties(device).shared_memory_per_block_optin
 
 
