@@ -12,6 +12,8 @@ from .bmm import bmm as bmm
 from .conv1d import depthwise_conv1d as depthwise_conv1d
 from .conv1d import depthwise_conv1d_step as depthwise_conv1d_step
 from .conv1d import fold_batch_norm as fold_batch_norm
+from .conv2d import conv2d as conv2d
+from .conv2d import conv2d_subsampling as conv2d_subsampling
 from .gemm import gemm as gemm
 from .gemm import gemm_glu as gemm_glu
 from .group_gemm import group_gemm as group_gemm

@@ -215,6 +215,30 @@ CONV1D = Family(
     headers=("oasr/conv1d_staged.cuh", "oasr/conv1d.cuh"),
 )
 
+CONV2D = Family(
+    name="conv2d",
+    ops=("conv2d", "conv2d_subsampling"),
+    notebook="05_conv2d",
+    title="05 · conv2d — NHWC convolution and the fused Conv2dSubsampling front end",
+    summary=(
+        "The speech encoder's front end: `conv2d(input [N, H, W, C], weight [K, R, S, C])` with bias and "
+        "ReLU/SiLU (as `F.conv2d` on permuted tensors), and `conv2d_subsampling`, WeNet's Conv2dSubsampling4 "
+        "(two 3x3 stride-2 convolutions with ReLU) in one kernel, against torch channels-last and NCHW."
+    ),
+    design=(
+        "`include/oasr/conv2d/direct.cuh`: few input channels (IC = 1: a pure write problem): each thread "
+        "keeps its 8 output channels' weights in registers and writes one 16-byte chunk per pixel. "
+        "`include/oasr/conv2d/sm90_implicit_gemm.cuh`: C % 8 == 0 through CUTLASS 3.x's sm90 implicit GEMM "
+        "(TMA im2col, wgmma), bias and activation in the epilogue; one JIT module per (dtype, activation, "
+        "tile) (`oasr/jit/conv2d_config.py`). `include/oasr/conv2d/subsampling.cuh`: each CTA computes the "
+        "first conv's tile (halo included) into shared memory, 16 channels at a time, and runs the second "
+        "conv from there on tensor cores (mma.sync), so the first conv's output never reaches DRAM."
+    ),
+    headers=("oasr/conv2d/direct.cuh", "oasr/conv2d/sm90_implicit_gemm.cuh", "oasr/conv2d/subsampling.cuh"),
+    include_paths=cutlass.include_paths,
+    library_cflags=cutlass.version_flags,
+)
+
 GEMM = Family(
     name="gemm",
     ops=("gemm", "gemm_glu"),
@@ -299,7 +323,7 @@ GROUP_GEMM = Family(
     default_variant=gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_DEFAULT),
 )
 
-FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, GEMM, BMM, GROUP_GEMM)
+FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, CONV2D, GEMM, BMM, GROUP_GEMM)
 """Every family, in notebook order."""
 
 
