@@ -37,6 +37,7 @@ from test_gemm import reference as gemm_reference
 from test_norm import reference as norm_reference
 
 import oasr
+from oasr import _checks
 
 pytestmark = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
 
@@ -326,7 +327,7 @@ def test_depthwise_conv1d_step_matches_float64(case: dict) -> None:
     torch.testing.assert_close(state, expected_state, rtol=0, atol=0)
 
 
-HALF_DTYPES = st.sampled_from([torch.float16, torch.bfloat16])
+HALF_DTYPES = st.sampled_from(_checks.HALF_DTYPES)  # what gemm and bmm take
 TANH_ERROR = 3e-4
 """Absolute error of an epilogue activation through ``tanh.approx``, per unit of its input."""
 

@@ -460,21 +460,22 @@ __global__ void __launch_bounds__(kThreads) ShiftStateKernel(const ShiftStatePar
 // Launchers
 // ---------------------------------------------------------------------------------------
 
-// Chunks per warp: the R in 1..kMaxChunksPerWarp that minimises (waves of resident warps)
-// x (R chunks + the weight load, ~0.1 chunk for the exact kernels), i.e. fills the GPU
-// evenly while amortising the weights over several chunks.
-inline int chunks_per_warp(int64_t columns, int nchunks, int64_t resident_warps, double setup) {
+// Consecutive pieces of work (chunks of a warp, tiles of a block) per worker: the R in
+// 1..min(max_r, n) that minimises (waves of resident workers) x (R pieces + setup, the
+// per-worker cost such as the weight load in pieces), i.e. fills the GPU evenly while
+// amortising the setup over several pieces. `columns` workers' worth of work per piece index.
+inline int pieces_per_worker(int64_t columns, int n, int max_r, int64_t resident_workers, double setup) {
   int best = 1;
   double best_cost = 0.0;
-  for (int r = 1; r <= kMaxChunksPerWarp; ++r) {
-    const int64_t warps = columns * ((nchunks + r - 1) / r);
-    const int64_t waves = (warps + resident_warps - 1) / resident_warps;
+  for (int r = 1; r <= max_r; ++r) {
+    const int64_t workers = columns * ((n + r - 1) / r);
+    const int64_t waves = (workers + resident_workers - 1) / resident_workers;
     const double cost = static_cast<double>(waves) * (r + setup);
     if (r == 1 || cost < best_cost) {
       best = r;
       best_cost = cost;
     }
-    if (r >= nchunks) break;
+    if (r >= n) break;
   }
   return best;
 }
@@ -488,7 +489,8 @@ cudaError_t launch_conv(const DepthwiseConv1dParams<T>& p, cudaStream_t stream) 
   const int groups = p.channels / CH;
   const int columns = (groups + 31) / 32;
   const int nchunks = (p.out_len + TO - 1) / TO;
-  const int r = chunks_per_warp(int64_t{p.batch} * columns, nchunks, resident_warps, KT > 0 ? 0.1 : 0.02);
+  const int r =
+      pieces_per_worker(int64_t{p.batch} * columns, nchunks, kMaxChunksPerWarp, resident_warps, KT > 0 ? 0.1 : 0.02);
   const int tasks = (nchunks + r - 1) / r;
   const int64_t warps = int64_t{p.batch} * columns * tasks;
   const unsigned blocks = covering_grid(warps, kWarpsPerBlock);

@@ -276,22 +276,6 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
   }
 }
 
-// Tiles per block: the r that minimises (waves of resident blocks) x (r + setup).
-inline int tiles_per_block(int64_t rows, int ntiles, int64_t resident_blocks) {
-  int best = 1;
-  double best_cost = 0.0;
-  for (int r = 1; r <= ntiles; ++r) {
-    const int64_t blocks = rows * ((ntiles + r - 1) / r);
-    const int64_t waves = (blocks + resident_blocks - 1) / resident_blocks;
-    const double cost = static_cast<double>(waves) * (r + kSetupTiles);
-    if (r == 1 || cost < best_cost) {
-      best = r;
-      best_cost = cost;
-    }
-  }
-  return best;
-}
-
 // False when the state could not be written by the kernel (more than one tile): the
 // caller then runs the production ShiftState after it.
 template <typename T, int TO, int K>
@@ -309,7 +293,8 @@ cudaError_t launch_staged(const DepthwiseConv1dParams<T>& p, const StepState<T>&
   const int ntiles = (p.out_len + G::kOutputs - 1) / G::kOutputs;
   const int ctiles = (p.channels + 32 * CH - 1) / (32 * CH);
   const int64_t rows = int64_t{p.batch} * ctiles;
-  const int r = tiles_per_block(rows, ntiles, int64_t{per_sm} * multiprocessor_count());
+  const int r = conv1d::detail::pieces_per_worker(rows, ntiles, ntiles, int64_t{per_sm} * multiprocessor_count(),
+                                                  kSetupTiles);  // tiles per block
   const int groups = (ntiles + r - 1) / r;
   StepState<T> s = step;
   state_written = s.state != nullptr && ntiles == 1;
