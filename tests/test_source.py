@@ -65,6 +65,22 @@ class _Info:
         return self.number
 
 
+class _SwigMap:
+    """What ``ncu_report``'s ``source_files()`` returns: a SWIG ``map_string_string`` (items, indexing, no ``get``)."""
+
+    def __init__(self, items: dict[str, str]) -> None:
+        self._items = items
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._items.items())
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class _Action:
     """ncu_report's action interface for a kernel of 6 PCs: lines 3, 3, 5 and 9 of k.cuh, two PCs with no line."""
 
@@ -103,8 +119,8 @@ class _Action:
     def sass_by_pc(self, pc: int) -> str:
         return f"INST_{pc:#x} R0, R1 ;"
 
-    def source_files(self) -> dict[str, str]:
-        return {self.FILE: self.TEXT}
+    def source_files(self) -> _SwigMap:
+        return _SwigMap({self.FILE: self.TEXT})
 
 
 @pytest.fixture

@@ -94,11 +94,18 @@ def pc_metrics(action: Any) -> dict[str, dict[int, float]]:
     return found
 
 
+def source_texts(action: Any) -> dict[str, str]:
+    """The sources imported into ``action``'s report, file name -> text. ``ncu_report`` returns a SWIG map
+    (items and indexing, no ``get``), copied here into a dict."""
+    files = action.source_files()
+    return {str(name): str(text) for name, text in files.items()} if files is not None else {}
+
+
 def pc_table(action: Any, launch: int = 0) -> pd.DataFrame:
     """One row per SASS instruction (PC) of ``action``: its source line, SASS text and counters."""
     values = pc_metrics(action)
     pcs = sorted({pc for column in values.values() for pc in column})
-    files = {name: text.splitlines() for name, text in (action.source_files() or {}).items()}
+    files = {name: text.splitlines() for name, text in source_texts(action).items()}
     rows = []
     for pc in pcs:
         info = action.source_info(pc)
@@ -175,7 +182,7 @@ def parse_lines(report: str | Path) -> pd.DataFrame:
     for k, action in enumerate(actions_of(report)):
         pcs = pc_table(action, k)
         if not pcs.empty:
-            parts.append(with_context(lines_from_pcs(pcs, with_sass=True), action.source_files() or {}))
+            parts.append(with_context(lines_from_pcs(pcs, with_sass=True), source_texts(action)))
     if not parts:
         return pd.DataFrame(columns=[*KEYS, "source", "pcs", "inst_executed", "samples", "sass"])
     return pd.concat(parts, ignore_index=True)
