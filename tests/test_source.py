@@ -194,6 +194,13 @@ def test_lines_csv_replays_and_is_reparsed_when_stale(monkeypatch: pytest.Monkey
 RECORDED = sorted(glob.glob(str(REPO_ROOT / "reports" / "h200" / "profiles" / "*" / "source-*.ncu-rep")))
 
 
+def _spins(lines: pd.DataFrame) -> bool:
+    """The launch waits on mbarriers in a loop (CUTLASS's pipelines: ``cutlass/arch/barrier.h``). Its spin
+    iterations depend on timing, and ncu counts the per-line instructions and the kernel's total in different
+    replay passes: the two differ by the spins (28% on the grouped GEMM), so only spin-free kernels must add up."""
+    return bool(lines.loc[lines["pcs"] > 0, "file"].str.endswith("cutlass/arch/barrier.h").any())
+
+
 @pytest.mark.skipif(not RECORDED, reason="no source-preset recording committed yet (made on the H200)")
 @pytest.mark.parametrize("report", RECORDED, ids=lambda p: Path(p).parent.name)
 def test_recorded_lines_sum_to_each_kernels_instructions(report: str) -> None:
@@ -201,9 +208,11 @@ def test_recorded_lines_sum_to_each_kernels_instructions(report: str) -> None:
     actions = source.actions_of(report)
     assert len(actions) and set(table["launch"]) <= set(range(len(actions)))
     for launch, action in enumerate(actions):
+        lines = table[table["launch"] == launch]
         total = source.kernel_instructions(action)
-        counted = table.loc[table["launch"] == launch, "inst_executed"].sum()
-        assert total > 0 and counted == pytest.approx(total, rel=0.01), (launch, action.name())
+        assert total > 0 and lines["inst_executed"].sum() > 0, (launch, action.name())
+        if not _spins(lines):
+            assert lines["inst_executed"].sum() == pytest.approx(total, rel=0.01), (launch, action.name())
     executed = table[table["pcs"] > 0]
     assert ((executed["file"] != "") & (executed["source"] != "")).any()  # -lineinfo and --import-source worked
 
