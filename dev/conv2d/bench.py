@@ -80,20 +80,20 @@ def tiles() -> None:
     """Every tile (the rule's picks and :data:`TILES`) next to torch channels-last on each implicit-GEMM shape
     of the sweep (C and K multiples of 8), bf16 + bias + ReLU; ``*`` marks the rule's pick."""
     print("implicit-GEMM tiles (bf16 + bias + ReLU, CUDA-graph device time; * the rule's pick):")
-    configs = list(conv2d_config.PICKS) + TILES
+    modules = {}
+    for tile in list(conv2d_config.PICKS) + TILES:
+        try:
+            spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile))
+            modules[tile] = spec.build_and_load()
+        except Exception as error:
+            print(f"  {tile.name}: not built ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
     for config in (c for c in conv2d.CONV2D.default_sweep if c["c"] % 8 == 0 and c["k"] % 8 == 0):
         sets = timing.op_input_sets(conv2d.CONV2D, config, "bfloat16")
         reference = conv2d.CONV2D.reference(sets[0])
         fns = {"torch": [functools.partial(conv2d.CONV2D.backends["torch"], i) for i in sets]}
         errors = {}
-        for tile in configs:
+        for tile, module in modules.items():
             name = tile.name + (" *" if tile == conv2d_config.choose(config["k"]) else "")
-            try:
-                spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile))
-                module = spec.build_and_load()
-            except Exception as error:
-                print(f"  {name}: not built ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
-                continue
 
             def run(i, module=module):
                 st, pad = i["stride"], i["pad"]

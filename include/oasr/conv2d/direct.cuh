@@ -10,8 +10,8 @@
 //   output would take about as long to issue as the writes take, so the products run on tensor cores:
 //   a GEMM of M = pixels, N = K and one k16 step whose columns are the taps, then the bias (a column of
 //   ones in A against a row of biases in B), then zeros. A warp owns 16 pixels x 256 channels at a time
-//   (blockIdx.y slices K beyond 256); its B fragments (weights and bias) sit in registers for its whole
-//   life; it gathers the A fragments straight from the (L2-resident) input, the next tile's loads in
+//   (blockIdx.y slices K beyond 256); its B fragments (weights and bias, staged once through shared
+//   memory) sit in registers for its whole life; it gathers the A fragments straight from the (L2-resident) input, the next tile's loads in
 //   flight while this tile is stored. B's columns are permuted within each 32 channels so that lane
 //   (g, t)'s accumulators over four n8 tiles are channels 8t .. 8t + 7 of pixels g and g + 8: one
 //   16-byte store each, no shuffle. A store instruction writes 64 contiguous bytes of each of 8
@@ -152,27 +152,33 @@ __global__ void __launch_bounds__(kMmaThreads, 4) FewTapsConv2dKernel(DirectConv
   const uint16_t* weight = reinterpret_cast<const uint16_t*>(prm.weight);
   const uint16_t* bias = reinterpret_cast<const uint16_t*>(prm.bias);
 
-  // B fragments, once: rows 2t, 2t + 1 (b[.][.][0]) and 2t + 8, 2t + 9 (b[.][.][1]) of column g of
-  // n8 tile j of a group, which is the group's channel 8 (g / 2) + 2j + g % 2 (the permutation that
-  // makes lane (g, t)'s accumulators over the group's four tiles its channels 8t .. 8t + 7).
+  // The block's weights, once, as 16 columns per channel (taps, bias, zeros) in shared memory: read from
+  // global memory in its order, then as aligned 32-bit fragment words (rows padded to 9 words: at most
+  // 2-way bank conflicts among a warp's 8 channels).
+  constexpr int kRowHalves = 18;
+  __shared__ __align__(16) uint16_t w_rows[kWarpN * kRowHalves];
+  for (int i = threadIdx.x; i < kWarpN * 16; i += kMmaThreads) {
+    const int row = i >> 4, tap = i & 15, ch = k_base + row;
+    const bool is_weight = ch < prm.k && tap < taps;
+    const bool is_bias = ch < prm.k && tap == taps && bias != nullptr;
+    w_rows[row * kRowHalves + tap] =
+        is_weight ? weight[static_cast<int64_t>(ch) * taps + tap] : is_bias ? bias[ch] : uint16_t{0};
+  }
+  __syncthreads();
+
+  // B fragments, in registers for the kernel's life: rows 2t, 2t + 1 (b[.][.][0]) and 2t + 8, 2t + 9
+  // (b[.][.][1]) of column g of n8 tile j of a group, which is the group's channel 8 (g / 2) + 2j + g % 2
+  // (the permutation that makes lane (g, t)'s accumulators over the group's four tiles its channels
+  // 8t .. 8t + 7).
+  const uint32_t* w_words = reinterpret_cast<const uint32_t*>(w_rows);
   uint32_t b[kGroups][4][2];
 #pragma unroll
   for (int gr = 0; gr < kGroups; ++gr) {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      const int ch = k_base + gr * kGroupN + 8 * (g >> 1) + 2 * j + (g & 1);
-#pragma unroll
-      for (int half_ = 0; half_ < 2; ++half_) {
-        uint16_t e[2];
-#pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int tap = 2 * t + 8 * half_ + i;
-          const bool is_weight = ch < prm.k && tap < taps;
-          const bool is_bias = ch < prm.k && tap == taps && bias != nullptr;
-          e[i] = is_weight ? weight[static_cast<int64_t>(ch) * taps + tap] : is_bias ? bias[ch] : uint16_t{0};
-        }
-        b[gr][j][half_] = pack_pair(e[0], e[1]);
-      }
+      const int row = gr * kGroupN + 8 * (g >> 1) + 2 * j + (g & 1);
+      b[gr][j][0] = w_words[row * (kRowHalves / 2) + t];
+      b[gr][j][1] = w_words[row * (kRowHalves / 2) + t + 4];
     }
   }
 
