@@ -11,11 +11,12 @@
 //   a GEMM of M = pixels, N = K and one k16 step whose columns are the taps, then the bias (a column of
 //   ones in A against a row of biases in B), then zeros. A warp owns 16 pixels x 256 channels at a time
 //   (blockIdx.y slices K beyond 256); its B fragments (weights and bias, staged once through shared
-//   memory) sit in registers for its whole life; it gathers the A fragments straight from the (L2-resident) input, the next tile's loads in
-//   flight while this tile is stored. B's columns are permuted within each 32 channels so that lane
-//   (g, t)'s accumulators over four n8 tiles are channels 8t .. 8t + 7 of pixels g and g + 8: one
-//   16-byte store each, no shuffle. A store instruction writes 64 contiguous bytes of each of 8
-//   pixels; the next 32 channels' stores, two instructions later, complete those 128-byte lines.
+//   memory) sit in registers for its whole life; it gathers the A fragments straight from the
+//   (L2-resident) input, the next tile's loads in flight while this tile is stored. B's columns are
+//   permuted within each 32 channels so that lane (g, t)'s accumulators over four n8 tiles are channels
+//   8t .. 8t + 7 of pixels g and g + 8: one 16-byte store each, no shuffle. A store instruction writes
+//   64 contiguous bytes of each of 8 pixels; the next 32 channels' stores, two instructions later,
+//   complete those 128-byte lines.
 // * Generic (any R, S, C): a thread owns V consecutive output channels (V = 8 for 16-bit types: one
 //   16-byte store; V = 1 when K % 8 or the output's alignment forbid it) and loops over pixels;
 //   threadIdx.x walks the channel groups, threadIdx.y the pixels, blockIdx.y slices K. The block's
@@ -288,7 +289,8 @@ template <typename T, int V, int kActivation>
 cudaError_t LaunchGeneric(const DirectConv2dParams<T>& p, PixelMap map, uint32_t pixels, cudaStream_t stream) {
   const int groups = (p.k + V - 1) / V;  // channel groups of V
   const int taps = p.r * p.s * p.c;
-  const int bx = std::max(1, std::min({groups, kThreads, kMaxSmemBytes / (taps * V * static_cast<int>(sizeof(float)))}));
+  const int fit = kMaxSmemBytes / (taps * V * static_cast<int>(sizeof(float)));  // channel groups whose weights fit
+  const int bx = std::max(1, std::min({groups, kThreads, fit}));
   const int by = std::max(1, kThreads / bx);
   const unsigned gy = static_cast<unsigned>((groups + bx - 1) / bx);
   const unsigned gx = grid_size(pixels, by, std::max(1, kBlocksPerSm / static_cast<int>(gy)));
