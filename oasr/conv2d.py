@@ -2,10 +2,11 @@
 
 * :func:`conv2d`: ``act(conv2d(input, weight) + bias)`` on ``input [N, H, W, C]`` and
   ``weight [K, R, S, C]``, as ``F.conv2d`` on the permuted tensors. Few input channels (C not a
-  multiple of 8, e.g. the spectrogram's C = 1) run a direct kernel; C and K multiples of 8 run
-  CUTLASS's sm90 implicit GEMM on tensor cores (one JIT module per dtype and activation, built on
-  first use, ``oasr/jit/conv2d_config.py``); on other GPUs, or for shapes TMA's im2col mode cannot
-  address, the direct kernel runs them too (correct, not fast).
+  multiple of 8, e.g. the spectrogram's C = 1) run a direct kernel (on tensor cores when the filter has
+  at most :data:`MAX_FEW_TAPS` taps R * S * C and K is a multiple of 8); C and K multiples of 8 run
+  CUTLASS's sm90 implicit GEMM on tensor cores (one JIT module per dtype, activation and tile, built on
+  first use, the tile chosen from K by ``oasr/jit/conv2d_config.py``); on other GPUs, or for shapes TMA's
+  im2col mode cannot address, the direct kernel runs them too (correct, not fast).
 * :func:`conv2d_subsampling`: WeNet's ``Conv2dSubsampling4`` (conv 3x3 stride 2, 1 -> D, ReLU;
   conv 3x3 stride 2, D -> D, ReLU) in one kernel that keeps the first conv's output in shared memory.
 
@@ -51,6 +52,9 @@ _READY = ready_devices(CONV2D)
 _grad_enabled = torch.is_grad_enabled
 _CONV_NAMES = ("input", "weight", "bias", "out")
 _SUB_NAMES = ("input", "weight1", "bias1", "weight2", "bias2", "out")
+MAX_FEW_TAPS = 15
+"""R * S * C up to which the direct kernel multiplies on tensor cores (one k16 step, the bias its 16th column;
+K a multiple of 8 and a 16-byte aligned ``out``): ``include/oasr/conv2d/direct.cuh``."""
 _MAX_DIRECT_TAPS = 12288
 """R * S * C the direct kernel stages per output channel (48 KiB of fp32 weights)."""
 _MAX_IGEMM_PADDING = 64
@@ -211,9 +215,11 @@ def _check_subsampling(
 
 
 @functools.cache
-def _variant(dtype: torch.dtype, activation: int) -> Variant:
+def _variant(dtype: torch.dtype, activation: int, k: int) -> Variant:
+    """The implicit-GEMM module for ``dtype``, the activation code and ``k`` output channels (the tile rule)."""
     names = {code: name for name, code in ACTIVATIONS.items()}
-    return conv2d_config.implicit_gemm_variant(str(dtype).removeprefix("torch."), names[activation])
+    config = conv2d_config.choose(k)
+    return conv2d_config.implicit_gemm_variant(str(dtype).removeprefix("torch."), names[activation], config)
 
 
 @functools.cache
@@ -261,7 +267,7 @@ def _conv2d(
     if _uses_implicit_gemm(input, weight, (ph, pw)):
         target = out if out.data_ptr() % 16 == 0 else torch.empty_like(out)
         bias = _aligned(bias) if bias is not None else None  # (the epilogue loads it in vectors)
-        module = CONV2D.module(_variant(input.dtype, code))
+        module = CONV2D.module(_variant(input.dtype, code, weight.shape[0]))
         module.conv2d_implicit_gemm(target, _aligned(input), _aligned(weight), bias, sh, sw, ph, pw, code)
         if target is not out:
             out.copy_(target)

@@ -109,9 +109,12 @@ class TorchConv2d:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.variants: list[str] = []
 
     def module(self, variant=None):
         calls = self.calls
+        if variant is not None:
+            self.variants.append(variant.name)
 
         class Module:
             def conv2d_direct(self, out, x, w, b, sh, sw, ph, pw, code):
@@ -173,6 +176,21 @@ def test_python_layer_dispatches_and_matches_reference_on_cpu(
     out = oasr.conv2d(x, wt, b, stride, padding, activation)
     assert torch_conv.calls == [path]
     assert_close(out, reference(x, wt, b, stride, padding, activation), torch.bfloat16, r * s * c)
+
+
+def test_tile_rule_follows_the_output_channels():
+    assert conv2d_config.choose(256) == conv2d_config.choose(512) == conv2d_config.WIDE  # conv #2's winner
+    assert conv2d_config.choose(64) == conv2d_config.choose(128) == conv2d_config.choose(264) == conv2d_config.DEFAULT
+    assert set(conv2d_config.PICKS) == {conv2d_config.choose(k) for k in (8, 256)}
+
+
+@pytest.mark.parametrize("k,tile", [(256, conv2d_config.WIDE), (64, conv2d_config.DEFAULT)], ids=["k256", "k64"])
+def test_python_layer_runs_the_rules_tile_on_cpu(torch_conv, k, tile):
+    x, wt, b = operands(1, 9, 7, 16, k, 3, 3, torch.bfloat16, "cpu")
+    out = oasr.conv2d(x, wt, b, 2, 0, "relu")
+    assert torch_conv.calls == ["implicit_gemm"]
+    assert torch_conv.variants == [conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile).name]
+    assert_close(out, reference(x, wt, b, 2, 0, "relu"), torch.bfloat16, 144)
 
 
 def test_python_layer_copies_views_for_the_implicit_gemm_on_cpu(torch_conv):
@@ -288,13 +306,17 @@ def test_cpu_tensors_get_one_sentence():
 # GPU
 # ---------------------------------------------------------------------------
 
-# (N, H, W, C, K, R, S, stride, padding): IC = 1, 3 (direct), 8, 64, 256 (implicit GEMM on sm90), odd sizes.
+# (N, H, W, C, K, R, S, stride, padding): IC = 1, 3, 5 (direct: tensor cores up to 15 taps, else generic),
+# 8, 64, 256 (implicit GEMM on sm90), odd sizes.
 CASES = [
     (2, 17, 13, 1, 256, 3, 3, 2, 0),
     (3, 9, 7, 1, 64, 3, 3, 1, 1),
-    (1, 8, 8, 1, 24, 3, 3, 2, 1),
-    (2, 11, 9, 1, 13, 3, 3, 1, 0),  # K % 8 != 0: scalar stores
-    (2, 9, 10, 3, 32, 3, 3, 2, 1),  # generic direct kernel
+    (1, 8, 8, 1, 24, 3, 3, 2, 1),  # K = 24: a partial 32-channel group
+    (1, 7, 9, 3, 264, 2, 2, 1, (1, 0)),  # 12 taps; K past 256: a second, partial channel slice
+    (2, 6, 11, 5, 16, 1, 3, 1, (0, 1)),  # 15 taps: the bias is the 16th column
+    (3, 5, 5, 1, 8, 1, 1, 1, 0),  # one tap, one 16-byte chunk per pixel
+    (2, 11, 9, 1, 13, 3, 3, 1, 0),  # K % 8 != 0: generic kernel, scalar stores
+    (2, 9, 10, 3, 32, 3, 3, 2, 1),  # 27 taps: generic kernel
     (1, 7, 5, 5, 7, 5, 3, (2, 1), (2, 1)),
     (2, 13, 11, 8, 16, 3, 3, 1, 1),
     (2, 15, 9, 64, 64, 3, 3, 2, 0),
@@ -326,16 +348,27 @@ class TestConv2d:
         out = oasr.conv2d(x, wt, b, 2, 1, activation)
         assert_close(out, reference(x, wt, b, 2, 1, activation), torch.bfloat16, 9 * c)
 
+    @pytest.mark.parametrize("aligned", [True, False], ids=["aligned_out", "unaligned_out"])
     @pytest.mark.parametrize("c", [1, 64], ids=["ic1", "ic64"])
-    def test_strided_views_and_unaligned_out(self, c):
+    def test_strided_views_and_unaligned_out(self, c, aligned):
         x, wt, b = operands(2, 11, 9, c, 32, 3, 3, torch.bfloat16, "cuda", seed=2)
         big = torch.randn(4, 11, 9, c + 8, device="cuda").to(torch.bfloat16)
         big[::2, :, :, 8:] = x
         view = big[::2, :, :, 8:]  # batch-strided, channel-offset: not packed, not 16-byte aligned
-        buffer = poisoned((2 * 5 * 4 * 32 + 1,), torch.bfloat16)
-        out = buffer[1:].view(2, 5, 4, 32)  # 2 bytes past a 16-byte boundary
+        buffer = poisoned((2 * 5 * 4 * 32 + 8,), torch.bfloat16)
+        out = buffer[0 if aligned else 1 :][: 2 * 5 * 4 * 32].view(2, 5, 4, 32)  # unaligned: 2 bytes past 16
         oasr.conv2d(view, wt, b, 2, 0, "silu", out=out)
         assert_close(out, reference(x, wt, b, 2, 0, "silu"), torch.bfloat16, 9 * c)
+
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+    def test_few_taps_kernel_loops_over_many_tiles_per_warp(self, dtype):
+        # 4 x 300 x 80 pixels: 6000 tiles of 16, about 3 per warp of an H200's grid (528 blocks of 4 warps),
+        # each run with the next one's loads in flight.
+        x, wt, b = operands(4, 300, 80, 1, 256, 3, 3, dtype, "cuda", seed=5)
+        expected = reference(x, wt, b, 1, 1, "relu")
+        out = poisoned(tuple(expected.shape), dtype)
+        oasr.conv2d(x, wt, b, 1, 1, "relu", out=out)
+        assert_close(out, expected, dtype, 9)
 
     def test_empty_batch(self):
         x, wt, b = operands(0, 9, 9, 1, 16, 3, 3, torch.bfloat16, "cuda")

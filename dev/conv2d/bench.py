@@ -8,8 +8,9 @@ Timing: the harness's ``measure`` (CUDA-graph replay, inputs rotated past the L2
 2 rounds of 20 samples), bf16, each backend checked against the float64 reference after its timing: ``oasr``, ``torch``
 (channels-last memory, cuDNN's NHWC kernels) and ``torch_nchw``, on the conv2d ops' default sweeps
 (upstream Oasr's conv2d list, the front end's conv #1 and conv #2 at B16 T1500 F80 d256, and the
-fused front end). The summary compares the issue's three shapes with their targets; then candidate
-CUTLASS tiles (:data:`TILES`) are timed on conv #2 against the default.
+fused front end). The summary compares the issue's three shapes with their targets; then every CUTLASS
+tile (the rule's picks, ``oasr/jit/conv2d_config.py``, and the candidates :data:`TILES`) is timed on each
+implicit-GEMM shape of the sweep.
 """
 
 from __future__ import annotations
@@ -32,18 +33,22 @@ from profiling.harness.measure import measure
 from profiling.harness.ops import conv2d
 
 VARIANTS = [
-    conv2d_config.implicit_gemm_variant(dtype, act)
+    conv2d_config.implicit_gemm_variant(dtype, act, tile)
     for dtype, act in (("bfloat16", "relu"), ("bfloat16", None), ("bfloat16", "silu"), ("float16", "relu"))
+    for tile in conv2d_config.PICKS
 ]
-"""The implicit-GEMM modules the tests (tests/test_conv2d.py) and the timing use."""
+"""The implicit-GEMM modules the tests (tests/test_conv2d.py) and the timing use: each tile the rule picks."""
 
 TILES = [
     conv2d_config.Conv2dConfig(128, 128, 64, 2, 1),
-    conv2d_config.Conv2dConfig(128, 256, 64, 1, 1),
-    conv2d_config.Conv2dConfig(64, 256, 64, 1, 1),
+    conv2d_config.Conv2dConfig(128, 128, 64, 1, 2),
+    conv2d_config.Conv2dConfig(64, 256, 64, 2, 1),
     conv2d_config.Conv2dConfig(128, 64, 64, 1, 1),
 ]
-"""Candidate tiles timed against the default on conv #2 (bf16 + ReLU); none is used by the library yet."""
+"""Candidate tiles the rule does not pick, timed next to its picks (bf16 + ReLU). 128x256 is left out: one
+consumer warpgroup (CUTLASS 4.2's only conv schedule on sm90) spills its 256 accumulators per thread
+(2831 us on conv #2 in results/bench_h200.txt); the cooperative schedule that would split them is refused
+by CUTLASS's conv dispatch policy."""
 TILE_VARIANTS = [conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile) for tile in TILES]
 
 # (what, op, config, target in us): the issue's targets (B16 T1500 F80 d256, bf16, device time).
@@ -72,35 +77,39 @@ def build(jobs: int) -> None:
 
 
 def tiles() -> None:
-    """Each candidate tile on conv #2 (bf16 + bias + ReLU) next to the default and torch channels-last."""
-    config = TARGETS[1][2]
-    sets = timing.op_input_sets(conv2d.CONV2D, config, "bfloat16")
-    reference = conv2d.CONV2D.reference(sets[0])
-    fns = {"torch": [functools.partial(conv2d.CONV2D.backends["torch"], i) for i in sets]}
-    for name, variant in [("default " + conv2d_config.DEFAULT.name, VARIANTS[0])] + [
-        (tile.name, v) for tile, v in zip(TILES, TILE_VARIANTS, strict=True)
-    ]:
+    """Every tile (the rule's picks and :data:`TILES`) next to torch channels-last on each implicit-GEMM shape
+    of the sweep (C and K multiples of 8), bf16 + bias + ReLU; ``*`` marks the rule's pick."""
+    print("implicit-GEMM tiles (bf16 + bias + ReLU, CUDA-graph device time; * the rule's pick):")
+    modules = {}
+    for tile in list(conv2d_config.PICKS) + TILES:
         try:
-            module = CONV2D.jit_spec(variant=variant).build_and_load()
+            spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile))
+            modules[tile] = spec.build_and_load()
         except Exception as error:
-            print(f"  {name}: not built ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
-            continue
+            print(f"  {tile.name}: not built ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
+    for config in (c for c in conv2d.CONV2D.default_sweep if c["c"] % 8 == 0 and c["k"] % 8 == 0):
+        sets = timing.op_input_sets(conv2d.CONV2D, config, "bfloat16")
+        reference = conv2d.CONV2D.reference(sets[0])
+        fns = {"torch": [functools.partial(conv2d.CONV2D.backends["torch"], i) for i in sets]}
+        errors = {}
+        for tile, module in modules.items():
+            name = tile.name + (" *" if tile == conv2d_config.choose(config["k"]) else "")
 
-        def run(i, module=module):
-            module.conv2d_implicit_gemm(i["out"], i["x"], i["weight"], i["bias"], 2, 2, 0, 0, 1)
-            return i["out"]
+            def run(i, module=module):
+                st, pad = i["stride"], i["pad"]
+                module.conv2d_implicit_gemm(i["out"], i["x"], i["weight"], i["bias"], st, st, pad, pad, 1)
+                return i["out"]
 
-        sets[0]["out"].fill_(float("nan"))
-        error = (run(sets[0]).double() - reference).abs().max().item()
-        print(f"  {name}: max |error| {error:.3g}", flush=True)
-        fns[name] = [functools.partial(run, i) for i in sets]
-    results = timing.time_interleaved(fns, rounds=2, iters=20)
-    torch_ms = results["torch"].median_ms
-    print(f"conv #2 tiles ({conv2d.CONV2D.config_label(config)}, bf16 + ReLU, CUDA-graph device time):")
-    for name, result in results.items():
-        print(
-            f"  {name:28s} {result.median_ms * 1e3:8.1f} us  x{torch_ms / result.median_ms:.2f} of torch channels-last"
-        )
+            sets[0]["out"].fill_(float("nan"))
+            errors[name] = (run(sets[0]).double() - reference).abs().max().item()
+            fns[name] = [functools.partial(run, i) for i in sets]
+        results = timing.time_interleaved(fns, rounds=2, iters=20)
+        torch_ms = results["torch"].median_ms
+        print(f"  {conv2d.CONV2D.config_label(config)}: torch channels-last {torch_ms * 1e3:.1f} us")
+        for name, error in errors.items():
+            ms = results[name].median_ms
+            line = f"{name:20s} {ms * 1e3:8.1f} us  x{torch_ms / ms:.2f} of torch  max |error| {error:.3g}"
+            print("    " + line, flush=True)
 
 
 def bench(csv: Path | None) -> int:

@@ -226,13 +226,15 @@ CONV2D = Family(
         "(two 3x3 stride-2 convolutions with ReLU) in one kernel, against torch channels-last and NCHW."
     ),
     design=(
-        "`include/oasr/conv2d/direct.cuh`: few input channels (IC = 1: a pure write problem): each thread "
-        "keeps its 8 output channels' weights in registers and writes one 16-byte chunk per pixel. "
-        "`include/oasr/conv2d/sm90_implicit_gemm.cuh`: C % 8 == 0 through CUTLASS 3.x's sm90 implicit GEMM "
-        "(TMA im2col, wgmma), bias and activation in the epilogue; one JIT module per (dtype, activation, "
-        "tile) (`oasr/jit/conv2d_config.py`). `include/oasr/conv2d/subsampling.cuh`: each CTA computes the "
-        "first conv's tile (halo included) into shared memory, 16 channels at a time, and runs the second "
-        "conv from there on tensor cores (mma.sync), so the first conv's output never reaches DRAM."
+        "`include/oasr/conv2d/direct.cuh`: few input channels (IC = 1: a pure write problem): with at most "
+        "15 taps a warp multiplies 16 pixels x 256 channels on tensor cores (mma.sync, the bias a 16th tap, "
+        "the weights in registers) and each lane stores 16-byte chunks of 8 channels; other filters run a "
+        "CUDA-core kernel. `include/oasr/conv2d/sm90_implicit_gemm.cuh`: C % 8 == 0 through CUTLASS 3.x's "
+        "sm90 implicit GEMM (TMA im2col, wgmma), bias and activation in the epilogue; one JIT module per "
+        "(dtype, activation, tile), the tile chosen from K (`oasr/jit/conv2d_config.py`). "
+        "`include/oasr/conv2d/subsampling.cuh`: each CTA computes the first conv's tile (halo included) into "
+        "shared memory, 16 channels at a time, and runs the second conv from there on tensor cores "
+        "(mma.sync), so the first conv's output never reaches DRAM."
     ),
     headers=("oasr/conv2d/direct.cuh", "oasr/conv2d/sm90_implicit_gemm.cuh", "oasr/conv2d/subsampling.cuh"),
     include_paths=cutlass.include_paths,

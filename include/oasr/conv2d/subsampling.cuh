@@ -31,6 +31,7 @@
 #include <cstdint>
 
 #include "oasr/common/math.cuh"
+#include "oasr/common/mma.cuh"
 
 namespace oasr {
 namespace conv2d {
@@ -83,22 +84,6 @@ struct SubsamplingSmem {
     bytes = b_off + static_cast<size_t>(9) * d * kBStride * 2;
   }
 };
-
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, const uint32_t* b, half) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, const uint32_t* b, nv_bfloat16) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
   const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));

@@ -6,9 +6,10 @@ upstream Oasr's list (config sizes are positive); bias and ReLU fused. Inputs ~ 
 so outputs are O(1). Backends: ``oasr``; ``torch``: ``F.conv2d`` on the NHWC tensors seen as
 channels-last NCHW (no copies; cuDNN's NHWC kernels) followed by ``F.relu``; ``torch_nchw``:
 ``F.conv2d`` on contiguous NCHW copies made in :func:`_conv_inputs` (not timed), torch's default layout.
-Work: FLOP = 2 n p q k r r c, on tensor cores when c % 8 == 0 (the implicit GEMM) and fp32 CUDA cores
-otherwise (the direct kernel); bytes = the input, weight and bias read once and the output written
-once. Conv #1 of the front end (c = 1, k = 256) writes 256 outputs per input sample: DRAM-bound.
+Work: FLOP = 2 n p q k r r c, on tensor cores when k % 8 == 0 and c % 8 == 0 (the implicit GEMM) or
+r r c <= 15 (the direct kernel's few-taps path), fp32 CUDA cores otherwise; bytes = the input, weight and
+bias read once and the output written once. Conv #1 of the front end (c = 1, k = 256) writes 256 outputs
+per input sample: DRAM-bound.
 Conv #2 (c = k = 256) does 2304 multiply-adds per output: tensor-core bound.
 
 ``conv2d_subsampling`` config: ``b, t, f`` features and ``d`` channels (WeNet's Conv2dSubsampling4).
@@ -30,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import oasr
+from oasr.conv2d import MAX_FEW_TAPS
 from oasr.jit import families
 
 from .base import Config, Inputs, OpSpec, Work
@@ -123,7 +125,8 @@ def _conv_work(config: Config, dtype: torch.dtype) -> Work:
     n, h, w, c, k, r = (config[f] for f in ("n", "h", "w", "c", "k", "r"))
     p, q = _out_size(h, config), _out_size(w, config)
     elements = n * h * w * c + k * r * r * c + k + n * p * q * k
-    kind = _tensor_kind(dtype) if c % 8 == 0 and k % 8 == 0 else "fp32"
+    tensor_cores = k % 8 == 0 and (c % 8 == 0 or r * r * c <= MAX_FEW_TAPS)  # implicit GEMM or few-taps kernel
+    kind = _tensor_kind(dtype) if tensor_cores else "fp32"
     return Work(bytes=elements * dtype.itemsize, flops={kind: 2 * n * p * q * k * r * r * c})
 
 
