@@ -159,8 +159,10 @@ def _launch(
     bias: Tensor | None,
     out: Tensor,
     config: gemm_config.GemmConfig | None = None,
+    pdl: bool | None = None,
 ) -> None:
-    """``out = group_gemm(...)`` for checked arguments; ``config`` overrides the choice."""
+    """``out = group_gemm(...)`` for checked arguments; ``config`` overrides the choice, ``pdl`` the launch
+    (programmatic dependent launch of the grouped kernel after the setup kernel; None: ``gemm_config.GROUP_PDL``)."""
     rows, k = input.shape
     groups, n, _ = weight.shape
     if rows == 0 or n == 0:
@@ -183,7 +185,8 @@ def _launch(
     variant = _variant(input.dtype, config or gemm_config.choose_group(n, k), bias is not None)
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)
-    module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag())
+    pdl = gemm_config.GROUP_PDL if pdl is None else pdl
+    module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag(), pdl)
     if target is not out:
         out.copy_(target)
 

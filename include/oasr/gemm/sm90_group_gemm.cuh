@@ -13,6 +13,9 @@
 //   2. CUTLASS's ptr-array TMA warp-specialized kernel (cooperative or ping-pong), persistent over
 //      the SMs: its scheduler reads the problem shapes from the device and walks the groups' tiles
 //      (an empty group has none); each CTA rewrites its TMA descriptors when it enters a new group.
+//      It runs behind GroupGemmAfterSetup, which first waits on the setup kernel (griddepcontrol.wait),
+//      so it may be launched with programmatic dependent launch (`pdl`): its CTAs then become resident
+//      and set up while the setup kernel runs, hiding one launch gap (a CUDA graph keeps that edge).
 //
 // Epilogue: plain (D = acc), or acc + bias[g][n] through CUTLASS's row broadcast given an array of
 // per-group bias pointers (which the setup kernel fills too), computed in fp32 and rounded once.
@@ -23,12 +26,12 @@
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
-#include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <cstdint>
 
+#include "oasr/common/grid_dependency.cuh"
 #include "sm90_gemm.cuh"
 
 namespace oasr::gemm {
@@ -84,7 +87,7 @@ struct Sm90GroupGemm {
       typename Policy::Mainloop>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Cluster = ClusterShape;
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
@@ -174,6 +177,7 @@ __device__ __forceinline__ void group_rows(const int32_t* offsets, int g, int ro
 
 template <class Gemm, class Element>
 __global__ void GroupSetupKernel(GroupGemmParams<Element> p, GroupWorkspace<Gemm> w) {
+  grid_dependency_trigger();  // the grouped kernel may start: it waits for this grid's writes anyway
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= p.groups) return;
   int start, end;
@@ -197,13 +201,26 @@ __global__ void GroupSetupKernel(GroupGemmParams<Element> p, GroupWorkspace<Gemm
 }
 
 // ---------------------------------------------------------------------------------------------
+// The grouped kernel's entry point: cutlass::device_kernel with a wait on the setup kernel first.
+// ---------------------------------------------------------------------------------------------
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
+    GroupGemmAfterSetup(CUTLASS_GRID_CONSTANT typename Kernel::Params const params) {
+  extern __shared__ char smem[];
+  grid_dependency_wait();  // every read of the workspace comes after this
+  Kernel op;
+  op(params, smem);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The launcher.
 // ---------------------------------------------------------------------------------------------
 
 template <class Gemm>
-typename Gemm::Device::Arguments make_group_arguments(int groups, const GroupWorkspace<Gemm>& w, int device,
+typename Gemm::Kernel::Arguments make_group_arguments(int groups, const GroupWorkspace<Gemm>& w, int device,
                                                       int sm_count) {
-  typename Gemm::Device::Arguments args{};
+  typename Gemm::Kernel::Arguments args{};
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   args.problem_shape = {groups, w.shapes, nullptr};  // shapes live on the device only
   args.mainloop = {w.a, w.stride_a, w.b, w.stride_b};
@@ -226,26 +243,58 @@ template <class Gemm>
 size_t GroupWorkspaceSize(int groups, int device, int sm_count) {
   GroupWorkspace<Gemm> w(nullptr, groups);
   auto args = make_group_arguments<Gemm>(groups, w, device, sm_count);
-  return GroupWorkspace<Gemm>::arrays_bytes(groups) + Gemm::Device::get_workspace_size(args);
+  return GroupWorkspace<Gemm>::arrays_bytes(groups) + Gemm::Kernel::get_workspace_size(args);
 }
 
-// Launches the setup kernel and the grouped GEMM on `stream`: no allocation, no host
-// synchronisation. `workspace`: GroupWorkspaceSize bytes, 128-byte aligned, owned by the caller.
+// Launches the grouped kernel (CUTLASS's Params) on `stream`, in its cluster, after the setup kernel:
+// with programmatic stream serialization when `pdl`, in plain stream order otherwise.
+template <class Gemm>
+cudaError_t LaunchGroupKernel(const typename Gemm::Kernel::Params& params, bool pdl, cudaStream_t stream) {
+  using Kernel = typename Gemm::Kernel;
+  const void* kernel = reinterpret_cast<const void*>(&GroupGemmAfterSetup<Kernel>);
+  constexpr int kSmem = Kernel::SharedStorageSize;
+  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (error != cudaSuccess) return error;
+  constexpr unsigned kClusterM = cute::size<0>(typename Gemm::Cluster{});
+  constexpr unsigned kClusterN = cute::size<1>(typename Gemm::Cluster{});
+  cudaLaunchAttribute attributes[2];
+  unsigned count = 0;
+  if constexpr (kClusterM * kClusterN > 1) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count++].val.clusterDim = {kClusterM, kClusterN, 1};
+  }
+  if (pdl) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = Kernel::get_grid_shape(params);
+  config.blockDim = Kernel::get_block_shape();
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = count;
+  void* args[] = {const_cast<typename Kernel::Params*>(&params)};
+  return cudaLaunchKernelExC(&config, kernel, args);
+}
+
+// Launches the setup kernel and the grouped GEMM on `stream` (the latter with programmatic dependent launch
+// when `pdl`): no allocation, no host synchronisation. `workspace`: GroupWorkspaceSize bytes, 128-byte
+// aligned, owned by the caller.
 template <class Gemm, class Element>
-cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, cudaStream_t stream) {
+cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, bool pdl, cudaStream_t stream) {
   GroupWorkspace<Gemm> w(workspace, p.groups);
   constexpr int kSetupThreads = 256;
   GroupSetupKernel<Gemm><<<(p.groups + kSetupThreads - 1) / kSetupThreads, kSetupThreads, 0, stream>>>(p, w);
   cudaError_t error = cudaGetLastError();
   if (error != cudaSuccess) return error;
   auto args = make_group_arguments<Gemm>(p.groups, w, p.device, p.sm_count);
-  typename Gemm::Device op;
-  if (op.initialize(args, w.cutlass, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (op.run(stream) != cutlass::Status::kSuccess) {
-    error = cudaGetLastError();
-    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
+  // Launches nothing for these collectives, so the setup kernel stays the grouped kernel's direct
+  // predecessor (what programmatic dependent launch overlaps).
+  if (Gemm::Kernel::initialize_workspace(args, w.cutlass, stream) != cutlass::Status::kSuccess) {
+    return cudaErrorInvalidValue;
   }
-  return cudaSuccess;
+  return LaunchGroupKernel<Gemm>(Gemm::Kernel::to_underlying_arguments(args, w.cutlass), pdl, stream);
 }
 
 }  // namespace oasr::gemm
