@@ -30,7 +30,7 @@ int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
 
 // output [1, L, N], input [1, L, K], weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
 // workspace: group_gemm_workspace_size bytes (CUDA, 128-byte aligned), error: one host-mapped int32,
-// pdl: launch the grouped kernel with programmatic dependent launch (overlapping the setup kernel).
+// pdl: launch both kernels with programmatic dependent launch (each overlapping the launch of the one before).
 void group_gemm(TensorView output, TensorView input, TensorView weight, TensorView offsets, Optional bias,
                 TensorView workspace, TensorView error, bool pdl) {
   using Element = oasr::gemm::config::Element;

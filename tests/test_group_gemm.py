@@ -7,8 +7,8 @@ float64 and clamps offsets as the device does. GPU (H100/H200): the kernels agai
 F.linear (tolerances: ``conftest.gemm_tolerance``) on poisoned outputs, random group sizes with empty
 groups and one group taking every row, views, bias, every candidate configuration, graph replays
 with changed offsets, the clamping flag, and no host synchronisation; candidates, replays and the sync check
-both in stream order and with programmatic dependent launch (a grouped kernel reading the workspace before
-the setup kernel rewrote it would compute a replay's groups with the previous offsets).
+both in stream order and with programmatic dependent launch, and calls back to back on one workspace (a
+kernel touching the workspace before the one ahead of it is done would compute another call's groups).
 """
 
 from __future__ import annotations
@@ -392,6 +392,19 @@ class TestGroupGemm:
             torch.cuda.synchronize()
             assert_close(out, reference(x, w, offsets, b), torch.bfloat16, 128)
         oasr.group_gemm_check()
+
+    @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
+    def test_back_to_back_calls_sharing_the_workspace(self, pdl):
+        """Call 2's setup kernel rewrites the workspace call 1's grouped kernel reads: it must wait for it."""
+        rows = 4000
+        x, w, _, _ = operands(random_sizes(16, rows, seed=11), 512, 256, torch.bfloat16, "cuda", seed=12)
+        ends = [ends_of(random_sizes(16, rows, seed=s)).cuda() for s in (13, 14, 15)]
+        outs = [poisoned((rows, 512), torch.bfloat16) for _ in ends]
+        for offsets, out in zip(ends, outs, strict=True):  # no synchronisation in between
+            group_module._launch(x, w, offsets, None, out, None, pdl)
+        torch.cuda.synchronize()
+        for offsets, out in zip(ends, outs, strict=True):
+            assert_close(out, reference(x, w, offsets), torch.bfloat16, 256)
 
     @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
     def test_no_host_synchronisation(self, pdl, monkeypatch):

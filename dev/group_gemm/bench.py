@@ -8,10 +8,11 @@ at N=1024, K=256, then upstream Oasr's list with group sizes drawn uniformly fro
 ``oasr`` (the public op, its chosen configuration and ``gemm_config.GROUP_PDL``), ``oasr+bias`` (with a
 per-group bias in the epilogue), ``oasr:<config>`` for every candidate of ``gemm_config.GROUP_CANDIDATES``
 (tiles, clusters and schedules: the rows to pick a default from) launched in stream order, and
-``oasr:<config>+pdl``, the same with the grouped kernel launched by programmatic dependent launch (resident
-while the setup kernel runs), ``torch._grouped_mm``, ``loop`` (a Python loop of F.linear, one cuBLAS call per group)
-and ``dense`` (one cuBLAS GEMM over all L rows: the same FLOP, the issue's 1.1x bar). Every grouped
-result is checked against the float64 loop (the harness op's tolerances) before it is timed.
+``oasr:<config>+pdl``, the same with both kernels (setup, grouped GEMM) launched by programmatic dependent
+launch (each resident while the one before it runs), ``torch._grouped_mm``, ``loop`` (a Python loop of
+F.linear, one cuBLAS call per group) and ``dense`` (one cuBLAS GEMM over all L rows: the same FLOP, the
+issue's 1.1x bar). Every grouped result is checked against the float64 loop (the harness op's tolerances)
+before it is timed.
 
 Device time: ``profiling.harness.timing.time_interleaved`` (CUDA-graph replay, backends interleaved over
 rounds, input sets rotated past the L2). Each row reports the median in us, TFLOP/s over the real rows,

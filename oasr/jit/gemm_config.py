@@ -186,9 +186,10 @@ ping-pong tiles lost every shape of that sweep (1.09-2.31x the best time) and ar
 GROUP_DEFAULT = GROUP_WIDE
 """The group_gemm family's representative build (prebuilding, the CPU build test): the issue's shape's pick."""
 GROUP_PDL = False
-"""Whether ``oasr.group_gemm`` launches the grouped kernel with programmatic dependent launch (PDL: it is
-resident while the setup kernel runs and waits on it with ``griddepcontrol.wait``). Off until the H200 sweep
-has timed it: the ``+pdl`` rows of ``dev/group_gemm/bench.py`` next to the same configurations without."""
+"""Whether ``oasr.group_gemm`` launches its two kernels with programmatic dependent launch (PDL: each becomes
+resident while the kernel before it runs, and waits on it with ``griddepcontrol.wait`` before touching memory).
+Off until the H200 sweep has timed it: the ``+pdl`` rows of ``dev/group_gemm/bench.py`` next to the same
+configurations without."""
 
 
 @functools.lru_cache(maxsize=4096)

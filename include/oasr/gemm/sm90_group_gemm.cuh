@@ -13,9 +13,9 @@
 //   2. CUTLASS's ptr-array TMA warp-specialized kernel (cooperative or ping-pong), persistent over
 //      the SMs: its scheduler reads the problem shapes from the device and walks the groups' tiles
 //      (an empty group has none); each CTA rewrites its TMA descriptors when it enters a new group.
-//      It runs behind GroupGemmAfterSetup, which first waits on the setup kernel (griddepcontrol.wait),
-//      so it may be launched with programmatic dependent launch (`pdl`): its CTAs then become resident
-//      and set up while the setup kernel runs, hiding one launch gap (a CUDA graph keeps that edge).
+//      It runs behind GroupGemmAfterSetup, which first waits on the setup kernel (griddepcontrol.wait).
+// So both may be launched with programmatic dependent launch (`pdl`): each kernel's CTAs become resident
+// while the one before it runs, hiding the launch gaps (a CUDA graph keeps those edges).
 //
 // Epilogue: plain (D = acc), or acc + bias[g][n] through CUTLASS's row broadcast given an array of
 // per-group bias pointers (which the setup kernel fills too), computed in fp32 and rounded once.
@@ -177,7 +177,8 @@ __device__ __forceinline__ void group_rows(const int32_t* offsets, int g, int ro
 
 template <class Gemm, class Element>
 __global__ void GroupSetupKernel(GroupGemmParams<Element> p, GroupWorkspace<Gemm> w) {
-  grid_dependency_trigger();  // the grouped kernel may start: it waits for this grid's writes anyway
+  grid_dependency_trigger();  // the grouped kernel may start: it waits for this grid's completion anyway
+  grid_dependency_wait();     // the offsets, and the last call's grouped kernel done with the workspace
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= p.groups) return;
   int start, end;
@@ -246,55 +247,36 @@ size_t GroupWorkspaceSize(int groups, int device, int sm_count) {
   return GroupWorkspace<Gemm>::arrays_bytes(groups) + Gemm::Kernel::get_workspace_size(args);
 }
 
-// Launches the grouped kernel (CUTLASS's Params) on `stream`, in its cluster, after the setup kernel:
-// with programmatic stream serialization when `pdl`, in plain stream order otherwise.
-template <class Gemm>
-cudaError_t LaunchGroupKernel(const typename Gemm::Kernel::Params& params, bool pdl, cudaStream_t stream) {
-  using Kernel = typename Gemm::Kernel;
-  const void* kernel = reinterpret_cast<const void*>(&GroupGemmAfterSetup<Kernel>);
-  constexpr int kSmem = Kernel::SharedStorageSize;
-  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (error != cudaSuccess) return error;
-  constexpr unsigned kClusterM = cute::size<0>(typename Gemm::Cluster{});
-  constexpr unsigned kClusterN = cute::size<1>(typename Gemm::Cluster{});
-  cudaLaunchAttribute attributes[2];
-  unsigned count = 0;
-  if constexpr (kClusterM * kClusterN > 1) {
-    attributes[count].id = cudaLaunchAttributeClusterDimension;
-    attributes[count++].val.clusterDim = {kClusterM, kClusterN, 1};
-  }
-  if (pdl) {
-    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
-  }
-  cudaLaunchConfig_t config{};
-  config.gridDim = Kernel::get_grid_shape(params);
-  config.blockDim = Kernel::get_block_shape();
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  config.attrs = attributes;
-  config.numAttrs = count;
-  void* args[] = {const_cast<typename Kernel::Params*>(&params)};
-  return cudaLaunchKernelExC(&config, kernel, args);
-}
-
-// Launches the setup kernel and the grouped GEMM on `stream` (the latter with programmatic dependent launch
-// when `pdl`): no allocation, no host synchronisation. `workspace`: GroupWorkspaceSize bytes, 128-byte
-// aligned, owned by the caller.
+// Launches the setup kernel, then the grouped GEMM, on `stream`: no allocation, no host synchronisation.
+// `pdl`: both with programmatic dependent launch, each waiting on the kernel before it on the device (the
+// setup kernel on whatever precedes the call, which may still read the workspace). `workspace`:
+// GroupWorkspaceSize bytes, 128-byte aligned, owned by the caller.
 template <class Gemm, class Element>
 cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, bool pdl, cudaStream_t stream) {
+  using Kernel = typename Gemm::Kernel;
   GroupWorkspace<Gemm> w(workspace, p.groups);
-  constexpr int kSetupThreads = 256;
-  GroupSetupKernel<Gemm><<<(p.groups + kSetupThreads - 1) / kSetupThreads, kSetupThreads, 0, stream>>>(p, w);
-  cudaError_t error = cudaGetLastError();
+  constexpr unsigned kSetupThreads = 256;
+  GroupGemmParams<Element> setup_params = p;
+  void* setup_args[] = {&setup_params, &w};
+  cudaError_t error = launch_kernel(reinterpret_cast<const void*>(&GroupSetupKernel<Gemm, Element>),
+                                    (p.groups + kSetupThreads - 1) / kSetupThreads, kSetupThreads, 0, stream, pdl,
+                                    setup_args);
   if (error != cudaSuccess) return error;
   auto args = make_group_arguments<Gemm>(p.groups, w, p.device, p.sm_count);
   // Launches nothing for these collectives, so the setup kernel stays the grouped kernel's direct
   // predecessor (what programmatic dependent launch overlaps).
-  if (Gemm::Kernel::initialize_workspace(args, w.cutlass, stream) != cutlass::Status::kSuccess) {
+  if (Kernel::initialize_workspace(args, w.cutlass, stream) != cutlass::Status::kSuccess) {
     return cudaErrorInvalidValue;
   }
-  return LaunchGroupKernel<Gemm>(Gemm::Kernel::to_underlying_arguments(args, w.cutlass), pdl, stream);
+  typename Kernel::Params params = Kernel::to_underlying_arguments(args, w.cutlass);
+  const void* kernel = reinterpret_cast<const void*>(&GroupGemmAfterSetup<Kernel>);
+  constexpr int kSmem = Kernel::SharedStorageSize;
+  error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (error != cudaSuccess) return error;
+  const dim3 cluster(cute::size<0>(typename Gemm::Cluster{}), cute::size<1>(typename Gemm::Cluster{}), 1);
+  void* kernel_args[] = {&params};
+  return launch_kernel(kernel, Kernel::get_grid_shape(params), Kernel::get_block_shape(), kSmem, stream, pdl,
+                       kernel_args, cluster);
 }
 
 }  // namespace oasr::gemm
