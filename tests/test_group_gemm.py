@@ -394,6 +394,32 @@ class TestGroupGemm:
         oasr.group_gemm_check()
 
     @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
+    def test_graph_of_a_copy_and_two_calls(self, pdl, monkeypatch):
+        """A copy node ahead of the first launch, then two calls on one workspace: every edge kind PDL meets."""
+        monkeypatch.setattr(gemm_config, "GROUP_PDL", pdl)
+        rows = 2000
+        x, w, b, offsets = operands(random_sizes(8, rows, seed=16), 256, 128, torch.bfloat16, "cuda", seed=17)
+        staged, reversed_offsets = offsets.clone(), offsets.clone()
+        outs = [oasr.group_gemm(x, w, offsets, b), oasr.group_gemm(x, w, reversed_offsets, b)]
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            offsets.copy_(staged)  # a memcpy node, not a kernel, right before a PDL launch
+            oasr.group_gemm(x, w, offsets, b, out=outs[0])
+            oasr.group_gemm(x, w, reversed_offsets, b, out=outs[1])
+        for seed in (18, 19):
+            sizes = random_sizes(8, rows, seed=seed)
+            staged.copy_(ends_of(sizes))
+            reversed_offsets.copy_(ends_of(sizes[::-1]))
+            for out in outs:
+                out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_close(outs[0], reference(x, w, staged, b), torch.bfloat16, 128)
+            assert_close(outs[1], reference(x, w, reversed_offsets, b), torch.bfloat16, 128)
+        oasr.group_gemm_check()
+
+    @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
     def test_back_to_back_calls_sharing_the_workspace(self, pdl):
         """Call 2's setup kernel rewrites the workspace call 1's grouped kernel reads: it must wait for it."""
         rows = 4000

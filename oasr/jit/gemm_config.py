@@ -200,7 +200,7 @@ def choose_group(n: int, k: int) -> GemmConfig:
     cooperative won every shape whose N fills its tile (8 x 1000 rows, N=1024, K=256: 17.51 us against 18.91
     for 128x128 ping-pong, the earlier rule's pick; 64 x ~16000 rows, K=2048, N=256 and 512: 2347 and 4436 us,
     20-22% under ping-pong's), and 128x128 cooperative with a 2x1 cluster won the narrow ones (32 x ~256 rows,
-    K=64, N=64 and 128: 7.80 and 8.08 us, 1.28x torch._grouped_mm; 64x64 ping-pong took 8.52 and 10.41). N
+    K=64, N=64 and 128: 7.80 and 8.08 us, 1.28-1.29x torch._grouped_mm; 64x64 ping-pong took 8.52 and 10.41). N
     between 128 and 256 was not measured and takes the narrow tile; ``k`` is not used (both K bands agreed).
     """
     return GROUP_WIDE if n >= 256 else GROUP_NARROW
