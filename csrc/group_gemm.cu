@@ -29,9 +29,10 @@ int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
 }
 
 // output [1, L, N], input [1, L, K], weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
-// workspace: group_gemm_workspace_size bytes (CUDA, 128-byte aligned), error: one host-mapped int32.
+// workspace: group_gemm_workspace_size bytes (CUDA, 128-byte aligned), error: one host-mapped int32,
+// pdl: launch both kernels with programmatic dependent launch (each overlapping the launch of the one before).
 void group_gemm(TensorView output, TensorView input, TensorView weight, TensorView offsets, Optional bias,
-                TensorView workspace, TensorView error) {
+                TensorView workspace, TensorView error, bool pdl) {
   using Element = oasr::gemm::config::Element;
   using oasr::gemm::icheck_tma_view;
   using oasr::gemm::row_stride;
@@ -79,6 +80,6 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
   p.error = data_ptr<int>(error);
   p.device = input.device().device_id;
   p.sm_count = oasr::gemm::sm_count(p.device);
-  cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), get_stream(input.device()));
+  cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), pdl, get_stream(input.device()));
   CHECK_CUDA_SUCCESS(status, "group_gemm kernel launch");
 }

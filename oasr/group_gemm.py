@@ -7,6 +7,8 @@ and go through ``F.linear(rows, weight[g], bias[g])``. float16 and bfloat16 stor
 The offsets stay on the device: a setup kernel turns them into the grouped GEMM's problem shapes and
 pointers, in a workspace cached per (device, configuration, G), so a call (given ``out``) neither
 synchronises with the host nor allocates, and a CUDA graph replayed with other offsets (same L) computes the new groups.
+Each kernel waits on the device for the one before it, so both may be launched with programmatic dependent
+launch, hiding their launch gaps (``gemm_config.GROUP_PDL``; a CUDA graph captures those edges too).
 Offsets that decrease, are negative or end past L cannot be seen from the host without a
 synchronisation: the setup kernel clamps them (each group keeps the part of its rows inside
 ``[previous end, L)``) and sets a flag in host-mapped memory; the next ``group_gemm`` call raises a
@@ -159,8 +161,10 @@ def _launch(
     bias: Tensor | None,
     out: Tensor,
     config: gemm_config.GemmConfig | None = None,
+    pdl: bool | None = None,
 ) -> None:
-    """``out = group_gemm(...)`` for checked arguments; ``config`` overrides the choice."""
+    """``out = group_gemm(...)`` for checked arguments; ``config`` overrides the choice, ``pdl`` the launch
+    (programmatic dependent launch of both kernels; None: ``gemm_config.GROUP_PDL``)."""
     rows, k = input.shape
     groups, n, _ = weight.shape
     if rows == 0 or n == 0:
@@ -183,7 +187,8 @@ def _launch(
     variant = _variant(input.dtype, config or gemm_config.choose_group(n, k), bias is not None)
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)
-    module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag())
+    pdl = gemm_config.GROUP_PDL if pdl is None else pdl
+    module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag(), pdl)
     if target is not out:
         out.copy_(target)
 

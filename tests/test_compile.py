@@ -130,7 +130,7 @@ class TorchLaunchers:
     def group_gemm_workspace_size(self, groups, device):
         return 0
 
-    def group_gemm(self, out, input, weight, offsets, bias, workspace, error):  # rows of [1, L, K] by group
+    def group_gemm(self, out, input, weight, offsets, bias, workspace, error, pdl):  # rows of [1, L, K] by group
         start = 0
         for g, end in enumerate(offsets.tolist()):
             b = None if bias is None else bias[g].float()

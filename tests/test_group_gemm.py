@@ -6,7 +6,9 @@ per device and G, the offsets flag) runs against a torch stand-in for the module
 float64 and clamps offsets as the device does. GPU (H100/H200): the kernels against a float64 loop of
 F.linear (tolerances: ``conftest.gemm_tolerance``) on poisoned outputs, random group sizes with empty
 groups and one group taking every row, views, bias, every candidate configuration, graph replays
-with changed offsets, the clamping flag, and no host synchronisation.
+with changed offsets, the clamping flag, and no host synchronisation; candidates, replays and the sync check
+both in stream order and with programmatic dependent launch, and calls back to back on one workspace (a
+kernel touching the workspace before the one ahead of it is done would compute another call's groups).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ SIZES = {
 def test_default_instantiation_builds_for_sm90a_and_exports_group_gemm():
     spec = GROUP_GEMM.jit_spec()
     assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags and "-DNDEBUG" in spec.nvcc_flags
-    assert "-DOASR_GEMM_SCHEDULE=1" in spec.nvcc_flags  # ping-pong: most shapes' choice
+    assert "-DOASR_GEMM_SCHEDULE=0" in spec.nvcc_flags and "-DOASR_GEMM_TILE_N=256" in spec.nvcc_flags  # the issue's
     module = spec.build_and_load()
     assert callable(module.group_gemm) and callable(module.group_gemm_workspace_size)
 
@@ -97,6 +99,18 @@ def test_configurations_are_persistent_modules_of_their_own():
         gemm_config.group_gemm_variant("bfloat16", gemm_config.ONE_WAVE)
     picks = {gemm_config.choose_group(n, k) for n in (8, 64, 65, 1024) for k in (8, 256, 2048, 4096)}
     assert picks <= set(gemm_config.GROUP_CANDIDATES) and all(c.schedule != "nonpersistent" for c in picks)
+    assert len(set(gemm_config.GROUP_CANDIDATES)) == len(gemm_config.GROUP_CANDIDATES)
+
+
+def test_choice_follows_the_h200_sweep():
+    """dev/group_gemm/results/bench_h200.txt: 128x256 cooperative where N fills it, 128x128 2x1 cooperative below."""
+    wide = gemm_config.GemmConfig(128, 256, 64, 1, 1, "cooperative")
+    narrow = gemm_config.GemmConfig(128, 128, 64, 2, 1, "cooperative")
+    assert gemm_config.choose_group(1024, 256) == gemm_config.choose_group(256, 2048) == wide  # 8 x 1000; K=2048
+    assert gemm_config.choose_group(512, 2048) == wide == gemm_config.GROUP_DEFAULT
+    assert gemm_config.choose_group(64, 64) == gemm_config.choose_group(128, 64) == gemm_config.choose_group(255, 8)
+    assert gemm_config.choose_group(128, 64) == narrow
+    assert set(gemm_config.GROUP_PICKS) == {wide, narrow}
 
 
 class TorchGroupGemm:
@@ -105,6 +119,7 @@ class TorchGroupGemm:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.pdl: list[bool] = []
         self.workspaces: list[Tensor] = []
 
     def module(self, variant):
@@ -114,9 +129,11 @@ class TorchGroupGemm:
             def group_gemm_workspace_size(self, groups, device):
                 return 1024 + 64 * groups
 
-            def group_gemm(self, out, a, w, offsets, bias, workspace, error):
+            def group_gemm(self, out, a, w, offsets, bias, workspace, error, pdl):
                 assert ("-DOASR_GROUP_GEMM_BIAS=1" in variant.cuda_cflags) == (bias is not None)
+                assert isinstance(pdl, bool)
                 stub.calls.append(variant.name)
+                stub.pdl.append(pdl)
                 stub.workspaces.append(workspace)
                 assert all(map(addressable, (out, a, w))) and out.shape[0] == a.shape[0] == 1
                 assert offsets.dtype == torch.int32 and offsets.shape == (w.shape[0],)
@@ -170,6 +187,16 @@ def test_workspace_is_allocated_once_per_device_and_group_count(torch_group):
     x2, w2, _, offsets2 = operands([3, 3], 16, 8, torch.bfloat16, "cpu")
     oasr.group_gemm(x2, w2, offsets2)
     assert len(group_module._WORKSPACES) == 2  # G = 3 and G = 2
+
+
+def test_the_launch_follows_group_pdl_unless_told(torch_group, monkeypatch):
+    x, w, _, offsets = operands([5, 0, 11], 16, 8, torch.bfloat16, "cpu")
+    default = gemm_config.GROUP_PDL
+    oasr.group_gemm(x, w, offsets)
+    monkeypatch.setattr(gemm_config, "GROUP_PDL", not default)
+    oasr.group_gemm(x, w, offsets)
+    group_module._launch(x, w, offsets, None, torch.empty(16, 16, dtype=torch.bfloat16), pdl=default)
+    assert torch_group.pdl == [default, not default, default]
 
 
 def test_views_copies_and_padded_outputs_on_cpu(torch_group):
@@ -338,15 +365,18 @@ class TestGroupGemm:
         assert y.stride() == (40, 1)
         assert_close(y, reference(x, w[:, :37], offsets), torch.bfloat16, 72)
 
+    @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
     @pytest.mark.parametrize("config", gemm_config.GROUP_CANDIDATES, ids=lambda c: c.name)
-    def test_every_candidate_config(self, config):
+    def test_every_candidate_config(self, config, pdl):
         sizes = random_sizes(16, 4000, seed=7)
         x, w, _, offsets = operands(sizes, 512, 256, torch.bfloat16, "cuda", seed=5)
         out = poisoned((4000, 512), torch.bfloat16)
-        group_module._launch(x, w, offsets, None, out, config)
+        group_module._launch(x, w, offsets, None, out, config, pdl)
         assert_close(out, reference(x, w, offsets), torch.bfloat16, 256)
 
-    def test_graph_replay_with_changed_offsets(self):
+    @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
+    def test_graph_replay_with_changed_offsets(self, pdl, monkeypatch):
+        monkeypatch.setattr(gemm_config, "GROUP_PDL", pdl)  # the public op's launch, captured with its PDL edge
         rows = 3000
         x, w, b, offsets = operands(random_sizes(8, rows, seed=8), 256, 128, torch.bfloat16, "cuda", seed=6)
         out = oasr.group_gemm(x, w, offsets, b)  # first call (workspace) before capturing
@@ -363,7 +393,48 @@ class TestGroupGemm:
             assert_close(out, reference(x, w, offsets, b), torch.bfloat16, 128)
         oasr.group_gemm_check()
 
-    def test_no_host_synchronisation(self):
+    @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
+    def test_graph_of_a_copy_and_two_calls(self, pdl, monkeypatch):
+        """A copy node ahead of the first launch, then two calls on one workspace: every edge kind PDL meets."""
+        monkeypatch.setattr(gemm_config, "GROUP_PDL", pdl)
+        rows = 2000
+        x, w, b, offsets = operands(random_sizes(8, rows, seed=16), 256, 128, torch.bfloat16, "cuda", seed=17)
+        staged, reversed_offsets = offsets.clone(), offsets.clone()
+        outs = [oasr.group_gemm(x, w, offsets, b), oasr.group_gemm(x, w, reversed_offsets, b)]
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            offsets.copy_(staged)  # a memcpy node, not a kernel, right before a PDL launch
+            oasr.group_gemm(x, w, offsets, b, out=outs[0])
+            oasr.group_gemm(x, w, reversed_offsets, b, out=outs[1])
+        for seed in (18, 19):
+            sizes = random_sizes(8, rows, seed=seed)
+            staged.copy_(ends_of(sizes))
+            reversed_offsets.copy_(ends_of(sizes[::-1]))
+            for out in outs:
+                out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_close(outs[0], reference(x, w, staged, b), torch.bfloat16, 128)
+            assert_close(outs[1], reference(x, w, reversed_offsets, b), torch.bfloat16, 128)
+        oasr.group_gemm_check()
+
+    @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
+    def test_back_to_back_calls_sharing_the_workspace(self, pdl):
+        """Call 2's setup kernel rewrites the workspace call 1's grouped kernel reads: it must wait for it."""
+        rows = 4000
+        x, w, _, _ = operands(random_sizes(16, rows, seed=11), 512, 256, torch.bfloat16, "cuda", seed=12)
+        ends = [ends_of(random_sizes(16, rows, seed=s)).cuda() for s in (13, 14, 15)]
+        outs = [poisoned((rows, 512), torch.bfloat16) for _ in ends]
+        for offsets, out in zip(ends, outs, strict=True):  # no synchronisation in between
+            group_module._launch(x, w, offsets, None, out, None, pdl)
+        torch.cuda.synchronize()
+        for offsets, out in zip(ends, outs, strict=True):
+            assert_close(out, reference(x, w, offsets), torch.bfloat16, 256)
+
+    @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
+    def test_no_host_synchronisation(self, pdl, monkeypatch):
+        monkeypatch.setattr(gemm_config, "GROUP_PDL", pdl)
         x, w, b, offsets = operands(random_sizes(8, 2000, seed=10), 128, 64, torch.bfloat16, "cuda")
         out = oasr.group_gemm(x, w, offsets, b)
         torch.cuda.synchronize()

@@ -5,12 +5,14 @@
 
 The shapes are the harness op's sweep (``profiling/harness/ops/group_gemm.py``: the issue's 8 x 1000 rows
 at N=1024, K=256, then upstream Oasr's list with group sizes drawn uniformly from [m/2, 2m)). Backends:
-``oasr`` (the public op, its chosen configuration), ``oasr+bias`` (with a per-group bias in the
-epilogue), ``oasr:<config>`` for every candidate of
-``gemm_config.GROUP_CANDIDATES`` (cooperative and ping-pong, 128x128 and 128x256 tiles: the rows to pick a
-default from), ``torch._grouped_mm``, ``loop`` (a Python loop of F.linear, one cuBLAS call per group)
-and ``dense`` (one cuBLAS GEMM over all L rows: the same FLOP, the issue's 1.1x bar). Every grouped
-result is checked against the float64 loop (the harness op's tolerances) before it is timed.
+``oasr`` (the public op, its chosen configuration and ``gemm_config.GROUP_PDL``), ``oasr+bias`` (with a
+per-group bias in the epilogue), ``oasr:<config>`` for every candidate of ``gemm_config.GROUP_CANDIDATES``
+(tiles, clusters and schedules: the rows to pick a default from) launched in stream order, and
+``oasr:<config>+pdl``, the same with both kernels (setup, grouped GEMM) launched by programmatic dependent
+launch (each resident while the one before it runs), ``torch._grouped_mm``, ``loop`` (a Python loop of
+F.linear, one cuBLAS call per group) and ``dense`` (one cuBLAS GEMM over all L rows: the same FLOP, the
+issue's 1.1x bar). Every grouped result is checked against the float64 loop (the harness op's tolerances)
+before it is timed.
 
 Device time: ``profiling.harness.timing.time_interleaved`` (CUDA-graph replay, backends interleaved over
 rounds, input sets rotated past the L2). Each row reports the median in us, TFLOP/s over the real rows,
@@ -42,10 +44,12 @@ OP = op_module.GROUP_GEMM
 def build(jobs: int) -> None:
     """The bf16 module of every candidate, and both dtypes' modules, plain and with a bias, of the
     configurations choose_group picks (what the sweep and tests/test_group_gemm.py use), ``jobs`` at a time."""
-    picks = {gemm_config.choose_group(n, k) for n in (64, 1024) for k in (256, 2048)}
     variants = [gemm_config.group_gemm_variant("bfloat16", c) for c in gemm_config.GROUP_CANDIDATES]
     variants += [
-        gemm_config.group_gemm_variant(d, c, bias) for d in gemm_config.DTYPES for c in picks for bias in (False, True)
+        gemm_config.group_gemm_variant(d, c, bias)
+        for d in gemm_config.DTYPES
+        for c in gemm_config.GROUP_PICKS
+        for bias in (False, True)
     ]
     variants = list({v.name: v for v in variants}.values())
     specs = [GROUP_GEMM.jit_spec(variant=v) for v in variants]
@@ -69,7 +73,8 @@ def backends(dtype: torch.dtype) -> dict[str, Callable[[dict], torch.Tensor]]:
     """Name -> callable on one input set (the harness op's inputs)."""
     fns: dict[str, Callable[[dict], torch.Tensor]] = {"oasr": OP.backends["oasr"]}
     for config in gemm_config.GROUP_CANDIDATES:
-        fns[f"oasr:{config.name}"] = lambda i, c=config: _launch(i, c)
+        for pdl in (False, True):
+            fns[f"oasr:{config.name}{'+pdl' if pdl else ''}"] = lambda i, c=config, p=pdl: _launch(i, c, p)
     if dtype == torch.bfloat16:
         fns["torch._grouped_mm"] = op_module.torch_grouped
     fns["oasr+bias"] = lambda i: oasr.group_gemm(i["x"], i["weight"], i["offsets"], i["bias"], out=i["out"])
@@ -78,8 +83,8 @@ def backends(dtype: torch.dtype) -> dict[str, Callable[[dict], torch.Tensor]]:
     return fns
 
 
-def _launch(i: dict, config: gemm_config.GemmConfig) -> torch.Tensor:
-    group_module._launch(i["x"], i["weight"], i["offsets"], None, i["out"], config)
+def _launch(i: dict, config: gemm_config.GemmConfig, pdl: bool) -> torch.Tensor:
+    group_module._launch(i["x"], i["weight"], i["offsets"], None, i["out"], config, pdl)
     return i["out"]
 
 

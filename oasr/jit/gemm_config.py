@@ -166,29 +166,44 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
     )
 
 
+GROUP_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
+GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
+GROUP_PICKS = (GROUP_WIDE, GROUP_NARROW)
+"""What :func:`choose_group` returns (``dev/group_gemm/bench.py --build`` builds both dtypes, plain and bias)."""
 GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
+    *GROUP_PICKS,
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
-    GemmConfig(128, 256, 64, 1, 1, "cooperative"),
-    GemmConfig(128, 128, 64, 2, 1, "cooperative"),
-    GemmConfig(64, 128, 64, 1, 1, "pingpong"),
     GemmConfig(128, 128, 64, 1, 1, "pingpong"),
-    GemmConfig(64, 64, 64, 1, 1, "pingpong"),
+    GemmConfig(128, 256, 64, 2, 1, "cooperative"),
+    GemmConfig(128, 256, 64, 1, 2, "cooperative"),
+    GemmConfig(256, 128, 64, 1, 1, "cooperative"),
 )
 """The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
-scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``."""
-GROUP_DEFAULT = MANY_WAVES
-"""The group_gemm family's representative build (prebuilding, the CPU build test)."""
+scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``: the picks,
+the runners-up of the first H200 sweep (128x128 cooperative, and ping-pong, the earlier default), and larger
+tiles and clusters for the issue's 8 x 1000 rows (128x256 with a 2x1 or 1x2 cluster, 256x128). The 64-row
+ping-pong tiles lost every shape of that sweep (1.09-2.31x the best time) and are no longer built."""
+GROUP_DEFAULT = GROUP_WIDE
+"""The group_gemm family's representative build (prebuilding, the CPU build test): the issue's shape's pick."""
+GROUP_PDL = False
+"""Whether ``oasr.group_gemm`` launches its two kernels with programmatic dependent launch (PDL: each becomes
+resident while the kernel before it runs, and waits on it with ``griddepcontrol.wait`` before touching memory).
+Off until the H200 sweep has timed it: the ``+pdl`` rows of ``dev/group_gemm/bench.py`` next to the same
+configurations without."""
 
 
 @functools.lru_cache(maxsize=4096)
 def choose_group(n: int, k: int) -> GemmConfig:
-    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups.
+    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups: the first H200 sweep's winners.
 
-    Until ``dev/group_gemm/bench.py`` has run on the H200, the gemm table's rule for grids of many waves
-    (a grouped GEMM is persistent: one CTA per SM walks every group's tiles): 128x128 ping-pong at any K,
-    and 64x64 ping-pong tiles when N <= 64 would leave half of a 128-wide tile empty.
+    ``dev/group_gemm/results/bench_h200.txt`` (every candidate, CUDA-graph device time, bf16): 128x256
+    cooperative won every shape whose N fills its tile (8 x 1000 rows, N=1024, K=256: 17.51 us against 18.91
+    for 128x128 ping-pong, the earlier rule's pick; 64 x ~16000 rows, K=2048, N=256 and 512: 2347 and 4436 us,
+    20-22% under ping-pong's), and 128x128 cooperative with a 2x1 cluster won the narrow ones (32 x ~256 rows,
+    K=64, N=64 and 128: 7.80 and 8.08 us, 1.28-1.29x torch._grouped_mm; 64x64 ping-pong took 8.52 and 10.41). N
+    between 128 and 256 was not measured and takes the narrow tile; ``k`` is not used (both K bands agreed).
     """
-    return NARROW if n <= 64 else MANY_WAVES
+    return GROUP_WIDE if n >= 256 else GROUP_NARROW
 
 
 def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:

@@ -13,6 +13,9 @@
 //   2. CUTLASS's ptr-array TMA warp-specialized kernel (cooperative or ping-pong), persistent over
 //      the SMs: its scheduler reads the problem shapes from the device and walks the groups' tiles
 //      (an empty group has none); each CTA rewrites its TMA descriptors when it enters a new group.
+//      It runs behind GroupGemmAfterSetup, which first waits on the setup kernel (griddepcontrol.wait).
+// So both may be launched with programmatic dependent launch (`pdl`): each kernel's CTAs become resident
+// while the one before it runs, hiding the launch gaps (a CUDA graph keeps those edges).
 //
 // Epilogue: plain (D = acc), or acc + bias[g][n] through CUTLASS's row broadcast given an array of
 // per-group bias pointers (which the setup kernel fills too), computed in fp32 and rounded once.
@@ -23,12 +26,12 @@
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp>
 #include <cutlass/gemm/collective/collective_builder.hpp>
-#include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/group_array_problem_shape.hpp>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 
 #include <cstdint>
 
+#include "oasr/common/grid_dependency.cuh"
 #include "sm90_gemm.cuh"
 
 namespace oasr::gemm {
@@ -84,7 +87,7 @@ struct Sm90GroupGemm {
       typename Policy::Mainloop>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
-  using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using Cluster = ClusterShape;
   using Shape = typename ProblemShape::UnderlyingProblemShape;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
@@ -174,6 +177,8 @@ __device__ __forceinline__ void group_rows(const int32_t* offsets, int g, int ro
 
 template <class Gemm, class Element>
 __global__ void GroupSetupKernel(GroupGemmParams<Element> p, GroupWorkspace<Gemm> w) {
+  grid_dependency_trigger();  // the grouped kernel may start: it waits for this grid's completion anyway
+  grid_dependency_wait();     // the offsets, and the last call's grouped kernel done with the workspace
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= p.groups) return;
   int start, end;
@@ -197,13 +202,26 @@ __global__ void GroupSetupKernel(GroupGemmParams<Element> p, GroupWorkspace<Gemm
 }
 
 // ---------------------------------------------------------------------------------------------
+// The grouped kernel's entry point: cutlass::device_kernel with a wait on the setup kernel first.
+// ---------------------------------------------------------------------------------------------
+
+template <class Kernel>
+__global__ void __launch_bounds__(Kernel::MaxThreadsPerBlock, Kernel::MinBlocksPerMultiprocessor)
+    GroupGemmAfterSetup(CUTLASS_GRID_CONSTANT typename Kernel::Params const params) {
+  extern __shared__ char smem[];
+  grid_dependency_wait();  // every read of the workspace comes after this
+  Kernel op;
+  op(params, smem);
+}
+
+// ---------------------------------------------------------------------------------------------
 // The launcher.
 // ---------------------------------------------------------------------------------------------
 
 template <class Gemm>
-typename Gemm::Device::Arguments make_group_arguments(int groups, const GroupWorkspace<Gemm>& w, int device,
+typename Gemm::Kernel::Arguments make_group_arguments(int groups, const GroupWorkspace<Gemm>& w, int device,
                                                       int sm_count) {
-  typename Gemm::Device::Arguments args{};
+  typename Gemm::Kernel::Arguments args{};
   args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
   args.problem_shape = {groups, w.shapes, nullptr};  // shapes live on the device only
   args.mainloop = {w.a, w.stride_a, w.b, w.stride_b};
@@ -226,26 +244,39 @@ template <class Gemm>
 size_t GroupWorkspaceSize(int groups, int device, int sm_count) {
   GroupWorkspace<Gemm> w(nullptr, groups);
   auto args = make_group_arguments<Gemm>(groups, w, device, sm_count);
-  return GroupWorkspace<Gemm>::arrays_bytes(groups) + Gemm::Device::get_workspace_size(args);
+  return GroupWorkspace<Gemm>::arrays_bytes(groups) + Gemm::Kernel::get_workspace_size(args);
 }
 
-// Launches the setup kernel and the grouped GEMM on `stream`: no allocation, no host
-// synchronisation. `workspace`: GroupWorkspaceSize bytes, 128-byte aligned, owned by the caller.
+// Launches the setup kernel, then the grouped GEMM, on `stream`: no allocation, no host synchronisation.
+// `pdl`: both with programmatic dependent launch, each waiting on the kernel before it on the device (the
+// setup kernel on whatever precedes the call, which may still read the workspace). `workspace`:
+// GroupWorkspaceSize bytes, 128-byte aligned, owned by the caller.
 template <class Gemm, class Element>
-cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, cudaStream_t stream) {
+cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, bool pdl, cudaStream_t stream) {
+  using Kernel = typename Gemm::Kernel;
   GroupWorkspace<Gemm> w(workspace, p.groups);
-  constexpr int kSetupThreads = 256;
-  GroupSetupKernel<Gemm><<<(p.groups + kSetupThreads - 1) / kSetupThreads, kSetupThreads, 0, stream>>>(p, w);
-  cudaError_t error = cudaGetLastError();
+  constexpr unsigned kSetupThreads = 256;
+  GroupGemmParams<Element> setup_params = p;
+  void* setup_args[] = {&setup_params, &w};
+  cudaError_t error = launch_kernel(reinterpret_cast<const void*>(&GroupSetupKernel<Gemm, Element>),
+                                    (p.groups + kSetupThreads - 1) / kSetupThreads, kSetupThreads, 0, stream, pdl,
+                                    setup_args);
   if (error != cudaSuccess) return error;
   auto args = make_group_arguments<Gemm>(p.groups, w, p.device, p.sm_count);
-  typename Gemm::Device op;
-  if (op.initialize(args, w.cutlass, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (op.run(stream) != cutlass::Status::kSuccess) {
-    error = cudaGetLastError();
-    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
+  // Launches nothing for these collectives, so the setup kernel stays the grouped kernel's direct
+  // predecessor (what programmatic dependent launch overlaps).
+  if (Kernel::initialize_workspace(args, w.cutlass, stream) != cutlass::Status::kSuccess) {
+    return cudaErrorInvalidValue;
   }
-  return cudaSuccess;
+  typename Kernel::Params params = Kernel::to_underlying_arguments(args, w.cutlass);
+  const void* kernel = reinterpret_cast<const void*>(&GroupGemmAfterSetup<Kernel>);
+  constexpr int kSmem = Kernel::SharedStorageSize;
+  error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (error != cudaSuccess) return error;
+  const dim3 cluster(cute::size<0>(typename Gemm::Cluster{}), cute::size<1>(typename Gemm::Cluster{}), 1);
+  void* kernel_args[] = {&params};
+  return launch_kernel(kernel, Kernel::get_grid_shape(params), Kernel::get_block_shape(), kSmem, stream, pdl,
+                       kernel_args, cluster);
 }
 
 }  // namespace oasr::gemm
