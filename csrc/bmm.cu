@@ -7,5 +7,6 @@
 void bmm(TensorView output, TensorView a, TensorView b, bool b_n_major) {
   TVM_FFI_ICHECK(b_n_major == static_cast<bool>(OASR_GEMM_B_NMAJOR)) << "this bmm module takes B "
                                                                       << (OASR_GEMM_B_NMAJOR ? "N" : "K") << "-major";
-  oasr::gemm::run_gemm<oasr::gemm::config::Gemm<oasr::gemm::Plain>>(output, a, b, Optional(), "bmm kernel launch");
+  oasr::gemm::run_gemm<oasr::gemm::config::Gemm<oasr::gemm::Plain>>(output, a, b, Optional(), Optional(),
+                                                                     "bmm kernel launch");
 }

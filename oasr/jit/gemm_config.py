@@ -34,9 +34,11 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "streamk")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
-epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop."""
+epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Stream-K:
+cooperative, the last waves' K loops split evenly over the SMs and the partial tiles summed through a
+workspace (gemm only; CUTLASS splits no tile of 8 K blocks or fewer, so short K takes ``tile_k`` 32)."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -64,8 +66,8 @@ class GemmConfig:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"GemmConfig: schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.schedule == "cooperative" and self.tile_m % 128:
-            raise ValueError("GemmConfig: the cooperative schedule needs a tile_m that is a multiple of 128")
+        if self.schedule in ("cooperative", "streamk") and self.tile_m % 128:
+            raise ValueError(f"GemmConfig: the {self.schedule} schedule needs a tile_m that is a multiple of 128")
 
     @property
     def name(self) -> str:
@@ -85,6 +87,24 @@ class GemmConfig:
         )
 
 
+WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
+    # 8000x256x256 (126 tiles of 128x128, 4 K blocks each: launch and prologue bound)
+    GemmConfig(128, 128, 64, 1, 2, "nonpersistent"),  # A multicast to both N tiles of a row
+    GemmConfig(128, 128, 128, 1, 1, "nonpersistent"),  # half the K blocks, so half the pipeline round trips
+    GemmConfig(64, 128, 64, 1, 1, "nonpersistent", 4),  # 252 CTAs, two resident per SM (4 stages: 96 KB)
+    GemmConfig(64, 128, 64, 1, 2, "nonpersistent", 4),  # the same with A multicast
+    GemmConfig(64, 256, 64, 1, 1, "nonpersistent", 4),  # 125 CTAs of wgmma's widest N
+    # 1500x2048x512 (192 tiles of 128x128: 1.45 waves)
+    GemmConfig(128, 192, 64, 1, 1, "cooperative"),  # 12 x 11 = 132 tiles: one wave
+    GemmConfig(128, 192, 64, 2, 1, "cooperative"),  # the same with B multicast
+    GemmConfig(128, 192, 64, 1, 1, "nonpersistent"),  # one wave, one warpgroup per tile
+    GemmConfig(64, 192, 64, 1, 1, "pingpong"),  # 24 x 11 = 264 tiles: two per SM, one per warpgroup
+    GemmConfig(128, 128, 32, 1, 1, "streamk"),  # 1536 K blocks of 32 split evenly over 132 SMs
+    GemmConfig(128, 256, 32, 1, 1, "streamk"),  # 96 tiles, their K split over 132 SMs
+)
+"""Issue 17's candidates for the two shapes below 0.95x cuBLAS in the 7d8b06f table: tiles that fill one
+wave, multicast, fewer K blocks, two CTAs per SM, stream-K (``dev/gemm/tune.py --wave`` times them)."""
+
 CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
     GemmConfig(128, 128, 64, 2, 1, "cooperative"),
@@ -98,6 +118,7 @@ CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(64, 128, 64, 1, 1, "nonpersistent"),
     GemmConfig(128, 128, 64, 1, 1, "nonpersistent"),
     GemmConfig(64, 64, 64, 1, 1, "pingpong"),
+    *WAVE_CANDIDATES,
 )
 """What ``dev/gemm/tune.py`` times on the H200."""
 
@@ -156,6 +177,8 @@ def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
 
 def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
     """The bmm module for ``dtype``, B's layout (``[batch, K, N]`` when ``b_n_major``) and ``config``."""
+    if config.schedule == "streamk":
+        raise ValueError("bmm_variant: stream-K needs a workspace, which only the gemm launcher takes")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'nn' if b_n_major else 'nt'}_{config.name}",
         cuda_cflags=(
@@ -194,7 +217,7 @@ def choose_group(n: int, k: int) -> GemmConfig:
 def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
     """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
     (``bias``: a per-group bias added to the accumulators)."""
-    if config.schedule == "nonpersistent":
+    if config.schedule not in ("cooperative", "pingpong"):
         raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative or ping-pong schedules only")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",
