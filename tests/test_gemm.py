@@ -364,8 +364,8 @@ class TestWaveCandidates:
     def test_stream_k_epilogue_workspace_and_graph(self, dtype, monkeypatch):
         monkeypatch.setattr(gemm_module, "_WORKSPACES", {})
         config = STREAM_K
-        # 3000x2048: 384 tiles, the last 120 split by stream-K; then 1500x2048: 192 tiles all split (more
-        # partials: the workspace grows); then 1500 rows again in a graph, replayed twice with new inputs.
+        # 3000x2048: 384 tiles of 16 K blocks, the last two waves' split by stream-K; 1500x2048: all 192 split;
+        # then 1500 rows again in a graph (its workspace allocated by the eager call), replayed with new inputs.
         for m in (3000, 1500):
             x, w, b = operands(m, 2048, 512, dtype, "cuda", seed=m)
             out = poisoned_like(torch.empty(m, 2048, dtype=dtype, device="cuda"))

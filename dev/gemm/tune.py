@@ -435,6 +435,18 @@ def float64_ok(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> bool:
     return bool(torch.allclose(out.double(), expected, rtol=rtol, atol=atol))
 
 
+def kernel_names(fn: Callable[[], object]) -> str:
+    """The CUDA kernels one call of ``fn`` launches (torch's profiler), or why they cannot be listed."""
+    try:
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+            fn()
+            torch.cuda.synchronize()
+        cuda = torch.autograd.DeviceType.CUDA
+        return ", ".join(sorted({e.key for e in profile.key_averages() if e.device_type == cuda})) or "none seen"
+    except Exception as exc:  # the kernel names are context, not a result: report and go on
+        return f"unavailable ({type(exc).__name__}: {exc})"
+
+
 def wave_study(csv_path: Path | None) -> None:
     """Every :func:`wave_configs` configuration on every :data:`WAVE_SHAPES` shape next to cuBLAS; a
     configuration whose output fails the float64 check is reported WRONG and not timed."""
@@ -449,6 +461,7 @@ def wave_study(csv_path: Path | None) -> None:
         pick = gemm_config.choose(m, n, k)
         tiles = -(-m // 128) * -(-n // 128)
         print(f"\n{m}x{n}x{k}: cuBLAS {cublas:.2f} us, {tiles} tiles of 128x128, the rule picks {pick.name}")
+        print(f"  cuBLAS runs: {kernel_names(lambda: F.linear(x, w))}", flush=True)
         for config in configs:
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
             gemm_module._linear(x, w, None, None, out, config)
