@@ -449,11 +449,15 @@ def kernel_names(fn: Callable[[], object]) -> str:
 
 def wave_study(csv_path: Path | None) -> None:
     """Every :func:`wave_configs` configuration on every :data:`WAVE_SHAPES` shape next to cuBLAS; a
-    configuration whose output fails the float64 check is reported WRONG and not timed."""
+    configuration whose output fails the float64 check (or whose launch fails) is reported WRONG and not timed."""
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
-    configs = wave_configs()
-    for config in configs:  # load every module first: a failed build stops the study before any timing
-        GEMM.module(gemm_config.gemm_variant("bfloat16", "plain", config))
+    configs = []
+    for config in wave_configs():  # load every module first: one that fails to build is named and left out
+        try:
+            GEMM.module(gemm_config.gemm_variant("bfloat16", "plain", config))
+            configs.append(config)
+        except Exception as exc:
+            print(f"{config.name}: FAILED to build or load, left out: {exc}", flush=True)
     rows = []
     for m, n, k in WAVE_SHAPES:
         x, w = randn(m, k), randn(n, k, scale=k**-0.5)
@@ -464,8 +468,12 @@ def wave_study(csv_path: Path | None) -> None:
         print(f"  cuBLAS runs: {kernel_names(lambda: F.linear(x, w))}", flush=True)
         for config in configs:
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
-            gemm_module._linear(x, w, None, None, out, config)
-            ok = float64_ok(out, x, w)
+            try:
+                gemm_module._linear(x, w, None, None, out, config)
+                ok = float64_ok(out, x, w)
+            except Exception as exc:  # a launch CUTLASS refuses: named, counted WRONG, the study goes on
+                print(f"  {config.name}: {type(exc).__name__}: {exc}", flush=True)
+                ok = False
             us = device_us(lambda: gemm_module._linear(x, w, None, None, out, config)) if ok else float("nan")
             row = {
                 "shape": f"{m}x{n}x{k}",
@@ -482,15 +490,16 @@ def wave_study(csv_path: Path | None) -> None:
                 f"{'ok' if ok else 'WRONG'}{'  (the pick)' if config == pick else ''}",
                 flush=True,
             )
+
+    def describe(row: dict | None) -> str:
+        return f"{row['config']:<36} x{row['speedup_vs_cublas']:<6}" if row else f"{'(none)':<44}"
+
     print("\nBest per shape (speedup over cuBLAS; the rule's pick beside it):")
     for shape in dict.fromkeys(row["shape"] for row in rows):
         timed = [row for row in rows if row["shape"] == shape and row["ok"]]
-        best = min(timed, key=lambda row: row["device_us"])
-        pick = next(row for row in rows if row["shape"] == shape and row["picked"])
-        print(
-            f"  {shape:<16} best {best['config']:<36} x{best['speedup_vs_cublas']:<6} "
-            f"pick {pick['config']:<36} x{pick['speedup_vs_cublas']}"
-        )
+        best = min(timed, key=lambda row: row["device_us"], default=None)
+        pick = next((row for row in rows if row["shape"] == shape and row["picked"]), None)
+        print(f"  {shape:<16} best {describe(best)}  pick {describe(pick)}")
     wrong = [f"{row['shape']} {row['config']}" for row in rows if not row["ok"]]
     print(f"WRONG (not timed): {', '.join(wrong)}" if wrong else "every configuration passed the float64 check")
     if csv_path is not None:

@@ -117,7 +117,8 @@ struct Sm90Gemm {
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue, typename Schedule::TileScheduler>;
-  static constexpr bool kStreamK = cute::is_same_v<typename Schedule::TileScheduler, cutlass::gemm::StreamKScheduler>;
+  static constexpr bool kStreamK =
+      cute::is_same_v<typename Schedule::TileScheduler, cutlass::gemm::StreamKScheduler>;
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::StrideA;
   using StrideB = typename Kernel::StrideB;
