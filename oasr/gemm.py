@@ -10,9 +10,8 @@ Arguments are checked before any launch (:func:`_check_gemm`): types, dtypes and
 devices, then memory and autograd (``oasr/_checks.py``). Under ``torch.compile`` each op is the
 custom op ``torch.ops.oasr.<op>``.
 
-A stream-K configuration sums partial tiles through a workspace: one per device, grown to the largest
-call's need (a buffer it outgrows stays allocated, as a CUDA graph may hold it), so calls on two
-streams at once must not both run stream-K modules (order them with an event).
+A stream-K configuration sums partial tiles through a per-device workspace (``oasr/_stream_k.py``):
+calls on two streams at once must not both run stream-K modules.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from ._checks import (
     requires_grad,
 )
 from ._custom_ops import define
+from ._stream_k import stream_k_workspace
 from ._tma import addressable, addressable_copy, padded_empty
 from .activation import glu
 from .api_logging import oasr_api
@@ -47,8 +47,6 @@ _grad_enabled = torch.is_grad_enabled
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
 """``gelu`` is erf's GELU (``F.gelu``), ``gelu_tanh`` its tanh approximation (``approximate="tanh"``)."""
 _NAMES = ("input", "weight", "bias", "out")
-_WORKSPACES: dict[torch.device, list[Tensor]] = {}
-"""Each device's stream-K workspaces, the one in use last (see the module docstring)."""
 _TORCH_ACT = {
     None: lambda y: y,
     "relu": F.relu,
@@ -125,21 +123,6 @@ def _variant(dtype: torch.dtype, epilogue: str, config: gemm_config.GemmConfig) 
     return gemm_config.gemm_variant(str(dtype).removeprefix("torch."), epilogue, config)
 
 
-def _workspace(
-    module: object, config: gemm_config.GemmConfig, m: int, n: int, k: int, device: torch.device
-) -> Tensor | None:
-    """The workspace a call of ``module`` needs: None but for stream-K, then the device's, grown (doubling,
-    so that few buffers are ever outgrown) when it is too small."""
-    if config.schedule != "streamk":
-        return None
-    size = module.gemm_workspace_size(m, n, k, device.index or 0)
-    buffers = _WORKSPACES.setdefault(device, [])
-    if not buffers or buffers[-1].numel() < size:
-        grown = max(size, 2 * buffers[-1].numel()) if buffers else size
-        buffers.append(torch.empty(grown, dtype=torch.uint8, device=device))
-    return buffers[-1]
-
-
 def _linear(
     input: Tensor,
     weight: Tensor,
@@ -166,7 +149,9 @@ def _linear(
     config = config or gemm_config.choose(m, n, k, fused=epilogue != "plain")
     code = gemm_config.EPILOGUES.index(epilogue)
     module = GEMM.module(_variant(input.dtype, epilogue, config))
-    workspace = _workspace(module, config, m, n, k, input.device)
+    workspace = None
+    if config.schedule == "streamk":
+        workspace = stream_k_workspace(module.gemm_workspace_size(m, n, k, out.device.index or 0), out.device)
     module.gemm(target[None], a[None], w[None], bias, code, workspace)
     if target is not view:
         out.copy_(target.view(out.shape))

@@ -124,7 +124,7 @@ class TorchLaunchers:
         y = F.linear(input[0].float(), weight[0].float(), None if bias is None else bias.float())[None]
         out.copy_(GEMM_EPILOGUES[epilogue](y))
 
-    def bmm(self, out, a, b, b_n_major):
+    def bmm(self, out, a, b, b_n_major, workspace):
         out.copy_(a.float() @ (b.float() if b_n_major else b.float().transpose(1, 2)))
 
     def group_gemm_workspace_size(self, groups, device):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from conftest import gemm_tolerance, poisoned_like
 
 import oasr
-from oasr import _checks
+from oasr import _checks, _stream_k
 from oasr._tma import addressable
 from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
@@ -191,22 +191,19 @@ def test_python_layer_handles_layouts_on_cpu(torch_gemm):
 
 
 def test_stream_k_gets_a_growing_workspace_on_cpu(torch_gemm, monkeypatch):
-    monkeypatch.setattr(gemm_module, "_WORKSPACES", {})
-    stream_k = STREAM_K
+    monkeypatch.setattr(_stream_k, "_WORKSPACES", {})
     buffers = []
     for m, n, k in [(6, 10, 24), (3, 8, 16), (40, 16, 8), (6, 10, 24)]:  # grows once, then is reused
         x, w, _ = operands(m, n, k, torch.bfloat16, "cpu")
         out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
-        gemm_module._linear(x, w, None, None, out, stream_k)
+        gemm_module._linear(x, w, None, None, out, STREAM_K)
         assert_close(out, reference(x, w), torch.bfloat16, k)
         assert torch_gemm.variants[-1] == "bf16_plain_128x128x32_c1x1_streamk_s0"
-        buffers = gemm_module._WORKSPACES[torch.device("cpu")]
+        buffers = _stream_k._WORKSPACES[torch.device("cpu")]
     assert [b.numel() for b in buffers] == [4 * 6 * 10, 4 * 40 * 16]  # the outgrown one is kept (graphs)
     oasr.gemm(*operands(5, 8, 16, torch.bfloat16, "cpu")[:2])  # the rule's picks take no workspace
-    with pytest.raises(ValueError, match="stream-K"):
-        gemm_config.bmm_variant("bfloat16", False, stream_k)
     with pytest.raises(ValueError, match="cooperative or ping-pong"):
-        gemm_config.group_gemm_variant("bfloat16", stream_k)
+        gemm_config.group_gemm_variant("bfloat16", STREAM_K)
 
 
 def test_gemm_glu_python_layer_on_cpu(torch_gemm, monkeypatch):
@@ -362,7 +359,7 @@ class TestWaveCandidates:
 
     @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
     def test_stream_k_epilogue_workspace_and_graph(self, dtype, monkeypatch):
-        monkeypatch.setattr(gemm_module, "_WORKSPACES", {})
+        monkeypatch.setattr(_stream_k, "_WORKSPACES", {})
         config = STREAM_K
         # 3000x2048: 384 tiles of 16 K blocks, the last two waves' split by stream-K; 1500x2048: all 192 split;
         # then 1500 rows again in a graph (its workspace allocated by the eager call), replayed with new inputs.
@@ -371,7 +368,7 @@ class TestWaveCandidates:
             out = poisoned_like(torch.empty(m, 2048, dtype=dtype, device="cuda"))
             gemm_module._linear(x, w, b, "silu", out, config)
             assert_close(out, reference(x, w, b, "silu"), dtype, 512)
-        assert gemm_module._WORKSPACES[x.device][-1].numel() > 0
+        assert _stream_k._WORKSPACES[x.device][-1].numel() > 0
         torch.cuda.synchronize()
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):

@@ -166,7 +166,7 @@ def wave_configs() -> list[gemm_config.GemmConfig]:
 
 
 STREAM_K = C(128, 128, 32, 1, 1, "streamk")
-"""tests/test_gemm.py's stream-K configuration (with the SiLU epilogue in both dtypes)."""
+"""The tests' stream-K configuration (test_gemm.py: the SiLU epilogue in both dtypes; test_bmm.py: bf16)."""
 
 REPEAT, SAMPLES = 20, 15
 
@@ -179,6 +179,7 @@ def variants_to_build() -> list[tuple[object, object]]:
     wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
     wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
     wanted += [(GEMM, gv(d, "silu", STREAM_K)) for d in dtypes]
+    wanted += [(BMM, bv("bfloat16", nn, STREAM_K)) for nn in (False, True)]
     wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
     wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]

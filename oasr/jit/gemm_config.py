@@ -38,7 +38,7 @@ SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "streamk")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
 epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Stream-K:
 cooperative, the last waves' K loops split evenly over the SMs and the partial tiles summed through a
-workspace (gemm only; CUTLASS splits no tile of 8 K blocks or fewer, so short K takes ``tile_k`` 32)."""
+workspace (gemm and bmm; CUTLASS splits no tile of 8 K blocks or fewer, so short K takes ``tile_k`` 32)."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -177,8 +177,6 @@ def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
 
 def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
     """The bmm module for ``dtype``, B's layout (``[batch, K, N]`` when ``b_n_major``) and ``config``."""
-    if config.schedule == "streamk":
-        raise ValueError("bmm_variant: stream-K needs a workspace, which only the gemm launcher takes")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'nn' if b_n_major else 'nt'}_{config.name}",
         cuda_cflags=(
