@@ -14,6 +14,8 @@ the 132 SMs:
 * more waves take 128x128 ping-pong (one warpgroup's epilogue hides under the other's math). At
   K = 2048 cooperative won the first run by 2% and lost the second by up to 16% (its times moved
   with cuBLAS's between the runs, ping-pong's did not), so ping-pong takes long K too;
+* grids that overflow one wave of 128x128 tiles but fit one of 128x192 (1500x2048x512) have a band of
+  their own, :data:`PARTIAL_WAVE`, which is ping-pong 128x128 too until issue 17's candidates are timed;
 * N <= 64 takes 64x64 ping-pong, whose tiles N fills (measured on attention's context product,
   bmm 64x375x64x375: 27.1 us against 29.5 us for 128x128 ping-pong).
 
@@ -126,9 +128,13 @@ NARROW = GemmConfig(64, 64, 64, 1, 1, "pingpong")
 SMALL_GRID = GemmConfig(64, 128, 64, 1, 1, "nonpersistent")
 ONE_WAVE = GemmConfig(128, 128, 64, 1, 1, "nonpersistent")
 MANY_WAVES = GemmConfig(128, 128, 64, 1, 1, "pingpong")
+PARTIAL_WAVE = MANY_WAVES
+"""Grids of more than one wave of 128x128 tiles that 128x192 tiles fit in one (1500x2048x512: 192 tiles,
+12 x 11 = 132 of 128x192): the many-waves pick until ``dev/gemm/tune.py --wave`` has timed issue 17's
+candidates for them (:data:`WAVE_CANDIDATES`) on the H200; its own band so the winner is a one-line edit."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
-PICKS = (NARROW, SMALL_GRID, ONE_WAVE, MANY_WAVES)
+PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
 FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
@@ -151,6 +157,8 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
         return SMALL_GRID
     if tiles <= NUM_SMS_H200:
         return ONE_WAVE
+    if batch * -(-m // 128) * -(-n // 192) <= NUM_SMS_H200:
+        return PARTIAL_WAVE
     return MANY_WAVES
 
 
