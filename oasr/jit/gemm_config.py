@@ -14,6 +14,8 @@ the 132 SMs:
 * more waves take 128x128 ping-pong (one warpgroup's epilogue hides under the other's math). At
   K = 2048 cooperative won the first run by 2% and lost the second by up to 16% (its times moved
   with cuBLAS's between the runs, ping-pong's did not), so ping-pong takes long K too;
+* grids that overflow one wave of 128x128 tiles but fit one of 128x192 (1500x2048x512) have a band of
+  their own, :data:`PARTIAL_WAVE`, which is ping-pong 128x128 too until issue 17's candidates are timed;
 * N <= 64 takes 64x64 ping-pong, whose tiles N fills (measured on attention's context product,
   bmm 64x375x64x375: 27.1 us against 29.5 us for 128x128 ping-pong).
 
@@ -34,9 +36,11 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "streamk")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
-epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop."""
+epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Stream-K:
+cooperative, the last waves' K loops split evenly over the SMs and the partial tiles summed through a
+workspace (gemm and bmm; CUTLASS splits no tile of 8 K blocks or fewer, so short K takes ``tile_k`` 32)."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -64,8 +68,8 @@ class GemmConfig:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"GemmConfig: schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.schedule == "cooperative" and self.tile_m % 128:
-            raise ValueError("GemmConfig: the cooperative schedule needs a tile_m that is a multiple of 128")
+        if self.schedule in ("cooperative", "streamk") and self.tile_m % 128:
+            raise ValueError(f"GemmConfig: the {self.schedule} schedule needs a tile_m that is a multiple of 128")
 
     @property
     def name(self) -> str:
@@ -85,6 +89,24 @@ class GemmConfig:
         )
 
 
+WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
+    # 8000x256x256 (126 tiles of 128x128, 4 K blocks each: launch and prologue bound)
+    GemmConfig(128, 128, 64, 1, 2, "nonpersistent"),  # A multicast to both N tiles of a row
+    GemmConfig(128, 128, 128, 1, 1, "nonpersistent"),  # half the K blocks, so half the pipeline round trips
+    GemmConfig(64, 128, 64, 1, 1, "nonpersistent", 4),  # 252 CTAs, two resident per SM (4 stages: 96 KB)
+    GemmConfig(64, 128, 64, 1, 2, "nonpersistent", 4),  # the same with A multicast
+    GemmConfig(64, 256, 64, 1, 1, "nonpersistent", 4),  # 125 CTAs of wgmma's widest N
+    # 1500x2048x512 (192 tiles of 128x128: 1.45 waves)
+    GemmConfig(128, 192, 64, 1, 1, "cooperative"),  # 12 x 11 = 132 tiles: one wave
+    GemmConfig(128, 192, 64, 2, 1, "cooperative"),  # the same with B multicast
+    GemmConfig(128, 192, 64, 1, 1, "nonpersistent"),  # one wave, one warpgroup per tile
+    GemmConfig(64, 192, 64, 1, 1, "pingpong"),  # 24 x 11 = 264 tiles: two per SM, one per warpgroup
+    GemmConfig(128, 128, 32, 1, 1, "streamk"),  # 1536 K blocks of 32 split evenly over 132 SMs
+    GemmConfig(128, 256, 32, 1, 1, "streamk"),  # 96 tiles, their K split over 132 SMs
+)
+"""Issue 17's candidates for the two shapes below 0.95x cuBLAS in the 7d8b06f table: tiles that fill one
+wave, multicast, fewer K blocks, two CTAs per SM, stream-K (``dev/gemm/tune.py --wave`` times them)."""
+
 CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
     GemmConfig(128, 128, 64, 2, 1, "cooperative"),
@@ -98,6 +120,7 @@ CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(64, 128, 64, 1, 1, "nonpersistent"),
     GemmConfig(128, 128, 64, 1, 1, "nonpersistent"),
     GemmConfig(64, 64, 64, 1, 1, "pingpong"),
+    *WAVE_CANDIDATES,
 )
 """What ``dev/gemm/tune.py`` times on the H200."""
 
@@ -105,9 +128,13 @@ NARROW = GemmConfig(64, 64, 64, 1, 1, "pingpong")
 SMALL_GRID = GemmConfig(64, 128, 64, 1, 1, "nonpersistent")
 ONE_WAVE = GemmConfig(128, 128, 64, 1, 1, "nonpersistent")
 MANY_WAVES = GemmConfig(128, 128, 64, 1, 1, "pingpong")
+PARTIAL_WAVE = MANY_WAVES
+"""Grids of more than one wave of 128x128 tiles that 128x192 tiles fit in one (1500x2048x512: 192 tiles,
+12 x 11 = 132 of 128x192): the many-waves pick until ``dev/gemm/tune.py --wave`` has timed issue 17's
+candidates for them (:data:`WAVE_CANDIDATES`) on the H200; its own band so the winner is a one-line edit."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
-PICKS = (NARROW, SMALL_GRID, ONE_WAVE, MANY_WAVES)
+PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
 FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
@@ -130,6 +157,8 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
         return SMALL_GRID
     if tiles <= NUM_SMS_H200:
         return ONE_WAVE
+    if batch * -(-m // 128) * -(-n // 192) <= NUM_SMS_H200:
+        return PARTIAL_WAVE
     return MANY_WAVES
 
 
@@ -209,7 +238,7 @@ def choose_group(n: int, k: int) -> GemmConfig:
 def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
     """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
     (``bias``: a per-group bias added to the accumulators)."""
-    if config.schedule == "nonpersistent":
+    if config.schedule not in ("cooperative", "pingpong"):
         raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative or ping-pong schedules only")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",
