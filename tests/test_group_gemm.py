@@ -103,14 +103,16 @@ def test_configurations_are_persistent_modules_of_their_own():
 
 
 def test_choice_follows_the_h200_sweep():
-    """dev/group_gemm/results/bench_h200.txt: 128x256 cooperative where N fills it, 128x128 2x1 cooperative below."""
+    """dev/group_gemm/results/bench_h200.txt: 128x256 cooperative where N fills it, 128x128 ping-pong from
+    K=2048, 128x128 2x1 cooperative below N=256."""
     wide = gemm_config.GemmConfig(128, 256, 64, 1, 1, "cooperative")
     narrow = gemm_config.GemmConfig(128, 128, 64, 2, 1, "cooperative")
-    assert gemm_config.choose_group(1024, 256) == gemm_config.choose_group(256, 2048) == wide  # 8 x 1000; K=2048
-    assert gemm_config.choose_group(512, 2048) == wide == gemm_config.GROUP_DEFAULT
+    long_k = gemm_config.GemmConfig(128, 128, 64, 1, 1, "pingpong")
+    assert gemm_config.choose_group(1024, 256) == wide == gemm_config.GROUP_DEFAULT  # 8 x 1000
+    assert gemm_config.choose_group(256, 2048) == gemm_config.choose_group(512, 2048) == long_k
     assert gemm_config.choose_group(64, 64) == gemm_config.choose_group(128, 64) == gemm_config.choose_group(255, 8)
-    assert gemm_config.choose_group(128, 64) == narrow
-    assert set(gemm_config.GROUP_PICKS) == {wide, narrow}
+    assert gemm_config.choose_group(128, 4096) == narrow
+    assert set(gemm_config.GROUP_PICKS) == {wide, narrow, long_k}
 
 
 class TorchGroupGemm:

@@ -14,14 +14,14 @@ the 132 SMs:
 * more waves take 128x128 ping-pong (one warpgroup's epilogue hides under the other's math). At
   K = 2048 cooperative won the first run by 2% and lost the second by up to 16% (its times moved
   with cuBLAS's between the runs, ping-pong's did not), so ping-pong takes long K too;
-* grids that overflow one wave of 128x128 tiles but fit one of 128x192 (1500x2048x512) have a band of
-  their own, :data:`PARTIAL_WAVE`, which is ping-pong 128x128 too until issue 17's candidates are timed;
+* grids that overflow one wave of 128x128 tiles but fit one of 128x192 (1500x2048x512) take one wave
+  of 128x192 tiles, :data:`PARTIAL_WAVE` (x0.97 of cuBLAS against x0.82 for ping-pong 128x128);
 * N <= 64 takes 64x64 ping-pong, whose tiles N fills (measured on attention's context product,
   bmm 64x375x64x375: 27.1 us against 29.5 us for 128x128 ping-pong).
 
 In the second run the rule's pick is the best configuration or within 3% of it on every gemm
-shape (geomean x1.03 of cuBLAS over the 14; 1500x2048x512, 1.45 waves of 128x128 tiles, is the
-worst at x0.84, and no candidate does better there). A shape outside the table falls into the same
+shape (geomean x1.03 of cuBLAS over the 14; 1500x2048x512, 1.45 waves of 128x128 tiles, was the
+worst at x0.84 until the wave study's 128x192 tiles). A shape outside the table falls into the same
 tile-count bands; the bands' edges (66 and 132 tiles) are where the measured winners change.
 
 A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
@@ -128,10 +128,11 @@ NARROW = GemmConfig(64, 64, 64, 1, 1, "pingpong")
 SMALL_GRID = GemmConfig(64, 128, 64, 1, 1, "nonpersistent")
 ONE_WAVE = GemmConfig(128, 128, 64, 1, 1, "nonpersistent")
 MANY_WAVES = GemmConfig(128, 128, 64, 1, 1, "pingpong")
-PARTIAL_WAVE = MANY_WAVES
+PARTIAL_WAVE = GemmConfig(128, 192, 64, 1, 1, "nonpersistent")
 """Grids of more than one wave of 128x128 tiles that 128x192 tiles fit in one (1500x2048x512: 192 tiles,
-12 x 11 = 132 of 128x192): the many-waves pick until ``dev/gemm/tune.py --wave`` has timed issue 17's
-candidates for them (:data:`WAVE_CANDIDATES`) on the H200; its own band so the winner is a one-line edit."""
+12 x 11 = 132 of 128x192): one wave of 128x192 tiles, the winner of issue 17's candidates
+(``dev/gemm/results/wave_h200.txt``: 7.94 us, x0.973 of cuBLAS, against 9.45 us for 128x128 ping-pong, 8.51
+for 128x192 cooperative and 15.1 for stream-K)."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
 PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
@@ -197,12 +198,13 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
 
 GROUP_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
 GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
-GROUP_PICKS = (GROUP_WIDE, GROUP_NARROW)
+GROUP_LONG_K = GemmConfig(128, 128, 64, 1, 1, "pingpong")
+GROUP_LONG_K_MIN = 2048
+GROUP_PICKS = (GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K)
 """What :func:`choose_group` returns (``dev/group_gemm/bench.py --build`` builds both dtypes, plain and bias)."""
 GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     *GROUP_PICKS,
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
-    GemmConfig(128, 128, 64, 1, 1, "pingpong"),
     GemmConfig(128, 256, 64, 2, 1, "cooperative"),
     GemmConfig(128, 256, 64, 1, 2, "cooperative"),
     GemmConfig(256, 128, 64, 1, 1, "cooperative"),
@@ -214,25 +216,29 @@ tiles and clusters for the issue's 8 x 1000 rows (128x256 with a 2x1 or 1x2 clus
 ping-pong tiles lost every shape of that sweep (1.09-2.31x the best time) and are no longer built."""
 GROUP_DEFAULT = GROUP_WIDE
 """The group_gemm family's representative build (prebuilding, the CPU build test): the issue's shape's pick."""
-GROUP_PDL = False
+GROUP_PDL = True
 """Whether ``oasr.group_gemm`` launches its two kernels with programmatic dependent launch (PDL: each becomes
 resident while the kernel before it runs, and waits on it with ``griddepcontrol.wait`` before touching memory).
-Off until the H200 sweep has timed it: the ``+pdl`` rows of ``dev/group_gemm/bench.py`` next to the same
-configurations without."""
+The second H200 sweep (``dev/group_gemm/results/bench_h200.txt``, the ``+pdl`` rows beside the same
+configurations without) measured 0.7-0.9 us less on every shape of a few microseconds (8 x 1000 rows, 128x256:
+16.77 against 17.62 us); on the 2-4 ms shapes the differences went both ways within the run's noise."""
 
 
 @functools.lru_cache(maxsize=4096)
 def choose_group(n: int, k: int) -> GemmConfig:
-    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups: the first H200 sweep's winners.
+    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups, from the H200 sweeps.
 
-    ``dev/group_gemm/results/bench_h200.txt`` (every candidate, CUDA-graph device time, bf16): 128x256
-    cooperative won every shape whose N fills its tile (8 x 1000 rows, N=1024, K=256: 17.51 us against 18.91
-    for 128x128 ping-pong, the earlier rule's pick; 64 x ~16000 rows, K=2048, N=256 and 512: 2347 and 4436 us,
-    20-22% under ping-pong's), and 128x128 cooperative with a 2x1 cluster won the narrow ones (32 x ~256 rows,
-    K=64, N=64 and 128: 7.80 and 8.08 us, 1.28-1.29x torch._grouped_mm; 64x64 ping-pong took 8.52 and 10.41). N
-    between 128 and 256 was not measured and takes the narrow tile; ``k`` is not used (both K bands agreed).
+    ``dev/group_gemm/results/bench_h200.txt`` (every candidate, CUDA-graph device time, bf16, the scheduler
+    walking N first for tall groups): 128x256 cooperative won the issue's 8 x 1000 rows (N=1024, K=256: 17.62
+    us, 16.77 with PDL, against 19.08 for 128x128 ping-pong); from K=2048 128x128 ping-pong took the lead (64
+    x ~16000 rows, N=256 and 512: 2021 and 3899 us against 2154 and 4070 for 128x256 cooperative: one run, a
+    4-6% margin, as the gemm family's long-K rule); 128x128 cooperative with a 2x1 cluster won the narrow shapes
+    (32 x ~256 rows, K=64, N=64 and 128: 7.87 and 8.41 us, 1.26-1.27x torch._grouped_mm). N between 128 and
+    256 was not measured and takes the narrow tile.
     """
-    return GROUP_WIDE if n >= 256 else GROUP_NARROW
+    if n < 256:
+        return GROUP_NARROW
+    return GROUP_LONG_K if k >= GROUP_LONG_K_MIN else GROUP_WIDE
 
 
 def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
