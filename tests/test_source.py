@@ -191,7 +191,8 @@ def test_lines_csv_replays_and_is_reparsed_when_stale(monkeypatch: pytest.Monkey
 
 # ----------------------------------------------------------------- committed source-preset recordings
 
-RECORDED = sorted(glob.glob(str(REPO_ROOT / "reports" / "h200" / "profiles" / "*" / "source-*.ncu-rep")))
+PROFILES = REPO_ROOT / "reports" / "h200" / "profiles"
+RECORDED = sorted({p.removesuffix(".gz") for p in glob.glob(str(PROFILES / "*" / "source-*.ncu-rep*"))})  # or packed
 
 
 def _spins(lines: pd.DataFrame) -> bool:

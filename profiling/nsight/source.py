@@ -45,6 +45,7 @@ from typing import Any
 import pandas as pd
 
 from ..files import atomic_write_text
+from . import packing
 from .reader import import_ncu_report
 from .recordings import LINES_SUFFIX, file_digest
 
@@ -149,7 +150,7 @@ def kernel_instructions(action: Any) -> float:
 
 def actions_of(report: str | Path) -> list[Any]:
     """Every profiled launch of ``report``, in the order of :func:`profiling.nsight.reader.read_report`."""
-    loaded = import_ncu_report().load_report(str(report))
+    loaded = import_ncu_report().load_report(str(packing.readable(report)))
     ranges = [loaded.range_by_idx(i) for i in range(loaded.num_ranges())]
     return [rng.action_by_idx(j) for rng in ranges for j in range(len(rng))]
 
@@ -198,7 +199,7 @@ def write_lines(report: str | Path) -> Path:
     """Parse ``report`` and write its table beside it, headed by the report's SHA-256."""
     table = parse_lines(report)
     path = lines_path(report)
-    atomic_write_text(path, f"# report_sha256={file_digest(Path(report))[1]}\n" + table.to_csv(index=False))
+    atomic_write_text(path, f"# report_sha256={file_digest(packing.readable(report))[1]}\n" + table.to_csv(index=False))
     return path
 
 
@@ -208,7 +209,7 @@ def _stored(report: Path) -> str | None:
     if not path.is_file():
         return None
     head, _, body = path.read_text().partition("\n")
-    return body if head == f"# report_sha256={file_digest(report)[1]}" else None
+    return body if head == f"# report_sha256={file_digest(packing.readable(report))[1]}" else None
 
 
 def ensure_lines(report: str | Path) -> Path:
