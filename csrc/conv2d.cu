@@ -9,20 +9,6 @@
 
 #include "tvm_ffi_utils.h"
 
-// Calls the lambda __VA_ARGS__ with c_type bound to half or nv_bfloat16 (the family's dtypes).
-#define DISPATCH_HALF_TYPES(dlpack_dtype, c_type, ...)                                              \
-  [&]() -> bool {                                                                                   \
-    if ((dlpack_dtype) == dl_float16) {                                                             \
-      using c_type = half;                                                                          \
-      return __VA_ARGS__();                                                                         \
-    } else if ((dlpack_dtype) == dl_bfloat16) {                                                     \
-      using c_type = nv_bfloat16;                                                                   \
-      return __VA_ARGS__();                                                                         \
-    }                                                                                               \
-    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype) << "; expected float16 or bfloat16"; \
-    return false;                                                                                   \
-  }()
-
 namespace {
 
 void icheck_packed(TensorView t, TensorView input, const char* name, int ndim) {

@@ -28,6 +28,7 @@ from ._checks import (
     bad_half_input,
     bad_tensor,
     check_device,
+    check_k_contiguous,
     check_out,
     other_device,
     ready_devices,
@@ -88,16 +89,7 @@ def _check_gemm(
     shape = (*input.shape[:-1], rows // 2 if gated else rows)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
-    if k > 1 and input.stride(-1) != 1:
-        raise ValueError(
-            f"oasr.{op}: `input`'s last dimension (K) must be contiguous (stride 1, got {input.stride(-1)}); "
-            f"pass `input.contiguous()`"
-        )
-    if k > 1 and weight.stride(-1) != 1:
-        raise ValueError(
-            f"oasr.{op}: `weight`'s last dimension (K) must be contiguous (stride 1, got {weight.stride(-1)}), "
-            f"as nn.Linear stores it; pass `weight.contiguous()`"
-        )
+    check_k_contiguous(op, input=input, weight=weight)
 
     device = input.device
     if device not in _READY:

@@ -34,6 +34,7 @@ from ._checks import (
     bad_half_input,
     bad_tensor,
     check_device,
+    check_k_contiguous,
     check_out,
     other_device,
     ready_devices,
@@ -113,16 +114,7 @@ def _check_group_gemm(
         raise bad_tensor("group_gemm", "bias", bias, dtype, (groups, n))
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == (rows, n)):
         raise bad_tensor("group_gemm", "out", out, dtype, (rows, n))
-    if k > 1 and input.stride(-1) != 1:
-        raise ValueError(
-            f"oasr.group_gemm: `input`'s last dimension (K) must be contiguous (stride 1, got {input.stride(-1)}); "
-            f"pass `input.contiguous()`"
-        )
-    if k > 1 and weight.stride(-1) != 1:
-        raise ValueError(
-            f"oasr.group_gemm: `weight`'s last dimension (K) must be contiguous (stride 1, got "
-            f"{weight.stride(-1)}); pass `weight.contiguous()`"
-        )
+    check_k_contiguous("group_gemm", input=input, weight=weight)
 
     device = input.device
     if device not in _READY:
