@@ -61,6 +61,20 @@ inline std::string dtype_name(DLDataType dtype) {
     return false;                                                                     \
   }()
 
+// Calls the lambda __VA_ARGS__ with c_type bound to half or nv_bfloat16 (the tensor-core families' dtypes).
+#define DISPATCH_HALF_TYPES(dlpack_dtype, c_type, ...)                                              \
+  [&]() -> bool {                                                                                   \
+    if ((dlpack_dtype) == dl_float16) {                                                             \
+      using c_type = half;                                                                          \
+      return __VA_ARGS__();                                                                         \
+    } else if ((dlpack_dtype) == dl_bfloat16) {                                                     \
+      using c_type = nv_bfloat16;                                                                   \
+      return __VA_ARGS__();                                                                         \
+    }                                                                                               \
+    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype) << "; expected float16 or bfloat16"; \
+    return false;                                                                                   \
+  }()
+
 // The stream tvm-ffi set for this call: torch's current stream of the first CUDA tensor.
 inline cudaStream_t get_stream(DLDevice device) {
   return static_cast<cudaStream_t>(TVMFFIEnvGetStream(device.device_type, device.device_id));

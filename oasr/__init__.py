@@ -12,8 +12,12 @@ from .bmm import bmm as bmm
 from .conv1d import depthwise_conv1d as depthwise_conv1d
 from .conv1d import depthwise_conv1d_step as depthwise_conv1d_step
 from .conv1d import fold_batch_norm as fold_batch_norm
+from .conv2d import conv2d as conv2d
+from .conv2d import conv2d_subsampling as conv2d_subsampling
 from .gemm import gemm as gemm
 from .gemm import gemm_glu as gemm_glu
+from .group_gemm import group_gemm as group_gemm
+from .group_gemm import group_gemm_check as group_gemm_check  # a utility beside the op (not in __all__)
 from .jit.families import FAMILIES
 from .norm import add_layer_norm as add_layer_norm
 from .norm import add_rms_norm as add_rms_norm

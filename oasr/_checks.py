@@ -68,6 +68,17 @@ def bad_tensor(op: str, name: str, value: object, dtype: torch.dtype, shape: Seq
     return ValueError(f"oasr.{op}: `{name}` has shape {tuple(value.shape)}, expected {tuple(shape)}")
 
 
+def check_k_contiguous(op: str, **tensors: Tensor) -> None:
+    """ValueError unless each named tensor's last dimension (K, what the tensor cores reduce over) is
+    contiguous: the kernels load K-major rows."""
+    for name, t in tensors.items():
+        if t.shape[-1] > 1 and t.stride(-1) != 1:
+            raise ValueError(
+                f"oasr.{op}: `{name}`'s last dimension (K) must be contiguous (stride 1, got {t.stride(-1)}); "
+                f"pass `{name}.contiguous()`"
+            )
+
+
 def check_real_scalar(op: str, name: str, value: object) -> float:
     """``value`` as a float; TypeError naming ``name`` unless it is a real number (bool is not)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

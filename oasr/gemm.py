@@ -9,6 +9,9 @@ module per (dtype, epilogue, tile configuration), built the first time a call ne
 Arguments are checked before any launch (:func:`_check_gemm`): types, dtypes and shapes first, then
 devices, then memory and autograd (``oasr/_checks.py``). Under ``torch.compile`` each op is the
 custom op ``torch.ops.oasr.<op>``.
+
+A stream-K configuration sums partial tiles through a per-device workspace (``oasr/_stream_k.py``):
+calls on two streams at once must not both run stream-K modules.
 """
 
 from __future__ import annotations
@@ -25,12 +28,14 @@ from ._checks import (
     bad_half_input,
     bad_tensor,
     check_device,
+    check_k_contiguous,
     check_out,
     other_device,
     ready_devices,
     requires_grad,
 )
 from ._custom_ops import define
+from ._stream_k import stream_k_workspace
 from ._tma import addressable, addressable_copy, padded_empty
 from .activation import glu
 from .api_logging import oasr_api
@@ -84,16 +89,7 @@ def _check_gemm(
     shape = (*input.shape[:-1], rows // 2 if gated else rows)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
-    if k > 1 and input.stride(-1) != 1:
-        raise ValueError(
-            f"oasr.{op}: `input`'s last dimension (K) must be contiguous (stride 1, got {input.stride(-1)}); "
-            f"pass `input.contiguous()`"
-        )
-    if k > 1 and weight.stride(-1) != 1:
-        raise ValueError(
-            f"oasr.{op}: `weight`'s last dimension (K) must be contiguous (stride 1, got {weight.stride(-1)}), "
-            f"as nn.Linear stores it; pass `weight.contiguous()`"
-        )
+    check_k_contiguous(op, input=input, weight=weight)
 
     device = input.device
     if device not in _READY:
@@ -144,7 +140,11 @@ def _linear(
     epilogue = activation or ("bias" if bias is not None else "plain")
     config = config or gemm_config.choose(m, n, k, fused=epilogue != "plain")
     code = gemm_config.EPILOGUES.index(epilogue)
-    GEMM.module(_variant(input.dtype, epilogue, config)).gemm(target[None], a[None], w[None], bias, code)
+    module = GEMM.module(_variant(input.dtype, epilogue, config))
+    workspace = None
+    if config.schedule == "streamk":
+        workspace = stream_k_workspace(module.gemm_workspace_size(m, n, k, out.device.index or 0), out.device)
+    module.gemm(target[None], a[None], w[None], bias, code, workspace)
     if target is not view:
         out.copy_(target.view(out.shape))
 

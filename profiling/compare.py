@@ -188,7 +188,15 @@ class State:
 
 
 def family_sources(family: Family, root: Path) -> list[Path]:
-    return [root / "csrc" / source.name for source in family.sources]
+    """``family``'s launcher sources in the checkout ``root``; ValueError when the checkout predates them."""
+    sources = [root / "csrc" / source.name for source in family.sources]
+    missing = [f"csrc/{source.name}" for source in sources if not source.is_file()]
+    if missing:
+        raise ValueError(
+            f"{', '.join(missing)}: not in the checkout {root.name} ({family.name} came later): compare against "
+            "a revision that has the family"
+        )
+    return sources
 
 
 def state_hash(family: Family, root: Path) -> str:

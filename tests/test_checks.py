@@ -91,6 +91,11 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "gemm": lambda: oasr.gemm(x, cuda(4, 8), activation="silu"),
         "gemm_glu": lambda: oasr.gemm_glu(x, cuda(4, 8)),
         "bmm": lambda: oasr.bmm(frames, cuda(2, 8, 4)),
+        "group_gemm": lambda: oasr.group_gemm(x, cuda(2, 4, 8), torch.ones(2, dtype=torch.int32, device="cuda")),
+        "conv2d": lambda: oasr.conv2d(cuda(2, 5, 5, 1), cuda(8, 3, 3, 1), w, activation="relu"),
+        "conv2d_subsampling": lambda: oasr.conv2d_subsampling(
+            cuda(2, 9, 9), cuda(16, 1, 3, 3), cuda(16), cuda(16, 16, 3, 3), cuda(16)
+        ),
     }
     with pytest.raises(ValueError) as info:
         calls[op]()

@@ -94,6 +94,8 @@ def test_state_hash_follows_content_not_path(tmp_path: Path) -> None:
     assert (head == here) == (dirty == "")
     with pytest.raises(ValueError, match="git rev-parse"), compare.checkout("no-such-revision"):
         pass
+    with pytest.raises(ValueError, match=r"csrc/scale.cu.*: not in the checkout empty \(scale came later\)"):
+        compare.state_hash(SCALE, tmp_path / "empty")  # a revision before the family: the notebook says so
 
 
 def test_a_state_builds_as_its_own_module(tmp_path: Path) -> None:

@@ -32,6 +32,7 @@ PURE_TORCH = {"fold_batch_norm"}
 KERNEL_OPS = [op for family in FAMILIES for op in family.ops if op not in PURE_TORCH]
 OASR_OPS = {f"oasr.{op}.default" for op in KERNEL_OPS}
 ACTIVATIONS = {0: lambda y: y, 1: F.silu, 2: F.relu, 3: F.gelu}
+CONV2D_ACTIVATIONS = {0: lambda y: y, 1: F.relu, 2: F.silu}
 """The conv1d launchers' activation codes (oasr.conv1d.ACTIVATIONS)."""
 GEMM_EPILOGUES = (lambda y: y, lambda y: y, F.relu, F.gelu, lambda y: F.gelu(y, approximate="tanh"), F.silu)
 """The gemm launcher's epilogue codes (oasr.jit.gemm_config.EPILOGUES)."""
@@ -119,17 +120,42 @@ class TorchLaunchers:
         y = F.conv1d(x, weight.float().t().unsqueeze(1), None if bias is None else bias.float(), groups=x.shape[1])
         out.copy_(ACTIVATIONS[activation](y).transpose(1, 2))
 
-    def gemm(self, out, input, weight, bias, epilogue):  # [1, M, K] x [1, N, K] -> [1, M, N], fp32 math
+    def gemm(self, out, input, weight, bias, epilogue, workspace):  # [1, M, K] x [1, N, K] -> [1, M, N], fp32
         y = F.linear(input[0].float(), weight[0].float(), None if bias is None else bias.float())[None]
         out.copy_(GEMM_EPILOGUES[epilogue](y))
 
-    def bmm(self, out, a, b, b_n_major):
+    def bmm(self, out, a, b, b_n_major, workspace):
         out.copy_(a.float() @ (b.float() if b_n_major else b.float().transpose(1, 2)))
+
+    def group_gemm_workspace_size(self, groups, device):
+        return 0
+
+    def group_gemm(self, out, input, weight, offsets, bias, workspace, error, pdl):  # rows of [1, L, K] by group
+        start = 0
+        for g, end in enumerate(offsets.tolist()):
+            b = None if bias is None else bias[g].float()
+            out[0, start:end] = F.linear(input[0, start:end].float(), weight[g].float(), b)
+            start = end
 
     def depthwise_conv1d_step(self, out, input, state, weight, bias, activation):
         full = torch.cat([state, input], dim=1)  # the left context, then the chunk
         self.depthwise_conv1d(out, full, weight, bias, 0, 0, None, activation)
         state.copy_(full[:, full.shape[1] - state.shape[1] :])
+
+    def conv2d_direct(self, out, input, weight, bias, sh, sw, ph, pw, activation):  # NHWC, KRSC
+        x, w = input.float().permute(0, 3, 1, 2), weight.float().permute(0, 3, 1, 2)
+        y = F.conv2d(x, w, None if bias is None else bias.float(), (sh, sw), (ph, pw))
+        out.copy_(CONV2D_ACTIVATIONS[activation](y).permute(0, 2, 3, 1))
+
+    conv2d_implicit_gemm = conv2d_direct
+
+    def conv2d_subsampling_smem_bytes(self, t2, f2, d):
+        return 0
+
+    def conv2d_subsampling(self, out, input, weight1, bias1, weight2, bias2):  # weight2 [3, 3, D_out, D_in]
+        y1 = F.relu(F.conv2d(input.float()[:, None], weight1.float()[:, None], bias1.float(), stride=2))
+        y2 = F.relu(F.conv2d(y1.to(input.dtype).float(), weight2.float().permute(2, 3, 0, 1), bias2.float(), stride=2))
+        out.copy_(y2.transpose(1, 2).reshape(out.shape))
 
 
 @pytest.fixture
@@ -173,6 +199,23 @@ def opcheck_cases(device: torch.device | str) -> dict[str, tuple]:
         "add_rms_norm": (new(), None, x, r, w, None, 1e-5, 0.5),
         "depthwise_conv1d": (new(2, 4, 8), x, taps, w, 2, 1, mask, "silu"),
         "depthwise_conv1d_step": (new(), x, torch.randn(2, 2, 8, device=device), taps, None, "gelu"),
+        "conv2d": (
+            new(2, 2, 4, 8).bfloat16(),
+            x[..., None].bfloat16(),
+            w.view(8, 1, 1, 1).bfloat16(),
+            None,
+            [2, 2],
+            [0, 0],
+            "silu",
+        ),
+        "conv2d_subsampling": (
+            new(1, 1, 16).bfloat16(),
+            torch.randn(1, 9, 9, device=device).bfloat16(),
+            torch.randn(16, 1, 3, 3, device=device).bfloat16(),
+            w.repeat(2).bfloat16(),
+            torch.randn(16, 16, 3, 3, device=device).bfloat16(),
+            w.repeat(2).bfloat16(),
+        ),
     }
 
 
@@ -241,7 +284,8 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
     results.append(oasr.depthwise_conv1d_step(x[:, :4], state, taps, bias, "gelu"))
     results.append(oasr.depthwise_conv1d_step(x[:, 4:], state, taps, out=torch.empty_like(x[:, 4:])))
     results.append(state)
-    # gemm and bmm take half types: a bf16 projection with each epilogue kind, GLU, both attention products.
+    # gemm, bmm and group_gemm take half types: a bf16 projection with each epilogue kind, GLU, both attention
+    # products, two groups of rows.
     h, w = x.to(torch.bfloat16), weight.to(torch.bfloat16)
     projection = torch.outer(w, w[: h.shape[-1] // 2].repeat(2)) / h.shape[-1]  # [C, C]
     results.append(oasr.gemm(h, projection))
@@ -249,6 +293,17 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
     results.append(oasr.gemm_glu(h, projection, w))
     results.append(oasr.bmm(h, h.transpose(1, 2)))
     results.append(oasr.bmm(h, projection.expand(h.shape[0], -1, -1)))
+    experts, ends = (
+        torch.stack([projection, projection.flip(0)]),
+        torch.tensor([3, 7], dtype=torch.int32, device=h.device),
+    )
+    results.append(oasr.group_gemm(h[0], experts, ends))
+    results.append(oasr.group_gemm(h[0], experts, ends, torch.stack([w, w.flip(0)]), out=torch.empty_like(h[0])))
+    # conv2d: a 1 -> 8 channel convolution of [B, T, C] seen as an NHWC image, and the fused Conv2dSubsampling4.
+    results.append(oasr.conv2d(h[..., None], projection[:8, :9].reshape(8, 3, 3, 1), w[:8], 2, 1, "relu"))
+    w1 = projection[:, :9].reshape(-1, 1, 3, 3)
+    w2 = projection[:, :, None, None].expand(-1, -1, 3, 3).contiguous()
+    results.append(oasr.conv2d_subsampling(h, w1, w, w2, w))
     results.append(oasr.scale(x, 0.25, out=x))  # in place, last
     return results
 

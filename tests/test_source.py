@@ -65,6 +65,22 @@ class _Info:
         return self.number
 
 
+class _SwigMap:
+    """What ``ncu_report``'s ``source_files()`` returns: a SWIG ``map_string_string`` (items, indexing, no ``get``)."""
+
+    def __init__(self, items: dict[str, str]) -> None:
+        self._items = items
+
+    def items(self) -> list[tuple[str, str]]:
+        return list(self._items.items())
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class _Action:
     """ncu_report's action interface for a kernel of 6 PCs: lines 3, 3, 5 and 9 of k.cuh, two PCs with no line."""
 
@@ -103,8 +119,8 @@ class _Action:
     def sass_by_pc(self, pc: int) -> str:
         return f"INST_{pc:#x} R0, R1 ;"
 
-    def source_files(self) -> dict[str, str]:
-        return {self.FILE: self.TEXT}
+    def source_files(self) -> _SwigMap:
+        return _SwigMap({self.FILE: self.TEXT})
 
 
 @pytest.fixture
@@ -175,7 +191,15 @@ def test_lines_csv_replays_and_is_reparsed_when_stale(monkeypatch: pytest.Monkey
 
 # ----------------------------------------------------------------- committed source-preset recordings
 
-RECORDED = sorted(glob.glob(str(REPO_ROOT / "reports" / "h200" / "profiles" / "*" / "source-*.ncu-rep")))
+PROFILES = REPO_ROOT / "reports" / "h200" / "profiles"
+RECORDED = sorted({p.removesuffix(".gz") for p in glob.glob(str(PROFILES / "*" / "source-*.ncu-rep*"))})  # or packed
+
+
+def _spins(lines: pd.DataFrame) -> bool:
+    """The launch waits on mbarriers in a loop (CUTLASS's pipelines: ``cutlass/arch/barrier.h``). Its spin
+    iterations depend on timing, and ncu counts the per-line instructions and the kernel's total in different
+    replay passes: the two differ by the spins (28% on the grouped GEMM), so only spin-free kernels must add up."""
+    return bool(lines.loc[lines["pcs"] > 0, "file"].str.endswith("cutlass/arch/barrier.h").any())
 
 
 @pytest.mark.skipif(not RECORDED, reason="no source-preset recording committed yet (made on the H200)")
@@ -185,9 +209,11 @@ def test_recorded_lines_sum_to_each_kernels_instructions(report: str) -> None:
     actions = source.actions_of(report)
     assert len(actions) and set(table["launch"]) <= set(range(len(actions)))
     for launch, action in enumerate(actions):
+        lines = table[table["launch"] == launch]
         total = source.kernel_instructions(action)
-        counted = table.loc[table["launch"] == launch, "inst_executed"].sum()
-        assert total > 0 and counted == pytest.approx(total, rel=0.01), (launch, action.name())
+        assert total > 0 and lines["inst_executed"].sum() > 0, (launch, action.name())
+        if not _spins(lines):
+            assert lines["inst_executed"].sum() == pytest.approx(total, rel=0.01), (launch, action.name())
     executed = table[table["pcs"] > 0]
     assert ((executed["file"] != "") & (executed["source"] != "")).any()  # -lineinfo and --import-source worked
 

@@ -27,6 +27,7 @@ for s in ${*:-build source accept test}; do
   echo; echo "=== $s ($(date +%T))"; start=$SECONDS
   case $s in
     build)  # one process per op: each builds (and runs once) the modules its largest config uses
+      pids=()
       for op in $OPS; do
         python3 - "$op" <<'PY' &
 import sys, torch
@@ -36,8 +37,10 @@ op.backends["oasr"](op.make_inputs(op.default_sweep[-1], torch.float16, torch.de
 torch.cuda.synchronize()
 print(f"built {op.name}")
 PY
+        pids+=($!)
       done
-      wait || status=1 ;;
+      # Wait on the builds by pid: a bare `wait` also waits for the tee of the log, which never ends.
+      for pid in "${pids[@]}"; do wait "$pid" || status=1; done ;;
     source)
       timeout 300 python3 - $OPS <<'PY' || status=1
 import sys, time

@@ -5,7 +5,8 @@
 # build:    every module the tests and the sweeps use, in parallel (~45 s each, one core and ~1.8 GB apiece);
 # test:     tests/test_gemm.py and tests/test_bmm.py with their GPU tests;
 # tune:     dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart);
-# epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes.
+# epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes;
+# wave:     issue 17 alone (~3 min on 16 cores): its 15 modules built at once, its GPU tests, tune.py --wave.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
@@ -28,7 +29,12 @@ for s in ${*:-build test tune epilogue}; do
     tune) python3 dev/gemm/tune.py --csv "$OUT/gemm-tune.csv" 2>&1 | tee "$OUT/gemm-tune.txt" || status=1 ;;
     epilogue) python3 dev/gemm/tune.py --epilogue --csv "$OUT/gemm-epilogue.csv" 2>&1 | tee "$OUT/gemm-epilogue.txt" \
                 || status=1 ;;
-    *) echo "unknown step $s (steps: build test tune epilogue)"; status=1 ;;
+    wave) python3 dev/gemm/tune.py --build --wave --jobs "$(nproc)" 2>&1 | tee "$OUT/gemm-wave-build.log" || status=1
+          python3 -m pytest -q -ra -p no:cacheprovider tests/test_gemm.py -k TestWaveCandidates \
+            > "$OUT/gemm-wave-pytest.log" 2>&1 || status=1
+          tail -5 "$OUT/gemm-wave-pytest.log"
+          python3 dev/gemm/tune.py --wave --csv "$OUT/gemm-wave.csv" 2>&1 | tee "$OUT/gemm-wave.txt" || status=1 ;;
+    *) echo "unknown step $s (steps: build test tune epilogue wave)"; status=1 ;;
   esac
 done
 exit $status

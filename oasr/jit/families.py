@@ -215,6 +215,32 @@ CONV1D = Family(
     headers=("oasr/conv1d_staged.cuh", "oasr/conv1d.cuh"),
 )
 
+CONV2D = Family(
+    name="conv2d",
+    ops=("conv2d", "conv2d_subsampling"),
+    notebook="05_conv2d",
+    title="05 · conv2d — NHWC convolution and the fused Conv2dSubsampling front end",
+    summary=(
+        "The speech encoder's front end: `conv2d(input [N, H, W, C], weight [K, R, S, C])` with bias and "
+        "ReLU/SiLU (as `F.conv2d` on permuted tensors), and `conv2d_subsampling`, WeNet's Conv2dSubsampling4 "
+        "(two 3x3 stride-2 convolutions with ReLU) in one kernel, against torch channels-last and NCHW."
+    ),
+    design=(
+        "`include/oasr/conv2d/direct.cuh`: few input channels (IC = 1: a pure write problem): with at most "
+        "15 taps a warp multiplies 16 pixels x 256 channels on tensor cores (mma.sync, the bias a 16th tap, "
+        "the weights in registers) and each lane stores 16-byte chunks of 8 channels; other filters run a "
+        "CUDA-core kernel. `include/oasr/conv2d/sm90_implicit_gemm.cuh`: C % 8 == 0 through CUTLASS 3.x's "
+        "sm90 implicit GEMM (TMA im2col, wgmma), bias and activation in the epilogue; one JIT module per "
+        "(dtype, activation, tile), the tile chosen from K (`oasr/jit/conv2d_config.py`). "
+        "`include/oasr/conv2d/subsampling.cuh`: each CTA computes the first conv's tile (halo included) into "
+        "shared memory, 16 channels at a time, and runs the second conv from there on tensor cores "
+        "(mma.sync), so the first conv's output never reaches DRAM."
+    ),
+    headers=("oasr/conv2d/direct.cuh", "oasr/conv2d/sm90_implicit_gemm.cuh", "oasr/conv2d/subsampling.cuh"),
+    include_paths=cutlass.include_paths,
+    library_cflags=cutlass.version_flags,
+)
+
 GEMM = Family(
     name="gemm",
     ops=("gemm", "gemm_glu"),
@@ -270,7 +296,38 @@ BMM = Family(
     default_variant=gemm_config.bmm_variant("bfloat16", False, gemm_config.DEFAULT),
 )
 
-FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, GEMM, BMM)
+GROUP_GEMM = Family(
+    name="group_gemm",
+    ops=("group_gemm",),
+    notebook="08_group_gemm",
+    title="08 · group_gemm — one GEMM per group of rows, the groups sized on the device",
+    summary=(
+        "`group_gemm(input [L, K], weight [G, N, K], offsets [G], bias [G, N])`: the rows of `input` come in G "
+        "consecutive groups whose ends `offsets` holds on the device, and group g's rows go through "
+        "`F.linear(rows, weight[g], bias[g])`. bf16 and fp16 with fp32 accumulation, against "
+        "`torch._grouped_mm`, a dense GEMM over all rows and a Python loop of `F.linear`."
+    ),
+    design=(
+        "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the device "
+        "offsets into per-group problem shapes, pointers and strides in a workspace cached per shape; then "
+        "CUTLASS's ptr-array TMA warp-specialized kernel (cooperative, 128x256 tiles, or 128x128 in 2x1 "
+        "clusters when N < 256; one CTA per SM) reads them from the device and walks every group's tiles, "
+        "rewriting its TMA descriptors as it enters a group; it waits on the setup kernel with "
+        "`griddepcontrol.wait`, so it can be launched with programmatic dependent launch. Nothing comes back "
+        "to the host, so a CUDA graph replays with new offsets; offsets "
+        "that decrease or end past L are clamped and flagged in host-mapped memory "
+        "(`oasr.group_gemm_check()`). A bias is added in the epilogue: CUTLASS's row broadcast reads group "
+        "g's through an array of per-group pointers the setup kernel fills."
+    ),
+    headers=("oasr/gemm/sm90_group_gemm.cuh", "oasr/gemm/sm90_gemm.cuh"),
+    capabilities=(90,),
+    extra_cuda_cflags=(SM90A,),
+    include_paths=cutlass.include_paths,
+    library_cflags=cutlass.version_flags,
+    default_variant=gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_DEFAULT),
+)
+
+FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, CONV2D, GEMM, BMM, GROUP_GEMM)
 """Every family, in notebook order."""
 
 

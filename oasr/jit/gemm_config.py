@@ -14,12 +14,14 @@ the 132 SMs:
 * more waves take 128x128 ping-pong (one warpgroup's epilogue hides under the other's math). At
   K = 2048 cooperative won the first run by 2% and lost the second by up to 16% (its times moved
   with cuBLAS's between the runs, ping-pong's did not), so ping-pong takes long K too;
+* grids that overflow one wave of 128x128 tiles but fit one of 128x192 (1500x2048x512) take one wave
+  of 128x192 tiles, :data:`PARTIAL_WAVE` (x0.97 of cuBLAS against x0.82 for ping-pong 128x128);
 * N <= 64 takes 64x64 ping-pong, whose tiles N fills (measured on attention's context product,
   bmm 64x375x64x375: 27.1 us against 29.5 us for 128x128 ping-pong).
 
 In the second run the rule's pick is the best configuration or within 3% of it on every gemm
-shape (geomean x1.03 of cuBLAS over the 14; 1500x2048x512, 1.45 waves of 128x128 tiles, is the
-worst at x0.84, and no candidate does better there). A shape outside the table falls into the same
+shape (geomean x1.03 of cuBLAS over the 14; 1500x2048x512, 1.45 waves of 128x128 tiles, was the
+worst at x0.84 until the wave study's 128x192 tiles). A shape outside the table falls into the same
 tile-count bands; the bands' edges (66 and 132 tiles) are where the measured winners change.
 
 A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
@@ -34,9 +36,11 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "streamk")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
-epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop."""
+epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Stream-K:
+cooperative, the last waves' K loops split evenly over the SMs and the partial tiles summed through a
+workspace (gemm and bmm; CUTLASS splits no tile of 8 K blocks or fewer, so short K takes ``tile_k`` 32)."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -64,8 +68,8 @@ class GemmConfig:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"GemmConfig: schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.schedule == "cooperative" and self.tile_m % 128:
-            raise ValueError("GemmConfig: the cooperative schedule needs a tile_m that is a multiple of 128")
+        if self.schedule in ("cooperative", "streamk") and self.tile_m % 128:
+            raise ValueError(f"GemmConfig: the {self.schedule} schedule needs a tile_m that is a multiple of 128")
 
     @property
     def name(self) -> str:
@@ -85,6 +89,24 @@ class GemmConfig:
         )
 
 
+WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
+    # 8000x256x256 (126 tiles of 128x128, 4 K blocks each: launch and prologue bound)
+    GemmConfig(128, 128, 64, 1, 2, "nonpersistent"),  # A multicast to both N tiles of a row
+    GemmConfig(128, 128, 128, 1, 1, "nonpersistent"),  # half the K blocks, so half the pipeline round trips
+    GemmConfig(64, 128, 64, 1, 1, "nonpersistent", 4),  # 252 CTAs, two resident per SM (4 stages: 96 KB)
+    GemmConfig(64, 128, 64, 1, 2, "nonpersistent", 4),  # the same with A multicast
+    GemmConfig(64, 256, 64, 1, 1, "nonpersistent", 4),  # 125 CTAs of wgmma's widest N
+    # 1500x2048x512 (192 tiles of 128x128: 1.45 waves)
+    GemmConfig(128, 192, 64, 1, 1, "cooperative"),  # 12 x 11 = 132 tiles: one wave
+    GemmConfig(128, 192, 64, 2, 1, "cooperative"),  # the same with B multicast
+    GemmConfig(128, 192, 64, 1, 1, "nonpersistent"),  # one wave, one warpgroup per tile
+    GemmConfig(64, 192, 64, 1, 1, "pingpong"),  # 24 x 11 = 264 tiles: two per SM, one per warpgroup
+    GemmConfig(128, 128, 32, 1, 1, "streamk"),  # 1536 K blocks of 32 split evenly over 132 SMs
+    GemmConfig(128, 256, 32, 1, 1, "streamk"),  # 96 tiles, their K split over 132 SMs
+)
+"""Issue 17's candidates for the two shapes below 0.95x cuBLAS in the 7d8b06f table: tiles that fill one
+wave, multicast, fewer K blocks, two CTAs per SM, stream-K (``dev/gemm/tune.py --wave`` times them)."""
+
 CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
     GemmConfig(128, 128, 64, 2, 1, "cooperative"),
@@ -98,6 +120,7 @@ CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(64, 128, 64, 1, 1, "nonpersistent"),
     GemmConfig(128, 128, 64, 1, 1, "nonpersistent"),
     GemmConfig(64, 64, 64, 1, 1, "pingpong"),
+    *WAVE_CANDIDATES,
 )
 """What ``dev/gemm/tune.py`` times on the H200."""
 
@@ -105,9 +128,14 @@ NARROW = GemmConfig(64, 64, 64, 1, 1, "pingpong")
 SMALL_GRID = GemmConfig(64, 128, 64, 1, 1, "nonpersistent")
 ONE_WAVE = GemmConfig(128, 128, 64, 1, 1, "nonpersistent")
 MANY_WAVES = GemmConfig(128, 128, 64, 1, 1, "pingpong")
+PARTIAL_WAVE = GemmConfig(128, 192, 64, 1, 1, "nonpersistent")
+"""Grids of more than one wave of 128x128 tiles that 128x192 tiles fit in one (1500x2048x512: 192 tiles,
+12 x 11 = 132 of 128x192): one wave of 128x192 tiles, the winner of issue 17's candidates
+(``dev/gemm/results/wave_h200.txt``: 7.94 us, x0.973 of cuBLAS, against 9.45 us for 128x128 ping-pong, 8.51
+for 128x192 cooperative and 15.1 for stream-K)."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
-PICKS = (NARROW, SMALL_GRID, ONE_WAVE, MANY_WAVES)
+PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
 FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
@@ -130,6 +158,8 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
         return SMALL_GRID
     if tiles <= NUM_SMS_H200:
         return ONE_WAVE
+    if batch * -(-m // 128) * -(-n // 192) <= NUM_SMS_H200:
+        return PARTIAL_WAVE
     return MANY_WAVES
 
 
@@ -161,6 +191,67 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
         cuda_cflags=(
             f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
             f"-DOASR_GEMM_B_NMAJOR={int(b_n_major)}",
+            *config.flags(),
+        ),
+    )
+
+
+GROUP_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
+GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
+GROUP_LONG_K = GemmConfig(128, 128, 64, 1, 1, "pingpong")
+GROUP_LONG_K_MIN = 2048
+GROUP_PICKS = (GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K)
+"""What :func:`choose_group` returns (``dev/group_gemm/bench.py --build`` builds both dtypes, plain and bias)."""
+GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
+    *GROUP_PICKS,
+    GemmConfig(128, 128, 64, 1, 1, "cooperative"),
+    GemmConfig(128, 256, 64, 2, 1, "cooperative"),
+    GemmConfig(128, 256, 64, 1, 2, "cooperative"),
+    GemmConfig(256, 128, 64, 1, 1, "cooperative"),
+)
+"""The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
+scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``: the picks,
+the runners-up of the first H200 sweep (128x128 cooperative, and ping-pong, the earlier default), and larger
+tiles and clusters for the issue's 8 x 1000 rows (128x256 with a 2x1 or 1x2 cluster, 256x128). The 64-row
+ping-pong tiles lost every shape of that sweep (1.09-2.31x the best time) and are no longer built."""
+GROUP_DEFAULT = GROUP_WIDE
+"""The group_gemm family's representative build (prebuilding, the CPU build test): the issue's shape's pick."""
+GROUP_PDL = True
+"""Whether ``oasr.group_gemm`` launches its two kernels with programmatic dependent launch (PDL: each becomes
+resident while the kernel before it runs, and waits on it with ``griddepcontrol.wait`` before touching memory).
+The second H200 sweep (``dev/group_gemm/results/bench_h200.txt``, the ``+pdl`` rows beside the same
+configurations without) measured 0.7-0.9 us less on every shape of a few microseconds (8 x 1000 rows, 128x256:
+16.77 against 17.62 us); on the 2-4 ms shapes the differences went both ways within the run's noise."""
+
+
+@functools.lru_cache(maxsize=4096)
+def choose_group(n: int, k: int) -> GemmConfig:
+    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups, from the H200 sweeps.
+
+    ``dev/group_gemm/results/bench_h200.txt`` (every candidate, CUDA-graph device time, bf16, the scheduler
+    walking N first for tall groups): 128x256 cooperative won the issue's 8 x 1000 rows (N=1024, K=256: 17.62
+    us, 16.77 with PDL, against 19.08 for 128x128 ping-pong); from K=2048 128x128 ping-pong took the lead (64
+    x ~16000 rows, N=256 and 512: 2021 and 3899 us against 2154 and 4070 for 128x256 cooperative: one run, a
+    4-6% margin, as the gemm family's long-K rule); 128x128 cooperative with a 2x1 cluster won the narrow shapes
+    (32 x ~256 rows, K=64, N=64 and 128: 7.87 and 8.41 us, 1.26-1.27x torch._grouped_mm). N between 128 and
+    256 was not measured and takes the narrow tile.
+    """
+    if n < 256:
+        return GROUP_NARROW
+    return GROUP_LONG_K if k >= GROUP_LONG_K_MIN else GROUP_WIDE
+
+
+def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
+    """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
+    (``bias``: a per-group bias added to the accumulators)."""
+    if config.schedule not in ("cooperative", "pingpong"):
+        raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative or ping-pong schedules only")
+    return Variant(
+        name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",
+        cuda_cflags=(
+            f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
+            f"-DOASR_GROUP_GEMM_BIAS={int(bias)}",
+            "-DOASR_GEMM_B_NMAJOR=0",
             *config.flags(),
         ),
     )

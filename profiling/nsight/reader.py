@@ -100,6 +100,7 @@ import numpy as np
 import pandas as pd
 
 from ..provenance import gpu_slug
+from . import packing
 from . import presets as M
 from .naming import DOMAIN, RangeName, parse_range_name
 
@@ -208,7 +209,7 @@ def read_report(path: str | Path) -> ReportTables:
     ImportError
         When no ``ncu_report`` module can be found (see :func:`import_ncu_report`).
     """
-    path = Path(path)
+    path = packing.readable(path)
     if not path.is_file():
         raise FileNotFoundError(f"no Nsight Compute report at {path}")
     ncu_report = import_ncu_report()

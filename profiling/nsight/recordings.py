@@ -6,7 +6,8 @@ Layout::
       <gpu>/                          provenance.gpu_slug of the GPU: "h200"
         profiles/
           <op>/                       op name: "scale"
-            <name>.ncu-rep            one ncu run (a sweep: many launches)
+            <name>.ncu-rep            one ncu run (a sweep: many launches); committed large ones are
+                                      packed, <name>.ncu-rep.gz (profiling.nsight.packing)
             <name>.json               its sidecar: what it holds and how it was made
             <name>.lines.csv          source preset only: its per-line table (profiling.nsight.source)
 
@@ -65,6 +66,7 @@ from oasr.jit.core import file_sha256
 
 from ..files import TMP_PREFIX, atomic_write_text, reports_root
 from ..harness.ops import OpSpec
+from . import packing
 
 SCHEMA = 1
 LINES_SUFFIX = ".lines.csv"
@@ -209,13 +211,17 @@ class ProfileStore:
             report = sidecar.with_name(meta["report"])
             problem = self._report_problem(report, meta)
             if problem is not None:
-                damaged[report if report.exists() else sidecar] = problem
+                damaged[report if packing.exists(report) else sidecar] = problem
                 continue
             found.append(StoredProfile(report, sidecar, meta))
         return sorted(found, key=lambda p: p.meta.get("created_ns", 0), reverse=True), damaged
 
     @staticmethod
     def _report_problem(report: Path, meta: Mapping[str, Any]) -> str | None:
+        try:
+            report = packing.readable(report)
+        except (OSError, EOFError) as exc:
+            return f"its packed report {packing.packed(report).name} cannot be unpacked ({exc})"
         try:
             stat = report.stat()
         except OSError:
@@ -299,6 +305,7 @@ class ProfileStore:
             shutil.copyfile(report, staged)
             report = staged
         os.replace(report, final)
+        packing.packed(final).unlink(missing_ok=True)  # an older packed copy of the same name
         size, digest = file_digest(final)
         meta = {
             "schema": SCHEMA,
@@ -330,7 +337,7 @@ class ProfileStore:
             )
             if old.name != new.name and same_kind and old.entries <= covered:
                 old.sidecar.unlink(missing_ok=True)  # sidecar first: never one without its report
-                old.report.unlink(missing_ok=True)
+                packing.remove(old.report)
                 old.report.with_name(old.name + LINES_SUFFIX).unlink(missing_ok=True)
 
 

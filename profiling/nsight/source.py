@@ -45,6 +45,7 @@ from typing import Any
 import pandas as pd
 
 from ..files import atomic_write_text
+from . import packing
 from .reader import import_ncu_report
 from .recordings import LINES_SUFFIX, file_digest
 
@@ -94,11 +95,18 @@ def pc_metrics(action: Any) -> dict[str, dict[int, float]]:
     return found
 
 
+def source_texts(action: Any) -> dict[str, str]:
+    """The sources imported into ``action``'s report, file name -> text. ``ncu_report`` returns a SWIG map
+    (items and indexing, no ``get``), copied here into a dict."""
+    files = action.source_files()
+    return {str(name): str(text) for name, text in files.items()} if files is not None else {}
+
+
 def pc_table(action: Any, launch: int = 0) -> pd.DataFrame:
     """One row per SASS instruction (PC) of ``action``: its source line, SASS text and counters."""
     values = pc_metrics(action)
     pcs = sorted({pc for column in values.values() for pc in column})
-    files = {name: text.splitlines() for name, text in (action.source_files() or {}).items()}
+    files = {name: text.splitlines() for name, text in source_texts(action).items()}
     rows = []
     for pc in pcs:
         info = action.source_info(pc)
@@ -142,7 +150,7 @@ def kernel_instructions(action: Any) -> float:
 
 def actions_of(report: str | Path) -> list[Any]:
     """Every profiled launch of ``report``, in the order of :func:`profiling.nsight.reader.read_report`."""
-    loaded = import_ncu_report().load_report(str(report))
+    loaded = import_ncu_report().load_report(str(packing.readable(report)))
     ranges = [loaded.range_by_idx(i) for i in range(loaded.num_ranges())]
     return [rng.action_by_idx(j) for rng in ranges for j in range(len(rng))]
 
@@ -175,7 +183,7 @@ def parse_lines(report: str | Path) -> pd.DataFrame:
     for k, action in enumerate(actions_of(report)):
         pcs = pc_table(action, k)
         if not pcs.empty:
-            parts.append(with_context(lines_from_pcs(pcs, with_sass=True), action.source_files() or {}))
+            parts.append(with_context(lines_from_pcs(pcs, with_sass=True), source_texts(action)))
     if not parts:
         return pd.DataFrame(columns=[*KEYS, "source", "pcs", "inst_executed", "samples", "sass"])
     return pd.concat(parts, ignore_index=True)
@@ -191,7 +199,7 @@ def write_lines(report: str | Path) -> Path:
     """Parse ``report`` and write its table beside it, headed by the report's SHA-256."""
     table = parse_lines(report)
     path = lines_path(report)
-    atomic_write_text(path, f"# report_sha256={file_digest(Path(report))[1]}\n" + table.to_csv(index=False))
+    atomic_write_text(path, f"# report_sha256={file_digest(packing.readable(report))[1]}\n" + table.to_csv(index=False))
     return path
 
 
@@ -201,7 +209,7 @@ def _stored(report: Path) -> str | None:
     if not path.is_file():
         return None
     head, _, body = path.read_text().partition("\n")
-    return body if head == f"# report_sha256={file_digest(report)[1]}" else None
+    return body if head == f"# report_sha256={file_digest(packing.readable(report))[1]}" else None
 
 
 def ensure_lines(report: str | Path) -> Path:

@@ -53,7 +53,7 @@ from ..scaleout.chunks import Attempt, ChunkLost, host_name, worker_gpu
 from ..scaleout.engine import ENGINES, check_address, check_engine, expected_gpus, run_chunks
 from ..scaleout.gpus import GpuSpec
 from ..scaleout.threads import run_threads
-from . import recordings, runner, source
+from . import packing, recordings, runner, source
 from .presets import PRESETS
 from .reader import read_report
 from .worker import SweepSpec
@@ -138,7 +138,8 @@ def _read_cached(path: str, mtime_ns: int, size: int) -> Any:
 
 def read_tables(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """(launches, advice, device) of one report, via :func:`profiling.nsight.reader.read_report`."""
-    stat = Path(path).stat()
+    path = packing.readable(path)
+    stat = path.stat()
     tables = _read_cached(str(path), stat.st_mtime_ns, stat.st_size)
     return tables.launches.copy(), tables.advice.copy(), dict(tables.device)
 

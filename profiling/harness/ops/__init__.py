@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from oasr.jit.families import Family
 
-from . import activation, bmm, conv1d, gemm, norm, scale
+from . import activation, bmm, conv1d, conv2d, gemm, group_gemm, norm, scale
 from .base import DTYPES, Config, Inputs, OpSpec, Work, dtype_name, parse_dtype
 
 OPS: dict[str, OpSpec] = {
@@ -25,9 +25,12 @@ OPS: dict[str, OpSpec] = {
         norm.ADD_LAYER_NORM,
         norm.ADD_RMS_NORM,
         conv1d.DEPTHWISE_CONV1D,
+        conv2d.CONV2D,
+        conv2d.CONV2D_SUBSAMPLING,
         gemm.GEMM,
         gemm.GEMM_GLU,
         bmm.BMM,
+        group_gemm.GROUP_GEMM,
     )
 }
 

@@ -1,0 +1,85 @@
+// TVM-FFI launchers of the group_gemm family: out[rows of g] = input[rows of g] . weight[g]^T (+ bias[g]) on
+// Hopper tensor cores, the groups' row ranges read from device offsets. One module per (dtype, epilogue:
+// OASR_GROUP_GEMM_BIAS 0 or 1, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API (oasr/group_gemm.py) validates the
+// arguments, hands over [1, L, K], [G, N, K] and [1, L, N] views and caches the workspace.
+#include <oasr/gemm/sm90_group_gemm.cuh>
+
+#include "gemm_sm90.h"
+
+namespace {
+
+constexpr DLDataType kInt32{kDLInt, 32, 1};
+#ifndef OASR_GROUP_GEMM_BIAS
+#error "a group_gemm module is built with or without a bias: oasr/jit/gemm_config.py passes -DOASR_GROUP_GEMM_BIAS"
+#endif
+static_assert(OASR_GEMM_SCHEDULE == 0 || OASR_GEMM_SCHEDULE == 1,
+              "the grouped GEMM is persistent: cooperative (0) or ping-pong (1)");
+using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, oasr::gemm::Cooperative, oasr::gemm::PingPong>;
+using GroupGemm = oasr::gemm::Sm90GroupGemm<oasr::gemm::config::Element, oasr::gemm::config::Tile,
+                                            oasr::gemm::config::Cluster, Schedule, OASR_GROUP_GEMM_BIAS == 1>;
+
+}  // namespace
+
+// Bytes of workspace a call with `groups` groups on `device` needs.
+int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
+  TVM_FFI_ICHECK(groups > 0 && groups < (1LL << 31)) << "`groups` must be positive and below 2^31";
+  const int id = static_cast<int>(device);
+  return static_cast<int64_t>(
+      oasr::gemm::GroupWorkspaceSize<GroupGemm>(static_cast<int>(groups), id, oasr::gemm::sm_count(id)));
+}
+
+// output [1, L, N], input [1, L, K], weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
+// workspace: group_gemm_workspace_size bytes (CUDA, 128-byte aligned), error: one host-mapped int32,
+// pdl: launch both kernels with programmatic dependent launch (each overlapping the launch of the one before).
+void group_gemm(TensorView output, TensorView input, TensorView weight, TensorView offsets, Optional bias,
+                TensorView workspace, TensorView error, bool pdl) {
+  using Element = oasr::gemm::config::Element;
+  using oasr::gemm::icheck_tma_view;
+  using oasr::gemm::row_stride;
+  icheck_tma_view(input, "input");
+  icheck_tma_view(weight, "weight");
+  icheck_tma_view(output, "out");
+  const int64_t rows = input.size(1), k = input.size(2), groups = weight.size(0), n = weight.size(1);
+  TVM_FFI_ICHECK(input.size(0) == 1 && output.size(0) == 1 && output.size(1) == rows && output.size(2) == n &&
+                 weight.size(2) == k)
+      << "expected out [1, L, N], input [1, L, K] and weight [G, N, K]";
+  TVM_FFI_ICHECK(rows > 0 && n > 0 && k > 0 && rows < (1LL << 31) && n < (1LL << 31) && k < (1LL << 31))
+      << "extents must be positive and below 2^31 (the Python API handles empty problems)";
+  TVM_FFI_ICHECK(offsets.ndim() == 1 && offsets.size(0) == groups && offsets.dtype() == kInt32 &&
+                 offsets.device().device_type == kDLCUDA && (groups == 1 || offsets.stride(0) == 1))
+      << "`offsets` must be a contiguous CUDA int32 [G] vector";
+  TVM_FFI_ICHECK(workspace.device().device_type == kDLCUDA &&
+                 reinterpret_cast<uintptr_t>(data_ptr<char>(workspace)) % 128 == 0 &&
+                 workspace.numel() * (workspace.dtype().bits / 8) >=
+                     group_gemm_workspace_size(groups, input.device().device_id))
+      << "`workspace` must be a 128-byte aligned CUDA buffer of group_gemm_workspace_size bytes";
+  TVM_FFI_ICHECK(error.numel() >= 1 && error.dtype() == kInt32) << "`error` must be a host-mapped int32";
+  oasr::gemm::GroupGemmParams<Element> p;
+  p.groups = static_cast<int>(groups);
+  p.rows = static_cast<int>(rows);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.offsets = data_ptr<const int32_t>(offsets);
+  p.a = data_ptr<const Element>(input);
+  p.lda = row_stride(input);
+  p.b = data_ptr<const Element>(weight);
+  p.ldb = row_stride(weight);
+  p.group_stride_b = oasr::gemm::batch_stride(weight, p.ldb);
+  p.d = data_ptr<Element>(output);
+  p.ldd = row_stride(output);
+  TVM_FFI_ICHECK(bias.has_value() == (OASR_GROUP_GEMM_BIAS == 1))
+      << "this group_gemm module was built " << (OASR_GROUP_GEMM_BIAS ? "with" : "without") << " a bias";
+  if (bias.has_value()) {
+    TensorView v = bias.value();
+    TVM_FFI_ICHECK(v.ndim() == 2 && v.size(0) == groups && v.size(1) == n && (n == 1 || v.stride(1) == 1) &&
+                   v.dtype() == oasr::gemm::config::kDLType)
+        << "`bias` must be [G, N] of the module's dtype with contiguous rows";
+    p.bias = data_ptr<const Element>(v);
+    p.group_stride_bias = groups > 1 ? v.stride(0) : n;
+  }
+  p.error = data_ptr<int>(error);
+  p.device = input.device().device_id;
+  p.sm_count = oasr::gemm::sm_count(p.device);
+  cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), pdl, get_stream(input.device()));
+  CHECK_CUDA_SUCCESS(status, "group_gemm kernel launch");
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The conv2d family on the H200, in one command from the repo root (the device tool runs it with the
+# wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
+#   bash dev/conv2d/h200.sh [steps...]     (default: build test bench; at most 4 files go to $OUT)
+# build: the direct module and the implicit-GEMM modules the tests and the timing use, in parallel;
+# test:  tests/test_conv2d.py with its GPU tests                       -> $OUT/conv2d-pytest.log
+# bench: dev/conv2d/bench.py, oasr vs torch channels-last vs NCHW      -> $OUT/conv2d-bench.txt, conv2d-bench.csv
+# ncu:   (not by default) conv #1's few-taps kernel and conv #2's implicit GEMM under Nsight Compute
+#        (speed of light, occupancy, memory, warp stalls; after build) -> $OUT/conv2d-ncu.txt
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/oasr-conv2d-out}; mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
+  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
+status=0
+for s in ${*:-build test bench}; do
+  echo; echo "=== $s ($(date +%T))"
+  case $s in
+    build) python3 dev/conv2d/bench.py --build --jobs "$jobs" 2>&1 | tee -a "$OUT/conv2d-bench.txt" || status=1 ;;
+    test) timeout 150 python3 -m pytest -q -ra -p no:cacheprovider --durations=10 tests/test_conv2d.py \
+            > "$OUT/conv2d-pytest.log" 2>&1 || status=1
+          tail -30 "$OUT/conv2d-pytest.log" ;;
+    bench) timeout 150 python3 dev/conv2d/bench.py --csv "$OUT/conv2d-bench.csv" 2>&1 | tee -a "$OUT/conv2d-bench.txt" \
+             || status=1 ;;
+    ncu) if ! command -v ncu > /dev/null; then echo "ncu not found: put Nsight Compute's ncu on PATH"; status=1; continue; fi
+         timeout 240 ncu --clock-control none -k 'regex:FewTaps|device_kernel' -c 4 --section SpeedOfLight \
+           --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
+           python3 dev/conv2d/ncu_targets.py > "$OUT/conv2d-ncu.txt" 2>&1 || status=1
+         grep -E "FewTaps|device_kernel|Duration|DRAM Throughput|Registers Per|Achieved Occupancy" "$OUT/conv2d-ncu.txt" ;;
+    *) echo "unknown step $s (steps: build test bench ncu)"; status=1 ;;
+  esac
+done
+exit $status

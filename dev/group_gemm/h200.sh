@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The group_gemm family on the H200, in one command from the repo root (the device tool runs it with the
+# wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
+#   bash dev/group_gemm/h200.sh [steps...]     (default: build test bench; three files go to $OUT)
+# build: the 13 modules the tests and the sweep use, in parallel (~45 s each, ~2 GB apiece);
+# test:  tests/test_group_gemm.py with its GPU tests -> $OUT/group-pytest.log;
+# bench: dev/group_gemm/bench.py, the issue's shapes: oasr (default, and every candidate with and without
+#        programmatic dependent launch) next to torch._grouped_mm, a loop of F.linear and one dense GEMM,
+#        CUDA-graph device time
+#        -> $OUT/group-bench.txt and $OUT/group-bench.csv.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-/tmp/oasr-group-out}; mkdir -p "$OUT"
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
+  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
+status=0
+for s in ${*:-build test bench}; do
+  echo; echo "=== $s ($(date +%T))"
+  case $s in
+    build) python3 dev/group_gemm/bench.py --build --jobs "$jobs" 2>&1 | tee -a "$OUT/group-pytest.log" || status=1 ;;
+    test) python3 -m pytest -q -ra -p no:cacheprovider --durations=10 tests/test_group_gemm.py \
+            >> "$OUT/group-pytest.log" 2>&1 || status=1
+          tail -30 "$OUT/group-pytest.log" ;;
+    bench) python3 dev/group_gemm/bench.py --csv "$OUT/group-bench.csv" 2>&1 | tee "$OUT/group-bench.txt" || status=1 ;;
+    *) echo "unknown step $s (steps: build test bench)"; status=1 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,91 @@
+"""Which CUTLASS instantiation runs an implicit-GEMM conv2d: dtype, activation, tile and cluster.
+
+Each :class:`Conv2dConfig`, with a dtype and an activation, is one JIT module of the conv2d family
+(:class:`oasr.jit.core.Variant`: the family's sources built with ``-DOASR_CONV2D_*`` flags, which add
+the sm90 launcher ``conv2d_implicit_gemm`` to the direct kernels), built the first time a call needs it.
+CUTLASS 4.2 offers one schedule for conv on sm90 (non-persistent: one CTA per output tile, one consumer
+warpgroup; its dispatch policy refuses the cooperative and ping-pong ones), so a configuration is a tile
+and a cluster. :func:`choose` picks it from the output channels K.
+
+The rule is read off ``dev/conv2d/results/bench_h200.txt`` (``dev/conv2d/bench.py`` on an H200, bf16 +
+bias + ReLU, CUDA-graph device time), whose tile table times candidates on the front end's conv #2
+(16 x 749 x 39, 256 -> 256, 3x3 stride 2):
+
+* 64x256 tiles, 211 us, against 246 us for :data:`DEFAULT` (128x128, upstream Oasr's sm90 default tile
+  with CUTLASS's K-block of 64): with N = K = 256 in one tile, each CTA gathers its im2col rows once for
+  every output channel instead of once per 128 of them;
+* 128x128 with a 2x1 cluster 256 us, 128x64 361 us; 128x256 2831 us (one consumer warpgroup would hold
+  256 fp32 accumulators per thread: they spill).
+
+So K a multiple of 256 takes 64x256 tiles and anything else the default; only conv #2 has been timed
+across tiles so far, so the rule's reach beyond it (the other K = 256 rows of the sweep) is what the
+bench's tile table checks on its next run.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from .core import Variant
+from .families import SM90A
+
+ACTIVATIONS = (None, "relu", "silu")
+"""The epilogues, ``act(acc + bias)`` (a missing bias reads as 0), in the kernel's code order."""
+
+_DTYPE_CODES = {"float16": 1, "bfloat16": 2}
+_DTYPE_NAMES = {"float16": "f16", "bfloat16": "bf16"}
+
+
+@dataclass(frozen=True)
+class Conv2dConfig:
+    """One kernel configuration: CTA tile (M pixels, N output channels, K reduction) and cluster (M, N)."""
+
+    tile_m: int = 128
+    tile_n: int = 128
+    tile_k: int = 64
+    cluster_m: int = 1
+    cluster_n: int = 1
+
+    @property
+    def name(self) -> str:
+        """E.g. ``128x128x64_c1x1``."""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}"
+
+    def flags(self) -> tuple[str, ...]:
+        return (
+            f"-DOASR_CONV2D_TILE_M={self.tile_m}",
+            f"-DOASR_CONV2D_TILE_N={self.tile_n}",
+            f"-DOASR_CONV2D_TILE_K={self.tile_k}",
+            f"-DOASR_CONV2D_CLUSTER_M={self.cluster_m}",
+            f"-DOASR_CONV2D_CLUSTER_N={self.cluster_n}",
+        )
+
+
+DEFAULT = Conv2dConfig()
+"""128x128 tiles: every K that is not a multiple of 256 (and the CPU build test's module, as bf16 + ReLU)."""
+WIDE = Conv2dConfig(64, 256, 64, 1, 1)
+"""64x256 tiles: K a multiple of 256 (conv #2 of the front end)."""
+PICKS = (DEFAULT, WIDE)
+"""What :func:`choose` returns (``dev/conv2d/bench.py --build`` builds them)."""
+
+
+@functools.lru_cache(maxsize=256)  # a model's few shapes, asked on every call
+def choose(k: int) -> Conv2dConfig:
+    """The configuration for a convolution with ``k`` output channels (the H200 table's rule; see the module
+    docstring): 64x256 tiles when ``k`` is a multiple of 256, otherwise 128x128."""
+    return WIDE if k % 256 == 0 else DEFAULT
+
+
+def implicit_gemm_variant(dtype: str, activation: str | None, config: Conv2dConfig = DEFAULT) -> Variant:
+    """The conv2d module for ``dtype`` ("float16", "bfloat16"), ``activation`` (in :data:`ACTIVATIONS`), ``config``."""
+    act = ACTIVATIONS.index(activation)
+    return Variant(
+        name=f"igemm_{_DTYPE_NAMES[dtype]}_{activation or 'none'}_{config.name}",
+        cuda_cflags=(
+            SM90A,  # wgmma and TMA: the implicit-GEMM modules target sm_90a alone
+            f"-DOASR_CONV2D_DTYPE={_DTYPE_CODES[dtype]}",
+            f"-DOASR_CONV2D_ACTIVATION={act}",
+            *config.flags(),
+        ),
+    )

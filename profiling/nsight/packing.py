@@ -1,0 +1,98 @@
+"""Committed recordings kept gzip-compressed: ``<name>.ncu-rep.gz`` beside its sidecar.
+
+An ``.ncu-rep`` compresses 3-7x, and the large ones (source-preset reports carry the kernels' sources and
+SASS; a grouped GEMM's roofline sweep holds hundreds of launches) would otherwise push the repository past
+what a device run carries (64 MiB). A recording's sidecar, digest and name stay those of the plain report;
+:func:`readable` gives the path to read, decompressing a packed report once into ``~/.cache/oasr/ncu-reports``
+(``$OASR_REPORT_CACHE``), where the copy is named by the packed file's digest.
+
+    python -m profiling.nsight.packing reports/h200     # pack every report of 2 MB or more under it
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from oasr.jit.core import file_sha256
+
+from ..files import TMP_PREFIX
+
+PACKED_SUFFIX = ".gz"
+MIN_PACKED_BYTES = 2_000_000
+"""Reports from this size on are packed: the ten largest committed ones, 44 of 87 MB of the tree."""
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("OASR_REPORT_CACHE") or Path.home() / ".cache" / "oasr" / "ncu-reports")
+
+
+def packed(report: Path) -> Path:
+    """Where ``report`` (``<name>.ncu-rep``) is kept packed: ``<name>.ncu-rep.gz``."""
+    return report.with_name(report.name + PACKED_SUFFIX)
+
+
+def exists(report: Path) -> bool:
+    """Whether ``report`` is stored, plain or packed."""
+    return report.is_file() or packed(report).is_file()
+
+
+def readable(report: str | Path) -> Path:
+    """``report`` itself when it is a plain file, else its packed form decompressed into the cache (once per
+    packed content); a report stored neither way comes back unchanged, for the caller's "missing" error."""
+    report = Path(report)
+    source = packed(report)
+    if report.is_file() or not source.is_file():
+        return report
+    target = cache_dir() / f"{file_sha256(source)[:16]}-{report.name}"
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staged = target.with_name(f"{TMP_PREFIX}{os.getpid()}-{target.name}")
+        with gzip.open(source, "rb") as src, staged.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(staged, target)
+    return target
+
+
+def remove(report: Path) -> None:
+    """Delete ``report``, plain and packed."""
+    report.unlink(missing_ok=True)
+    packed(report).unlink(missing_ok=True)
+
+
+def pack(folder: Path, min_bytes: int = MIN_PACKED_BYTES) -> list[Path]:
+    """Pack every plain ``.ncu-rep`` of ``min_bytes`` or more under ``folder`` (the rest stay plain); the
+    packed files written."""
+    done = []
+    for report in sorted(folder.rglob("*.ncu-rep")):
+        if report.name.startswith(TMP_PREFIX) or report.stat().st_size < min_bytes:
+            continue
+        target = packed(report)
+        staged = target.with_name(TMP_PREFIX + target.name)
+        with report.open("rb") as src, gzip.open(staged, "wb", compresslevel=9) as dst:
+            shutil.copyfileobj(src, dst)
+        os.replace(staged, target)
+        report.unlink()
+        done.append(target)
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Pack large Nsight Compute recordings (gzip) before committing.")
+    parser.add_argument("folder", type=Path, help="a reports folder, e.g. reports/h200")
+    parser.add_argument("--min-bytes", type=int, default=MIN_PACKED_BYTES)
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        print(f"packing: {args.folder} is not a folder", file=sys.stderr)
+        return 2
+    for path in pack(args.folder, args.min_bytes):
+        print(f"packed {path} ({path.stat().st_size / 1e6:.1f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
