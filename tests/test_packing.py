@@ -71,5 +71,5 @@ def test_committed_packed_reports_unpack_to_their_sidecars_digest() -> None:
     assert packed, "the large committed recordings are packed (python -m profiling.nsight.packing reports/h200)"
     assert not [p for p in COMMITTED.rglob("*.ncu-rep") if p.stat().st_size >= packing.MIN_PACKED_BYTES]
     for path in packed:
-        stored = recordings.ProfileStore("h200", path.parent.name)
+        stored = recordings.ProfileStore("h200", path.parent.name, root=COMMITTED.parents[1])  # not a scratch copy
         assert any(p.report == path.with_suffix("") for p in stored.profiles()), path
