@@ -12,13 +12,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
 work=$(mktemp -d /var/tmp/oasr-scaleout-XXXX)
 exec > >(tee -a "$OUT/log.txt") 2>&1
-if [ -d .whl-ray ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl-ray/*.whl || exit 1
-  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
-else
-  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONUNBUFFERED=1 OASR_GIT_COMMIT=${OASR_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+source scripts/device_env.sh .whl-ray
+export OASR_GIT_COMMIT=${OASR_GIT_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 engines=local
 python3 -c "import ray" 2>/dev/null && engines="local ray" || echo "Ray is not importable here: the ray engine is left out"
 steps=${*:-build tests timing ncu}

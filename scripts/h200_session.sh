@@ -9,11 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
-  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH JUPYTER_PATH=$PWD/.site/share/jupyter
-fi
-export PYTHONUNBUFFERED=1
+source scripts/device_env.sh
 steps=${*:-tests sanitize crosscheck conformer overhead reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }

@@ -13,13 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-issue20}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
-  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
-else
-  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONUNBUFFERED=1
+source scripts/device_env.sh
 OPS="scale layer_norm rms_norm add_layer_norm add_rms_norm gemm gemm_glu"
 status=0
 exec > >(tee "$OUT/h200_issue20.log") 2>&1

@@ -10,13 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site .whl/*.whl || exit 1
-  export PYTHONPATH=$PWD:$PWD/.site PATH=$PWD/.site/bin:$PATH
-else
-  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-fi
-export PYTHONUNBUFFERED=1
+source scripts/device_env.sh
 jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
 status=0
 for s in ${*:-build test tune epilogue}; do
