@@ -293,3 +293,22 @@ def test_installed_wheel_carries_kernel_sources(tmp_path):
     csrc, library = result.stdout.split()
     assert Path(csrc) == target / "oasr" / "_data" / "csrc"
     assert Path(library).is_file()
+
+
+def test_build_in_parallel_reports_each_module_and_counts_failures(capsys) -> None:
+    """dev/'s --build steps: every module's line in order, a failure with its error, and the count."""
+
+    class Spec:
+        def __init__(self, name: str, error: str | None = None) -> None:
+            self.name, self.error = name, error
+
+        def build(self) -> core.BuildInfo:
+            if self.error:
+                raise RuntimeError(self.error)
+            return core.BuildInfo(self.name, Path("x.so"), self.name == "a", 45.2, "k", ())
+
+    assert core.build_in_parallel([Spec("a"), Spec("b", "nvcc: out of memory"), Spec("c")], jobs=2) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "building 3 modules, 2 at a time"
+    assert lines[1:5] == ["a: cached", "b: FAILED", "nvcc: out of memory", "c: built in 45 s"]
+    assert lines[5].endswith("1 failed")

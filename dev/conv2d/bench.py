@@ -16,10 +16,8 @@ implicit-GEMM shape of the sweep.
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import functools
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +25,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from oasr.jit import conv2d_config  # (after the checkout is on the path)
+from oasr.jit.core import build_in_parallel
 from oasr.jit.families import CONV2D
 from profiling.harness import timing
 from profiling.harness.measure import measure
@@ -61,19 +60,7 @@ TARGETS = [
 
 def build(jobs: int) -> None:
     specs = [CONV2D.jit_spec(), *(CONV2D.jit_spec(variant=v) for v in VARIANTS + TILE_VARIANTS)]
-    print(f"building {len(specs)} modules, {jobs} at a time", flush=True)
-
-    def one(spec):
-        start = time.perf_counter()
-        try:
-            info = spec.build()
-        except Exception as error:  # a candidate tile CUTLASS refuses: reported, the others go on
-            return f"{spec.name}: FAILED ({str(error).splitlines()[0] if str(error) else type(error).__name__})"
-        return f"{spec.name}: {'cached' if info.cache_hit else 'built'} in {time.perf_counter() - start:.1f} s"
-
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for line in pool.map(one, specs):
-            print(line, flush=True)
+    build_in_parallel(specs, jobs)  # a candidate tile CUTLASS refuses is reported; the others go on
 
 
 def tiles() -> None:

@@ -34,7 +34,6 @@ dev/gemm/h200.sh wave`` builds its 13 modules (and the tests' 2), runs the tests
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import csv
 import dataclasses
 import re
@@ -53,7 +52,7 @@ from oasr import bmm as oasr_bmm
 from oasr import gemm as oasr_gemm
 from oasr import gemm_glu
 from oasr.jit import gemm_config
-from oasr.jit.core import JitSpec, Variant
+from oasr.jit.core import JitSpec, Variant, build_in_parallel
 from oasr.jit.families import BMM, GEMM
 
 gemm_module = sys.modules["oasr.gemm"]
@@ -187,29 +186,6 @@ def variants_to_build() -> list[tuple[object, object]]:
     for family, variant in wanted:
         unique[(family.name, variant.name)] = (family, variant)
     return list(unique.values())
-
-
-def build(specs: list[JitSpec], jobs: int) -> None:
-    print(f"building {len(specs)} modules, {jobs} at a time", flush=True)
-    start = time.perf_counter()
-
-    def one(spec: JitSpec) -> str:
-        t = time.perf_counter()
-        info = spec.build()
-        how = "cached" if info.cache_hit else "built"
-        return f"{spec.name}: {how} in {time.perf_counter() - t:.0f} s"
-
-    failures = 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        for spec, future in zip(specs, [pool.submit(one, spec) for spec in specs], strict=True):
-            try:
-                print(future.result(), flush=True)
-            except Exception as exc:  # report every failure, then fail
-                failures += 1
-                print(f"{spec.name}: FAILED\n{exc}", flush=True)
-    print(f"done in {time.perf_counter() - start:.0f} s, {failures} failed", flush=True)
-    if failures:
-        raise SystemExit(1)
 
 
 def specs_to_build(epilogue_only: bool, wave_only: bool = False) -> list[JitSpec]:
@@ -528,7 +504,8 @@ def sass_report(jobs: int) -> None:
     tool = cuobjdump()
     cases = [(v, c) for v, c in epilogue_cases() if c in (gemm_config.FUSED_NARROW, gemm_config.MANY_WAVES)]
     specs = [epilogue_spec(v, c) for v, c in cases]
-    build(list({spec.name: spec for spec in specs}.values()), jobs)
+    if build_in_parallel(list({spec.name: spec for spec in specs}.values()), jobs):
+        raise SystemExit(1)
     print(f"{'module':<72} {'REG':>4} {'STACK':>5} {'instr':>6} {'CALL':>5} {'BSSY':>5}  MUFU")
     for (variant, config), spec in zip(cases, specs, strict=True):
         library = str(spec.library_path)
@@ -560,7 +537,8 @@ def main() -> None:
     parser.add_argument("--csv", type=Path, help="also write the sweep's rows here")
     args = parser.parse_args()
     if args.build:
-        build(specs_to_build(args.epilogue, args.wave), args.jobs)
+        if build_in_parallel(specs_to_build(args.epilogue, args.wave), args.jobs):
+            raise SystemExit(1)
     elif args.sass:
         sass_report(args.jobs)
     elif not torch.cuda.is_available():

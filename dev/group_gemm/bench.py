@@ -22,16 +22,15 @@ and oasr's speed-up over torch._grouped_mm, the loop and dense (x > 1: oasr fast
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
 import csv
 import sys
-import time
 from collections.abc import Callable
 
 import torch
 
 import oasr
 from oasr.jit import gemm_config
+from oasr.jit.core import build_in_parallel
 from oasr.jit.families import GROUP_GEMM
 from profiling.harness.correctness import compare
 from profiling.harness.ops import group_gemm as op_module
@@ -53,19 +52,7 @@ def build(jobs: int) -> None:
     ]
     variants = list({v.name: v for v in variants}.values())
     specs = [GROUP_GEMM.jit_spec(variant=v) for v in variants]
-    print(f"building {len(specs)} modules, {jobs} at a time", flush=True)
-    start, failures = time.perf_counter(), 0
-    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(spec.build) for spec in specs]
-        for spec, future in zip(specs, futures, strict=True):
-            try:
-                info = future.result()
-                print(f"{spec.name}: {'cached' if info.cache_hit else 'built'}", flush=True)
-            except Exception as exc:  # report every failure, then fail
-                failures += 1
-                print(f"{spec.name}: FAILED\n{exc}", flush=True)
-    print(f"done in {time.perf_counter() - start:.0f} s, {failures} failed", flush=True)
-    if failures:
+    if build_in_parallel(specs, jobs):
         raise SystemExit(1)
 
 
