@@ -245,6 +245,16 @@ def randn(*shape: int, scale: float = 1.0) -> torch.Tensor:
     return (torch.randn(*shape, device="cuda") * scale).to(torch.bfloat16)
 
 
+def write_csv(rows: list[dict], csv_path: Path | None) -> None:
+    """``rows`` (one dict per timed configuration) into ``csv_path``, when one is given."""
+    if csv_path is not None:
+        with open(csv_path, "w", newline="") as handle:
+            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"wrote {csv_path}")
+
+
 def sweep(csv_path: Path | None) -> None:
     rows: list[dict[str, object]] = []
     best: dict[tuple, dict[str, object]] = {}
@@ -347,12 +357,7 @@ def sweep(csv_path: Path | None) -> None:
         print(
             f"  {op:<10} {row['shape']:<18} {row['config']:<36} {row['device_us']:9.2f} us  x{row['speedup_vs_cublas']}"
         )
-    if csv_path is not None:
-        with open(csv_path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {csv_path}")
+    write_csv(rows, csv_path)
 
 
 def epilogue_study(csv_path: Path | None) -> None:
@@ -396,12 +401,7 @@ def epilogue_study(csv_path: Path | None) -> None:
                 f"{'ok' if ok else 'WRONG'}",
                 flush=True,
             )
-    if csv_path is not None:
-        with open(csv_path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {csv_path}")
+    write_csv(rows, csv_path)
 
 
 def float64_ok(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> bool:
@@ -479,12 +479,7 @@ def wave_study(csv_path: Path | None) -> None:
         print(f"  {shape:<16} best {describe(best)}  pick {describe(pick)}")
     wrong = [f"{row['shape']} {row['config']}" for row in rows if not row["ok"]]
     print(f"WRONG (not timed): {', '.join(wrong)}" if wrong else "every configuration passed the float64 check")
-    if csv_path is not None:
-        with open(csv_path, "w", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-        print(f"wrote {csv_path}")
+    write_csv(rows, csv_path)
 
 
 def cuobjdump() -> str:
