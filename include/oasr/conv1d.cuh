@@ -273,6 +273,30 @@ __device__ __forceinline__ void store_chunk(const DepthwiseConv1dParams<T>& p, c
 // Chunk bodies: TO outputs from frames o0 .. o0 + TO + K - 2
 // ---------------------------------------------------------------------------------------
 
+// Every output of a chunk starts from the bias.
+template <int TO, int CH>
+__device__ __forceinline__ void start_from_bias(float (&acc)[TO][CH], const float (&bias)[CH]) {
+#pragma unroll
+  for (int o = 0; o < TO; ++o) {
+#pragma unroll
+    for (int j = 0; j < CH; ++j) acc[o][j] = bias[j];
+  }
+}
+
+// Frame i of a chunk (input frame o0 + i) into the outputs it reaches: output i - k through tap k. With i
+// and K compile-time constants (unrolled loops), one FFMA per tap and nothing predicated.
+template <int TO, int K, int CH>
+__device__ __forceinline__ void add_frame(float (&acc)[TO][CH], const float (&w)[K][CH], const float (&x)[CH], int i) {
+#pragma unroll
+  for (int k = 0; k < K; ++k) {
+    const int o = i - k;
+    if (o >= 0 && o < TO) {
+#pragma unroll
+      for (int j = 0; j < CH; ++j) acc[o][j] = fmaf(w[k][j], x[j], acc[o][j]);
+    }
+  }
+}
+
 // Exact K: K x CH weights in registers; the TO + K - 1 frames loaded first, then each
 // converted once and added into the (up to K) accumulators it reaches. All indices are
 // compile-time constants: one FFMA per tap, nothing predicated.
@@ -281,23 +305,12 @@ __device__ __forceinline__ void compute_exact(const DepthwiseConv1dParams<T>& p,
                                               const Word<T, CH> (&raw)[TO + K - 1], const float (&w)[K][CH],
                                               const float (&bias)[CH]) {
   float acc[TO][CH];
-#pragma unroll
-  for (int o = 0; o < TO; ++o) {
-#pragma unroll
-    for (int j = 0; j < CH; ++j) acc[o][j] = bias[j];
-  }
+  start_from_bias(acc, bias);
 #pragma unroll
   for (int i = 0; i < TO + K - 1; ++i) {
     float x[CH];
     unpack<T, CH>(raw[i], x);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int o = i - k;
-      if (o >= 0 && o < TO) {
-#pragma unroll
-        for (int j = 0; j < CH; ++j) acc[o][j] = fmaf(w[k][j], x[j], acc[o][j]);
-      }
-    }
+    add_frame(acc, w, x, i);
   }
   store_chunk<T, CH, TO>(p, lane, o0, acc);
 }
@@ -313,11 +326,7 @@ __device__ __forceinline__ void chunk_generic(const DepthwiseConv1dParams<T>& p,
                                               const float (&bias)[CH]) {
   constexpr int N = TO + kTapBlock - 1;
   float acc[TO][CH];
-#pragma unroll
-  for (int o = 0; o < TO; ++o) {
-#pragma unroll
-    for (int j = 0; j < CH; ++j) acc[o][j] = bias[j];
-  }
+  start_from_bias(acc, bias);
   for (int k0 = 0; k0 < p.kernel_size; k0 += kTapBlock) {
     Word<T, CH> raw[N];
     load_chunk<T, CH, N>(p, lane, o0 + k0, plain, raw);

@@ -172,24 +172,13 @@ __device__ __forceinline__ void compute_tile(const DepthwiseConv1dParams<T>& p, 
   using W = conv1d::detail::Word<T, CH>;
   const uint8_t* src = stage + row0 * Geometry::kRowBytes + (threadIdx.x & 31) * (CH * sizeof(T));
   float acc[TO][CH];
-#pragma unroll
-  for (int o = 0; o < TO; ++o) {
-#pragma unroll
-    for (int j = 0; j < CH; ++j) acc[o][j] = bias[j];
-  }
+  conv1d::detail::start_from_bias(acc, bias);
 #pragma unroll
   for (int i = 0; i < TO + K - 1; ++i) {
     const W word = *reinterpret_cast<const W*>(src + i * Geometry::kRowBytes);
     float x[CH];
     conv1d::detail::unpack<T, CH>(word, x);
-#pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int o = i - k;
-      if (o >= 0 && o < TO) {
-#pragma unroll
-        for (int j = 0; j < CH; ++j) acc[o][j] = fmaf(w[k][j], x[j], acc[o][j]);
-      }
-    }
+    conv1d::detail::add_frame(acc, w, x, i);
   }
   conv1d::detail::store_chunk<T, CH, TO>(p, lane, o0, acc);
 }
