@@ -1,4 +1,4 @@
-"""Where the workbench keeps what it measured, and how it writes files and shows paths.
+"""Where the workbench keeps what it measured, and how it writes, digests and shows files.
 
 ``reports/`` at the repository root (``OASR_REPORTS_DIR`` moves it) holds one
 folder per GPU: ``reports/<gpu_slug>/`` with tables, profiles and HTML reports,
@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import os
 import uuid
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from oasr.jit.core import file_sha256
 
 from .provenance import REPO_ROOT
 
@@ -59,3 +62,20 @@ def atomic_write_text(path: Path, text: str) -> None:
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def file_digest(path: Path) -> tuple[int, str]:
+    """(size in bytes, SHA-256 hex digest) of a file."""
+    return path.stat().st_size, file_sha256(path)
+
+
+def cached_digest(path: Path) -> tuple[int, str]:
+    """:func:`file_digest`, computed once per (path, modification time, size) in a process: recordings are
+    checked on every scan of their folder."""
+    stat = path.stat()
+    return _digest(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=256)
+def _digest(path: str, mtime_ns: int, size: int) -> tuple[int, str]:
+    return file_digest(Path(path))

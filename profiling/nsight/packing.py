@@ -18,9 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from oasr.jit.core import file_sha256
-
-from ..files import TMP_PREFIX
+from ..files import TMP_PREFIX, cached_digest
 
 PACKED_SUFFIX = ".gz"
 MIN_PACKED_BYTES = 2_000_000
@@ -48,7 +46,7 @@ def readable(report: str | Path) -> Path:
     source = packed(report)
     if report.is_file() or not source.is_file():
         return report
-    target = cache_dir() / f"{file_sha256(source)[:16]}-{report.name}"
+    target = cache_dir() / f"{cached_digest(source)[1][:16]}-{report.name}"
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = target.with_name(f"{TMP_PREFIX}{os.getpid()}-{target.name}")

@@ -58,13 +58,10 @@ import uuid
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from oasr.jit.core import file_sha256
-
-from ..files import TMP_PREFIX, atomic_write_text, reports_root
+from ..files import TMP_PREFIX, atomic_write_text, cached_digest, file_digest, reports_root
 from ..harness.ops import OpSpec
 from . import packing
 
@@ -89,16 +86,6 @@ def entry_label(entry: Entry) -> str:
 
 class DamagedRecordingWarning(UserWarning):
     """A stored profile (its sidecar or its report) is damaged and is left out."""
-
-
-def file_digest(path: Path) -> tuple[int, str]:
-    """(size in bytes, SHA-256 hex digest) of a file."""
-    return path.stat().st_size, file_sha256(path)
-
-
-@lru_cache(maxsize=256)
-def _digest_cached(path: str, mtime_ns: int, size: int) -> tuple[int, str]:
-    return file_digest(Path(path))
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -232,7 +219,7 @@ class ProfileStore:
             return f"it is {stat.st_size} bytes, but its sidecar recorded {meta['report_bytes']}"
         if "report_sha256" in meta:
             try:
-                _, digest = _digest_cached(str(report), stat.st_mtime_ns, stat.st_size)
+                _, digest = cached_digest(report)
             except OSError as exc:
                 return f"it cannot be read ({exc})"
             if digest != meta["report_sha256"]:

@@ -44,10 +44,10 @@ from typing import Any
 
 import pandas as pd
 
-from ..files import atomic_write_text
+from ..files import atomic_write_text, cached_digest, file_digest
 from . import packing
 from .reader import import_ncu_report
-from .recordings import LINES_SUFFIX, file_digest
+from .recordings import LINES_SUFFIX
 
 PC_METRICS: dict[str, tuple[str, ...]] = {
     "inst_executed": ("inst_executed",),
@@ -209,7 +209,7 @@ def _stored(report: Path) -> str | None:
     if not path.is_file():
         return None
     head, _, body = path.read_text().partition("\n")
-    return body if head == f"# report_sha256={file_digest(packing.readable(report))[1]}" else None
+    return body if head == f"# report_sha256={cached_digest(packing.readable(report))[1]}" else None
 
 
 def ensure_lines(report: str | Path) -> Path:
