@@ -198,7 +198,7 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
 
 GROUP_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
 GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
-GROUP_LONG_K = GemmConfig(128, 128, 64, 1, 1, "pingpong")
+GROUP_LONG_K = MANY_WAVES  # the gemm rule's pick at long K too
 GROUP_LONG_K_MIN = 2048
 GROUP_PICKS = (GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K)
 """What :func:`choose_group` returns (``dev/group_gemm/bench.py --build`` builds both dtypes, plain and bias)."""
