@@ -5,6 +5,7 @@
 // OASR_CONV2D_TILE_{M,N,K}, OASR_CONV2D_CLUSTER_{M,N}.
 #pragma once
 
+#include <oasr/common/launch.cuh>
 #include <oasr/conv2d/sm90_implicit_gemm.cuh>
 
 #include "tvm_ffi_utils.h"
@@ -26,14 +27,6 @@ using Tile = cute::Shape<cute::Int<OASR_CONV2D_TILE_M>, cute::Int<OASR_CONV2D_TI
                          cute::Shape<cute::Int<OASR_CONV2D_TILE_K>>>;
 using Cluster = cute::Shape<cute::Int<OASR_CONV2D_CLUSTER_M>, cute::Int<OASR_CONV2D_CLUSTER_N>, cute::_1>;
 using Conv = Sm90Conv2d<Element, Act, Tile, Cluster>;
-
-// The GPU's multiprocessor count, read once per device.
-inline int sm_count(int device) {
-  static int counts[64] = {};
-  if (device < 0 || device >= 64) return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-  if (counts[device] == 0) counts[device] = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-  return counts[device];
-}
 
 }  // namespace oasr::conv2d::config
 
@@ -78,7 +71,7 @@ void conv2d_implicit_gemm(TensorView output, TensorView input, TensorView weight
     p.bias = data_ptr<const Element>(bias.value());
   }
   p.device = input.device().device_id;
-  p.sm_count = config::sm_count(p.device);
+  p.sm_count = oasr::multiprocessor_count(p.device);
   cudaError_t status = oasr::conv2d::RunImplicitGemm<config::Conv>(p, get_stream(input.device()));
   TVM_FFI_ICHECK(status != cudaErrorNotSupported)
       << "CUTLASS's implicit GEMM cannot run this shape (TMA im2col limits: padding <= 256, filter < 255, "

@@ -6,6 +6,7 @@
 // OASR_GEMM_B_NMAJOR (0: B is [L, N, K], 1: B is [L, K, N]).
 #pragma once
 
+#include <oasr/common/launch.cuh>
 #include <oasr/gemm/sm90_gemm.cuh>
 
 #include "tvm_ffi_utils.h"
@@ -34,14 +35,6 @@ using Gemm = Sm90Gemm<Element, LayoutB, Tile, Cluster, Schedule, OASR_GEMM_STAGE
 }  // namespace oasr::gemm::config
 
 namespace oasr::gemm {
-
-// The GPU's multiprocessor count, read once per device (the persistent schedulers size their grid by it).
-inline int sm_count(int device) {
-  static int counts[64] = {};
-  if (device < 0 || device >= 64) return cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-  if (counts[device] == 0) counts[device] = cutlass::KernelHardwareInfo::query_device_multiprocessor_count(device);
-  return counts[device];
-}
 
 constexpr int64_t kAlign = 16 / sizeof(config::Element);  // elements per 16 bytes
 
@@ -75,7 +68,7 @@ int64_t workspace_size(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t d
   p.k = static_cast<int>(k);
   p.batch = static_cast<int>(batch);
   p.device = static_cast<int>(device);
-  p.sm_count = sm_count(p.device);
+  p.sm_count = multiprocessor_count(p.device);  // the persistent schedulers size their grid by it
   return static_cast<int64_t>(WorkspaceSize<Gemm>(p));
 }
 
@@ -116,7 +109,7 @@ void run_gemm(TensorView d, TensorView a, TensorView b, Optional bias, Optional 
     p.bias = data_ptr<const Element>(v);
   }
   p.device = a.device().device_id;
-  p.sm_count = sm_count(p.device);
+  p.sm_count = multiprocessor_count(p.device);  // the persistent schedulers size their grid by it
   void* buffer = nullptr;
   size_t bytes = 0;
   if (workspace.has_value()) {

@@ -25,7 +25,7 @@ int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
   TVM_FFI_ICHECK(groups > 0 && groups < (1LL << 31)) << "`groups` must be positive and below 2^31";
   const int id = static_cast<int>(device);
   return static_cast<int64_t>(
-      oasr::gemm::GroupWorkspaceSize<GroupGemm>(static_cast<int>(groups), id, oasr::gemm::sm_count(id)));
+      oasr::gemm::GroupWorkspaceSize<GroupGemm>(static_cast<int>(groups), id, oasr::multiprocessor_count(id)));
 }
 
 // output [1, L, N], input [1, L, K], weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
@@ -79,7 +79,7 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
   }
   p.error = data_ptr<int>(error);
   p.device = input.device().device_id;
-  p.sm_count = oasr::gemm::sm_count(p.device);
+  p.sm_count = oasr::multiprocessor_count(p.device);
   cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), pdl, get_stream(input.device()));
   CHECK_CUDA_SUCCESS(status, "group_gemm kernel launch");
 }

@@ -21,14 +21,24 @@ inline int per_device(int* cache, Query query) {
   return cache[device];
 }
 
-// Streaming multiprocessors of the current device.
-inline int multiprocessor_count() {
+// Streaming multiprocessors of `device`, asked once per device (at least 1).
+inline int multiprocessor_count(int device) {
   static int cache[kMaxDevices] = {};
-  return per_device(cache, [](int device) {
+  const auto query = [device] {
     int count = 0;
     cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device);
-    return count;
-  });
+    return std::max(count, 1);
+  };
+  if (device < 0 || device >= kMaxDevices) return query();
+  if (cache[device] == 0) cache[device] = query();
+  return cache[device];
+}
+
+// Streaming multiprocessors of the current device.
+inline int multiprocessor_count() {
+  int device = 0;
+  cudaGetDevice(&device);
+  return multiprocessor_count(device);
 }
 
 // Enough blocks to cover `work` items at `items_per_block` each, capped at
