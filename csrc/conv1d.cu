@@ -6,7 +6,7 @@
 // time strides; weight is [K, C] contiguous, bias [C]; mask [B, T] of uint8 (0: zero the
 // frame). The Python API (oasr/conv1d.py) validates every argument before calling here;
 // the checks below are internal invariants.
-#include <oasr/conv1d_staged.cuh>
+#include <oasr/conv1d_tensor.cuh>
 
 #include "tvm_ffi_utils.h"
 
@@ -95,7 +95,7 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
     p.hi = static_cast<int>(pad_left + frames);
     p.activation = static_cast<int>(activation);
     oasr::conv1d::staged::LaunchInfo info;
-    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, {}, stream, &info);
+    cudaError_t status = oasr::conv1d::tensor::DepthwiseConv1dTensor<c_type>(p, {}, stream, &info);
     check_launch(status, info, "depthwise_conv1d kernel launch");
     return true;
   });
@@ -135,7 +135,7 @@ void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state
     s.batch_stride = state.stride(0);
     s.time_stride = state.stride(1);
     oasr::conv1d::staged::LaunchInfo info;
-    cudaError_t status = oasr::conv1d::staged::DepthwiseConv1dStaged<c_type>(p, s, stream, &info);
+    cudaError_t status = oasr::conv1d::tensor::DepthwiseConv1dTensor<c_type>(p, s, stream, &info);
     check_launch(status, info, "depthwise_conv1d_step kernel launch");
     return true;
   });

@@ -1,21 +1,21 @@
 """Check and time the conv1d kernel variants against production and torch (one H200 run, issue 16).
 
     python dev/conv1d/bench.py --all --deadline-s 420 --out $OUT   # everything below (estimate: 4-5 min, H200)
-    python dev/conv1d/bench.py --sections sweep --variants prod,s3
+    python dev/conv1d/bench.py --sections sweep --variants prod,ffma
 
 Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others build
-the same sources (``csrc/conv1d.cu``) against a copy of ``include/`` whose staged kernel
-(``oasr/conv1d_staged.cuh``) has constants rewritten by ``dev/tune_kernels.py``'s ``rewrite``:
-other tile shapes of the shared-memory FFMA kernel. Each is its own JIT module ``conv1d_<name>``,
+the same sources (``csrc/conv1d.cu``) against a copy of ``include/`` with constants rewritten by
+``dev/tune_kernels.py``'s ``rewrite``: ``ffma`` turns the tensor-core kernel off
+(``oasr/conv1d_tensor.cuh``'s ``kMaxChunks = 0``), so 16-bit calls run the shared-memory FFMA
+kernel that was production before it; ``s2`` stages two tiles instead of three. Each is its own JIT module ``conv1d_<name>``,
 swapped in as the family's module while its calls are warmed up and captured (``with_module``),
 so every form goes through the public API (``oasr/conv1d.py``). The variants live side by side in
 one process, so they are built with ``-fno-gnu-unique``: otherwise a static of an inline launcher
 (the occupancy cache) is one GNU-unique symbol for all of them; ``build`` stops when a variant
 module defines such a symbol.
 
-The tensor-core (Toeplitz ``mma.sync``) variants measured at 7d8b06f lost to the FFMA kernel on
-every shape (``results/bench_h200.txt``) and were removed; their code is in that commit's
-``dev/conv1d/staged.cuh``.
+Earlier tensor-core forms (one tile per block, no copies in flight) lost to the FFMA kernel
+(``results/bench_h200.txt``, ``results/tc_h200.txt``); their code is in git at 7d8b06f and 0c6edf8.
 
 Sections:
 
@@ -77,18 +77,12 @@ from profiling.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-STAGED = "conv1d_staged.cuh"
+TENSOR = "conv1d_tensor.cuh"
 VARIANTS: dict[str, list[Edit] | None] = {
     "prod": None,
-    "s3": [(STAGED, "kStages", "3")],
-    "w4": [(STAGED, "kWarps", "4"), (STAGED, "kMinBlocks", "4")],
-    "to8": [(STAGED, "kChunk31", "8"), (STAGED, "kChunk15", "8")],
-    "tc": [],
-    "tcs": [(STAGED, "kStageOutput", "true")],
-    "tcs2": [(STAGED, "kStageOutput", "true"), (STAGED, "kMinBlocks", "2")],
+    "ffma": [(TENSOR, "kMaxChunks", "0")],
+    "s2": [(TENSOR, "kStages", "2")],
 }
-TENSOR_CORES = ("tc", "tcs", "tcs2")
-"""Variants that build ``tc.cuh`` as the staged header (production's renamed ``conv1d_staged_ffma.cuh``)."""
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
 
@@ -113,14 +107,10 @@ def say(line: str = "") -> None:
 
 
 def variant_spec(name: str, edits: list[Edit]):
-    """The JIT spec of a variant: the family's sources against a copy of include/ with the staged header
-    edited (or, for :data:`TENSOR_CORES`, replaced by ``tc.cuh``)."""
+    """The JIT spec of a variant: the family's sources against a copy of include/ with `edits` made."""
     root = Path(tempfile.gettempdir()) / "oasr-variants" / f"conv1d_{name}" / "include"
     shutil.rmtree(root, ignore_errors=True)
     shutil.copytree(ROOT / "include", root)
-    if name in TENSOR_CORES:
-        (root / "oasr" / STAGED).rename(root / "oasr" / "conv1d_staged_ffma.cuh")
-        shutil.copy(HERE / "tc.cuh", root / "oasr" / STAGED)
     for edit in edits:
         path, text = rewrite(root, edit)
         path.write_text(text)

@@ -100,6 +100,9 @@ struct Tile {
   static constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;
   static constexpr int kStageBytes = kRows * kRowBytes;
   static constexpr int kChannelsPerCopy = kCopyBytes / static_cast<int>(sizeof(T));
+  // Byte offset of 16-byte piece `piece` of row `row` in a stage (the helpers below take any
+  // geometry with these members: the tensor-core kernel's swizzles the pieces).
+  __device__ __forceinline__ static int offset(int row, int piece) { return row * kRowBytes + piece * kCopyBytes; }
 };
 
 // Copy j of this thread: row and 16-byte piece of the tile.
@@ -129,7 +132,7 @@ __device__ __forceinline__ void stage_tile(const DepthwiseConv1dParams<T>& p, in
         src = in_input ? p.input + b * p.input_batch_stride + static_cast<int64_t>(f - p.split) * p.input_time_stride + c
                        : p.state + b * p.state_batch_stride + static_cast<int64_t>(f - p.lo) * p.state_time_stride + c;
       }
-      cp_async_16(stage + row * Geometry::kRowBytes + piece * kCopyBytes, src, valid ? kCopyBytes : 0);
+      cp_async_16(stage + Geometry::offset(row, piece), src, valid ? kCopyBytes : 0);
     }
   }
 }
@@ -159,7 +162,7 @@ __device__ __forceinline__ void apply_mask(uint8_t* stage, const uint8_t (&keep)
     int row, piece;
     copy_slot<Geometry>(j, row, piece);
     if (row < Geometry::kRows && keep[j] == 0) {
-      *reinterpret_cast<uint4*>(stage + row * Geometry::kRowBytes + piece * kCopyBytes) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint4*>(stage + Geometry::offset(row, piece)) = make_uint4(0, 0, 0, 0);
     }
   }
 }
@@ -194,7 +197,7 @@ __device__ __forceinline__ void write_state(const DepthwiseConv1dParams<T>& p, c
     const int piece = index % Geometry::kCopiesPerRow;
     const int c = c0 + piece * Geometry::kChannelsPerCopy;
     if (c < p.channels) {
-      const uint4 v = *reinterpret_cast<const uint4*>(stage + (p.out_len + row) * Geometry::kRowBytes + piece * kCopyBytes);
+      const uint4 v = *reinterpret_cast<const uint4*>(stage + Geometry::offset(p.out_len + row, piece));
       *reinterpret_cast<uint4*>(s.state + b * s.batch_stride + static_cast<int64_t>(row) * s.time_stride + c) = v;
     }
   }
@@ -303,18 +306,42 @@ cudaError_t launch_for_length(const DepthwiseConv1dParams<T>& p, const StepState
   return launch_staged<T, kLong, K>(p, s, state_written, stream, info);
 }
 
-// The staged path's conditions: K = 15 or 31; 16-byte copies of input and state (channels,
-// pointers and strides in whole copies); CH-wide stores and weights (production's vector path).
+// Whether the input and state can be staged in 16-byte copies (channels, pointers and strides in
+// whole copies) and the CH-wide stores and weights of production's vector path apply.
 template <typename T>
-bool stageable(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
+bool copyable(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
   constexpr int n = kCopyBytes / static_cast<int>(sizeof(T));
   auto aligned = [](const void* q) { return q == nullptr || reinterpret_cast<uintptr_t>(q) % kCopyBytes == 0; };
   auto whole = [](int64_t stride) { return stride % n == 0; };
-  return (p.kernel_size == 15 || p.kernel_size == 31) && p.channels % n == 0 && aligned(p.input) &&
-         aligned(p.state) && aligned(s.state) && whole(p.input_batch_stride) && whole(p.input_time_stride) &&
+  return p.channels % n == 0 && aligned(p.input) && aligned(p.state) && aligned(s.state) &&
+         whole(p.input_batch_stride) && whole(p.input_time_stride) &&
          (p.state == nullptr || (whole(p.state_batch_stride) && whole(p.state_time_stride))) &&
          (s.state == nullptr || (whole(s.batch_stride) && whole(s.time_stride))) &&
          conv1d::detail::conv_vectorizable(p);
+}
+
+// The staged path's conditions: K = 15 or 31 on copyable views.
+template <typename T>
+bool stageable(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
+  return (p.kernel_size == 15 || p.kernel_size == 31) && copyable(p, s);
+}
+
+// The streaming step's state update when the convolution's launch did not write it (more than
+// one tile): production's ShiftState, ordered after the convolution on the stream.
+template <typename T>
+cudaError_t shift_state_after(const DepthwiseConv1dParams<T>& p, const StepState<T>& s, cudaStream_t stream) {
+  ShiftStateParams<T> shift;
+  shift.state = s.state;
+  shift.state_batch_stride = s.batch_stride;
+  shift.state_time_stride = s.time_stride;
+  shift.input = p.input;
+  shift.input_batch_stride = p.input_batch_stride;
+  shift.input_time_stride = p.input_time_stride;
+  shift.batch = p.batch;
+  shift.channels = p.channels;
+  shift.kernel_size = p.kernel_size;
+  shift.chunk_len = p.out_len;
+  return ShiftState(shift, stream);
 }
 
 }  // namespace detail
@@ -332,18 +359,7 @@ cudaError_t DepthwiseConv1dStaged(const DepthwiseConv1dParams<T>& p, const StepS
       : p.kernel_size == 15     ? detail::launch_for_length<T, 15>(p, s, state_written, stream, info)
                                 : detail::launch_for_length<T, 31>(p, s, state_written, stream, info);
   if (status != cudaSuccess || s.state == nullptr || state_written) return status;
-  ShiftStateParams<T> shift;
-  shift.state = s.state;
-  shift.state_batch_stride = s.batch_stride;
-  shift.state_time_stride = s.time_stride;
-  shift.input = p.input;
-  shift.input_batch_stride = p.input_batch_stride;
-  shift.input_time_stride = p.input_time_stride;
-  shift.batch = p.batch;
-  shift.channels = p.channels;
-  shift.kernel_size = p.kernel_size;
-  shift.chunk_len = p.out_len;
-  return ShiftState(shift, stream);
+  return detail::shift_state_after(p, s, stream);
 }
 
 }  // namespace staged

@@ -205,14 +205,16 @@ CONV1D = Family(
         "and a streaming step that carries the last K-1 frames between chunks."
     ),
     design=(
-        "`include/oasr/conv1d_staged.cuh` (K = 15 and 31, 16-byte aligned views): a block stages a tile "
-        "of input frames for 64 channels in shared memory with cp.async, the next tile's copies in flight "
-        "while this one is computed; each lane keeps the K taps of its channels in registers and "
-        "accumulates 16 consecutive outputs in fp32; a streaming step that fits one tile also writes the "
-        "new state from shared memory (one launch). Other K and layouts take the direct kernels of "
-        "`include/oasr/conv1d.cuh` (a register window sliding over the input frames)."
+        "`include/oasr/conv1d_tensor.cuh` (fp16/bf16, 16-byte aligned views, K <= 65): per channel, a "
+        "Toeplitz matrix of the taps (in registers) times the input frames on tensor cores (mma.sync); a "
+        "block stages tiles of frames for 64 channels with cp.async, three deep, each warp transposes its "
+        "8 channels with ldmatrix/stmatrix and writes its outputs through a shared output tile in whole "
+        "rows; a streaming step that fits one tile also writes the new state (one launch). fp32 at K = 15 "
+        "and 31 takes the FFMA kernel of `include/oasr/conv1d_staged.cuh` (the taps in registers, 16 "
+        "outputs per lane), other K and layouts the direct kernels of `include/oasr/conv1d.cuh` (a "
+        "register window sliding over the input frames)."
     ),
-    headers=("oasr/conv1d_staged.cuh", "oasr/conv1d.cuh"),
+    headers=("oasr/conv1d_tensor.cuh", "oasr/conv1d_staged.cuh", "oasr/conv1d.cuh"),
 )
 
 CONV2D = Family(

@@ -1,0 +1,328 @@
+// The depthwise conv1d of fp16/bf16 on tensor cores: production for 16-bit storage on views that
+// stage in 16-byte copies, K <= 65. Extends conv1d_staged.cuh, whose stage pipeline it runs
+// (frames copied with cp.async kStages tiles deep, padding zero-filled by the copies, masked frames
+// zeroed on arrival, the streaming state read and written) and whose kernels run everything else.
+//
+// The product. Per channel, the 128 outputs of a tile, o = 8 m + n (16 blocks m of 8 outputs n), are
+//   Out[m][n] = sum_j X[m][j] W[j][n],   X[m][j] = x[8 m + j],   W[j][n] = w[j - n] (0 <= j - n < K, else 0),
+// over j < 8 E, E = ceil((K + 7) / 8) chunks of 8 frames: one mma.m16n8k16 per pair of chunks (m16n8k8
+// for an odd last one), fp32 accumulation of exact 16-bit products. W is a Toeplitz matrix, the same
+// for every block and tile of the channel: a block writes each channel's tap pairs to shared memory once,
+// and a fragment register (taps 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair. Kept in
+// registers instead, the 8 channels' fragments and the loads that ptxas hoists ahead of the mma needed
+// 190 registers at K = 31, spilling at the 128 that two blocks per SM allow. The arithmetic is cheap (E / 2 mma per 128 outputs of a channel);
+// what costs is moving the frames, so everything below is about that.
+//
+// Layout of the work. A block of 8 warps owns one batch row, 64 channels (a 128-byte row of a stage)
+// and a run of consecutive tiles. A tile stages its 8 E + 120 frames as [frame][64 channels], the eight
+// 16-byte pieces of a row XOR-swizzled by the row. Warp w owns channels 8 w .. 8 w + 7, piece w of
+// every row:
+//   1. it transposes its piece of the tile into [8 channels][frames] (ldmatrix.trans: 8 rows of one
+//      piece, 8 banks thanks to the swizzle; stmatrix into rows an odd number of 16-byte units long);
+//   2. per channel, ldmatrix reads X's fragments from there (a block of 8 frames is one 16-byte row of
+//      a matrix) and E / 2 (+1) mma accumulate onto the bias; the activation runs on the fp32
+//      fragment, which is rounded to 16-bit pairs of frames;
+//   3. byte permutes turn pairs of frames of a channel into pairs of channels of a frame, and each lane
+//      stores 4 rows of its 8 channels into the block's output tile [frame][64 channels] (pieces
+//      XOR-swizzled by frame / 2: conflict-free).
+// The block then writes the output tile along whole 128-byte rows.
+//
+// Non-finite inputs: W's zeros multiply frames outside an output's window, so an inf or NaN frame makes
+// NaN every output of each 8-output block that reads it (the block's 8 E frames), not only the K
+// outputs whose window holds it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "oasr/common/mma.cuh"
+#include "oasr/conv1d_staged.cuh"
+
+namespace oasr {
+namespace conv1d {
+namespace tensor {
+
+using staged::kThreads;
+using staged::kWarps;
+constexpr int kStages = 3;            // tiles in shared memory: the one computed and two in flight
+constexpr int kOutputs = 128;         // outputs per tile: 16 blocks (the mma's M) of 8 (its N)
+constexpr int kWarpChannels = 8;      // a 16-byte piece of a staged row
+constexpr int kBlockChannels = kWarps * kWarpChannels;
+constexpr int kMaxChunks = 9;         // 8-frame chunks per block: K <= 65
+constexpr double kSetupTiles = 0.5;   // the weights' fragments and the first tile's copy, in tiles of work
+
+template <int E>
+struct Geometry {
+  static constexpr int kRows = kOutputs - 8 + 8 * E;  // the frames a tile reads
+  static constexpr int kRowBytes = kBlockChannels * 2;
+  static constexpr int kCopiesPerRow = kRowBytes / staged::kCopyBytes;
+  static constexpr int kCopies = kRows * kCopiesPerRow;
+  static constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;
+  static constexpr int kStageBytes = kRows * kRowBytes;
+  static constexpr int kChannelsPerCopy = kWarpChannels;
+  __device__ __forceinline__ static int offset(int row, int piece) {
+    return row * kRowBytes + (piece ^ (row & 7)) * staged::kCopyBytes;
+  }
+  // A warp's transposed frames, [8 channels][kRows frames]: an odd number of 16-byte units per row.
+  static constexpr int kPitch = ((kRows / 8) | 1) * 16;
+  static constexpr int kWarpBytes = kWarpChannels * kPitch;
+  static constexpr int kOutBytes = kOutputs * kRowBytes;
+  static constexpr int kTaps = 8 * E + 8;  // a channel's tap pairs (w[j], w[j + 1]), j = -8 .. 8 E - 1
+  static constexpr int kTapBytes = kBlockChannels * kTaps * 4;
+  static constexpr int kSmem = kStages * kStageBytes + kOutBytes + kWarps * kWarpBytes + kTapBytes +
+                               kBlockChannels * static_cast<int>(sizeof(float));
+  static constexpr int kMinBlocks = E <= 6 ? 2 : 1;  // resident blocks per SM asked of ptxas
+};
+
+namespace detail {
+
+// Byte offset of piece `piece` of output row f: swizzled by f / 2, since a lane stores frames f, f + 1.
+__device__ __forceinline__ int out_offset(int f, int piece) {
+  return f * kBlockChannels * 2 + (piece ^ ((f >> 1) & 7)) * staged::kCopyBytes;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
+  const Packed<T, 2> v{{from_float<T>(lo), from_float<T>(hi)}};
+  uint32_t bits;
+  memcpy(&bits, v.data, sizeof(bits));
+  return bits;
+}
+
+// 1. This warp's piece of the staged rows, transposed: frames r0 + 8 j + 2t, +1 of channel g (register j of
+// lane 4 g + t after ldmatrix.trans) are stored as row g, columns 8 j + 2t, +1 of stmatrix's matrix j.
+template <typename G, int N>
+__device__ __forceinline__ void transpose_rows(uint32_t stage, uint32_t frames, int r0, int warp, int lane) {
+  const int j = lane >> 3, r = lane & 7;
+  uint32_t v[N];
+  load_matrices<N, true>(v, stage + G::offset(r0 + 8 * j + r, warp));
+  store_matrices<N>(v, frames + r * G::kPitch + (r0 + 8 * j) * 2);
+}
+
+template <typename G>
+__device__ __forceinline__ void transpose_tile(uint32_t stage, uint32_t frames, int warp, int lane) {
+  constexpr int kWhole = G::kRows / 32 * 32;
+#pragma unroll
+  for (int r0 = 0; r0 < kWhole; r0 += 32) transpose_rows<G, 4>(stage, frames, r0, warp, lane);
+  if constexpr (G::kRows - kWhole >= 16) transpose_rows<G, 2>(stage, frames, kWhole, warp, lane);
+  if constexpr (G::kRows % 16 == 8) transpose_rows<G, 1>(stage, frames, G::kRows - 8, warp, lane);
+}
+
+// 2 and 3. The warp's 8 channels of the tile into the output tile.
+template <typename T, int E, int kActivation>
+__device__ __forceinline__ void compute_tile(uint32_t frames, uint8_t* out_tile, int warp, int lane,
+                                             const uint32_t* taps, const float* bias) {
+  using G = Geometry<E>;
+  const int j = lane >> 3, r = lane & 7, g = lane >> 2, t = lane & 3;
+  const uint32_t* w = taps + warp * kWarpChannels * G::kTaps + 8 + 2 * t - g;  // channel i, chunk e: w[i kTaps + 8 e]
+  // ldmatrix row of this lane: block r (+8 for matrices 1 and 3), the second chunk of a pair for 2 and 3.
+  const uint32_t row = frames + (8 * (r + 8 * (j & 1)) + 8 * (j >> 1)) * 2;
+  uint32_t pairs[kWarpChannels][2];  // channel i: frames 8 g + 2 t, +1 and 8 g + 64 + 2 t, +1
+#pragma unroll
+  for (int i = 0; i < kWarpChannels; ++i) {
+    const float b0 = bias[warp * kWarpChannels + i];
+    float acc[4] = {b0, b0, b0, b0};
+#pragma unroll
+    for (int s = 0; s < E / 2; ++s) {
+      uint32_t a[4];
+      load_matrices<4, false>(a, row + i * G::kPitch + s * 32);
+      const uint32_t b[2] = {w[i * G::kTaps + 16 * s], w[i * G::kTaps + 16 * s + 8]};
+      mma_16816(acc, a, b, T());
+    }
+    if constexpr (E % 2 == 1) {
+      uint32_t a[2];
+      load_matrices<2, false>(a, row + i * G::kPitch + (E / 2) * 32);
+      mma_1688(acc, a, w[i * G::kTaps + 8 * (E - 1)], T());
+    }
+    pairs[i][0] = round_pair<T>(conv1d::detail::activate<kActivation>(acc[0]), conv1d::detail::activate<kActivation>(acc[1]));
+    pairs[i][1] = round_pair<T>(conv1d::detail::activate<kActivation>(acc[2]), conv1d::detail::activate<kActivation>(acc[3]));
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    uint32_t e[4], o[4];  // frames f and f + 1, channels 2 k, 2 k + 1
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      e[k] = __byte_perm(pairs[2 * k][h], pairs[2 * k + 1][h], 0x5410);
+      o[k] = __byte_perm(pairs[2 * k][h], pairs[2 * k + 1][h], 0x7632);
+    }
+    const int f = 8 * g + 2 * t + 64 * h;
+    *reinterpret_cast<uint4*>(out_tile + out_offset(f, warp)) = make_uint4(e[0], e[1], e[2], e[3]);
+    *reinterpret_cast<uint4*>(out_tile + out_offset(f + 1, warp)) = make_uint4(o[0], o[1], o[2], o[3]);
+  }
+}
+
+template <typename T, int E>
+__device__ __forceinline__ void compute_tile(int activation, uint32_t frames, uint8_t* out_tile, int warp, int lane,
+                                             const uint32_t* taps, const float* bias) {
+  switch (activation) {
+    case kSilu: return compute_tile<T, E, kSilu>(frames, out_tile, warp, lane, taps, bias);
+    case kRelu: return compute_tile<T, E, kRelu>(frames, out_tile, warp, lane, taps, bias);
+    case kGelu: return compute_tile<T, E, kGelu>(frames, out_tile, warp, lane, taps, bias);
+    default: return compute_tile<T, E, kNone>(frames, out_tile, warp, lane, taps, bias);
+  }
+}
+
+// The output tile's rows o0 .. o0 + 127 to global memory, 16-byte pieces along whole rows.
+template <typename T>
+__device__ __forceinline__ void store_tile(const DepthwiseConv1dParams<T>& p, int b, int c0, int o0,
+                                           const uint8_t* out_tile) {
+  constexpr int kPieces = kBlockChannels / kWarpChannels;
+  for (int i = static_cast<int>(threadIdx.x); i < kOutputs * kPieces; i += kThreads) {
+    const int f = i / kPieces, piece = i % kPieces;
+    const int o = o0 + f, c = c0 + piece * kWarpChannels;
+    if (o < p.out_len && c < p.channels) {
+      const uint4 v = *reinterpret_cast<const uint4*>(out_tile + out_offset(f, piece));
+      __stcs(reinterpret_cast<uint4*>(p.output + b * p.output_batch_stride + int64_t{o} * p.output_time_stride + c),
+             v);
+    }
+  }
+}
+
+}  // namespace detail
+
+// Block: batch row b, 64 channels, tiles [first, last) of the row (tiles_per_block each).
+template <typename T, int E>
+__global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
+    TensorConv1dKernel(const DepthwiseConv1dParams<T> p, const staged::StepState<T> s, int ctiles, int groups,
+                       int tiles_per_block) {
+  using G = Geometry<E>;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* out_tile = smem + kStages * G::kStageBytes;
+  uint8_t* warp_frames = out_tile + G::kOutBytes;
+  uint32_t* taps = reinterpret_cast<uint32_t*>(warp_frames + kWarps * G::kWarpBytes);
+  float* bias = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(taps) + G::kTapBytes);
+  const int group = static_cast<int>(blockIdx.x % groups);
+  const int rest = static_cast<int>(blockIdx.x / groups);
+  const int c0 = rest % ctiles * kBlockChannels;
+  const int b = rest / ctiles;
+  const int ntiles = (p.out_len + kOutputs - 1) / kOutputs;
+  const int first = group * tiles_per_block;
+  const int last = min(ntiles, first + tiles_per_block);
+  if (first >= last) return;  // the whole block leaves together
+  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+  // The copies of the first kStages - 1 tiles go out before the weights are read.
+#pragma unroll
+  for (int t = 0; t < kStages - 1; ++t) {
+    if (first + t < last) staged::detail::stage_tile<T, G>(p, b, c0, (first + t) * kOutputs, base + t * G::kStageBytes);
+    staged::detail::cp_async_commit();
+  }
+  const uint16_t* weight = reinterpret_cast<const uint16_t*>(p.weight);
+  auto tap = [&](int k, int c) -> uint16_t {
+    return k >= 0 && k < p.kernel_size && c < p.channels ? weight[int64_t{k} * p.channels + c] : 0;
+  };
+  for (int i = static_cast<int>(threadIdx.x); i < kBlockChannels * G::kTaps; i += kThreads) {
+    const int c = i % kBlockChannels, k = i / kBlockChannels - 8;  // consecutive threads: consecutive channels
+    taps[c * G::kTaps + k + 8] = pack_pair(tap(k, c0 + c), tap(k + 1, c0 + c));
+  }
+  if (threadIdx.x < kBlockChannels) {
+    const int c = c0 + static_cast<int>(threadIdx.x);
+    bias[threadIdx.x] = p.bias != nullptr && c < p.channels ? to_float(p.bias[c]) : 0.0f;
+  }
+  uint8_t keep[G::kCopiesPerThread];
+  if (p.mask != nullptr) staged::detail::load_mask<T, G>(p, b, first * kOutputs, keep);
+  // The taps and bias are published by the first tile's barrier.
+  const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
+  const uint32_t frames = static_cast<uint32_t>(__cvta_generic_to_shared(warp_frames + warp * G::kWarpBytes));
+
+  for (int tile = first; tile < last; ++tile) {
+    const int slot = (tile - first) % kStages;
+    const int ahead = tile + kStages - 1;
+    if (ahead < last) {
+      staged::detail::stage_tile<T, G>(p, b, c0, ahead * kOutputs,
+                                       base + ((ahead - first) % kStages) * G::kStageBytes);
+    }
+    staged::detail::cp_async_commit();
+    staged::detail::cp_async_wait<kStages - 1>();  // this thread's copies of `tile` have landed
+    uint8_t* stage = smem + slot * G::kStageBytes;
+    if (p.mask != nullptr) {
+      staged::detail::apply_mask<G>(stage, keep);
+      if (tile + 1 < last) staged::detail::load_mask<T, G>(p, b, (tile + 1) * kOutputs, keep);
+    }
+    __syncthreads();  // every thread's copies (and zeros) of `tile` are visible; the output tile is free
+    if (s.state != nullptr) staged::detail::write_state<T, G>(p, s, b, c0, stage);  // single-tile launches only
+    detail::transpose_tile<G>(base + slot * G::kStageBytes, frames, warp, lane);
+    __syncwarp();
+    detail::compute_tile<T, E>(p.activation, frames, out_tile, warp, lane, taps, bias);
+    __syncthreads();  // the output tile is whole, and every warp is done with this stage slot
+    detail::store_tile(p, b, c0, tile * kOutputs, out_tile);
+  }
+}
+
+namespace detail {
+
+template <typename T, int E>
+cudaError_t launch(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& step, bool& state_written,
+                   cudaStream_t stream, staged::LaunchInfo* info) {
+  using G = Geometry<E>;
+  auto kernel = TensorConv1dKernel<T, E>;
+  static_assert(G::kSmem <= staged::detail::kMaxSmemOptin, "the tensor-core tiles exceed a block's shared memory");
+  if (info != nullptr) *info = {"TensorConv1dKernel", G::kSmem, 0, kThreads};
+  const cudaError_t allowed = staged::detail::allow_smem(kernel, G::kSmem);
+  if (allowed != cudaSuccess) return allowed;
+  static int cache[kMaxDevices] = {};
+  const int per_sm = resident_blocks_per_sm(kernel, kThreads, cache, G::kSmem);
+  const int ntiles = (p.out_len + kOutputs - 1) / kOutputs;
+  const int ctiles = (p.channels + kBlockChannels - 1) / kBlockChannels;
+  const int64_t rows = int64_t{p.batch} * ctiles;
+  const int r = conv1d::detail::pieces_per_worker(rows, ntiles, ntiles, int64_t{per_sm} * multiprocessor_count(),
+                                                  kSetupTiles);
+  const int groups = (ntiles + r - 1) / r;
+  staged::StepState<T> s = step;
+  state_written = s.state != nullptr && ntiles == 1;
+  if (!state_written) s.state = nullptr;
+  const int64_t blocks = rows * groups;
+  if (info != nullptr) info->blocks = blocks;
+  if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, G::kSmem, stream>>>(p, s, ctiles, groups, r);
+  return cudaGetLastError();
+}
+
+template <typename T>
+cudaError_t launch_for_chunks(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s,
+                              bool& state_written, cudaStream_t stream, staged::LaunchInfo* info) {
+  switch ((p.kernel_size + 7) / 8) {
+    case 1: return launch<T, 1>(p, s, state_written, stream, info);
+    case 2: return launch<T, 2>(p, s, state_written, stream, info);
+    case 3: return launch<T, 3>(p, s, state_written, stream, info);
+    case 4: return launch<T, 4>(p, s, state_written, stream, info);
+    case 5: return launch<T, 5>(p, s, state_written, stream, info);
+    case 6: return launch<T, 6>(p, s, state_written, stream, info);
+    case 7: return launch<T, 7>(p, s, state_written, stream, info);
+    case 8: return launch<T, 8>(p, s, state_written, stream, info);
+    default: return launch<T, kMaxChunks>(p, s, state_written, stream, info);
+  }
+}
+
+// 16-bit storage, K <= 8 kMaxChunks - 7, views staged in 16-byte copies, output in 16-byte pieces.
+template <typename T>
+bool applies(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s) {
+  constexpr int n = staged::kCopyBytes / static_cast<int>(sizeof(T));
+  return sizeof(T) == 2 && p.kernel_size <= 8 * kMaxChunks - 7 && staged::detail::copyable(p, s) &&
+         reinterpret_cast<uintptr_t>(p.output) % staged::kCopyBytes == 0 && p.output_batch_stride % n == 0 &&
+         p.output_time_stride % n == 0;
+}
+
+}  // namespace detail
+
+// out = act(depthwise_conv(x) + bias) as DepthwiseConv1d, on tensor cores where detail::applies, else
+// DepthwiseConv1dStaged; with s.state (the streaming step) the state is updated too.
+template <typename T>
+cudaError_t DepthwiseConv1dTensor(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s,
+                                  cudaStream_t stream, staged::LaunchInfo* info = nullptr) {
+  if constexpr (sizeof(T) != 2) {
+    return staged::DepthwiseConv1dStaged(p, s, stream, info);
+  } else {
+    if (p.batch <= 0 || p.channels <= 0 || p.out_len <= 0) return cudaSuccess;
+    if (!detail::applies(p, s)) return staged::DepthwiseConv1dStaged(p, s, stream, info);
+    bool state_written = false;
+    const cudaError_t status = detail::launch_for_chunks(p, s, state_written, stream, info);
+    if (status != cudaSuccess || s.state == nullptr || state_written) return status;
+    return staged::detail::shift_state_after(p, s, stream);
+  }
+}
+
+}  // namespace tensor
+}  // namespace conv1d
+}  // namespace oasr
