@@ -282,7 +282,7 @@ cudaError_t launch(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>
 template <typename T>
 cudaError_t launch_for_chunks(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s,
                               bool& state_written, cudaStream_t stream, staged::LaunchInfo* info) {
-  switch ((p.kernel_size + 7) / 8) {
+  switch ((p.kernel_size + 14) / 8) {  // E = ceil((K + 7) / 8)
     case 1: return launch<T, 1>(p, s, state_written, stream, info);
     case 2: return launch<T, 2>(p, s, state_written, stream, info);
     case 3: return launch<T, 3>(p, s, state_written, stream, info);
