@@ -7,8 +7,8 @@
 //   Out[m][n] = sum_j X[m][j] W[j][n],   X[m][j] = x[8 m + j],   W[j][n] = w[j - n] (0 <= j - n < K, else 0),
 // over j < 8 E, E = ceil((K + 7) / 8) chunks of 8 frames: one mma.m16n8k16 per pair of chunks (m16n8k8
 // for an odd last one), fp32 accumulation of exact 16-bit products. W is a Toeplitz matrix, the same
-// for every block and tile of the channel: a block writes each channel's tap pairs to shared memory once,
-// and a fragment register (taps 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair. Kept in
+// for every block and tile of the channel: a block copies its channels' taps with its first tile (cp.async),
+// writes each channel's tap pairs to shared memory once, and a fragment register (taps 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair. Kept in
 // registers instead, the 8 channels' fragments and the loads that ptxas hoists ahead of the mma needed
 // 190 registers at K = 31, spilling at the 128 that two blocks per SM allow. The arithmetic is cheap (E / 2 mma per 128 outputs of a channel);
 // what costs is moving the frames, so everything below is about that.
@@ -80,6 +80,34 @@ namespace detail {
 // Byte offset of piece `piece` of output row f: swizzled by f / 2, since a lane stores frames f, f + 1.
 __device__ __forceinline__ int out_offset(int f, int piece) {
   return f * kBlockChannels * 2 + (piece ^ ((f >> 1) & 7)) * staged::kCopyBytes;
+}
+
+// The K x 64 taps of the block's channels, [tap][channel], copied into `raw` (zeros past C).
+template <typename T>
+__device__ __forceinline__ void stage_weights(const DepthwiseConv1dParams<T>& p, int c0, uint32_t raw) {
+  constexpr int kPieces = kBlockChannels / kWarpChannels;
+  for (int i = static_cast<int>(threadIdx.x); i < p.kernel_size * kPieces; i += kThreads) {
+    const int k = i / kPieces, c = c0 + i % kPieces * kWarpChannels;
+    const bool valid = c < p.channels;
+    const T* src = valid ? p.weight + int64_t{k} * p.channels + c : p.weight;
+    staged::detail::cp_async_16(raw + i * staged::kCopyBytes, src, valid ? staged::kCopyBytes : 0);
+  }
+}
+
+// The tap pairs (w[k], w[k + 1]), k = -8 .. 8 E - 1, of each channel from the staged taps, and the bias.
+template <typename T, int E>
+__device__ __forceinline__ void write_taps(const DepthwiseConv1dParams<T>& p, int c0, const uint16_t* raw,
+                                           uint32_t* taps, float* bias) {
+  using G = Geometry<E>;
+  for (int i = static_cast<int>(threadIdx.x); i < kBlockChannels * G::kTaps; i += kThreads) {
+    const int c = i % kBlockChannels, k = i / kBlockChannels - 8;  // consecutive threads: consecutive channels
+    auto tap = [&](int j) -> uint16_t { return j >= 0 && j < p.kernel_size ? raw[j * kBlockChannels + c] : 0; };
+    taps[c * G::kTaps + k + 8] = pack_pair(tap(k), tap(k + 1));
+  }
+  if (threadIdx.x < kBlockChannels) {
+    const int c = c0 + static_cast<int>(threadIdx.x);
+    bias[threadIdx.x] = p.bias != nullptr && c < p.channels ? to_float(p.bias[c]) : 0.0f;
+  }
 }
 
 template <typename T>
@@ -202,27 +230,21 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
   if (first >= last) return;  // the whole block leaves together
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
-  // The copies of the first kStages - 1 tiles go out before the weights are read.
+  // The copies of the first kStages - 1 tiles go out first, the taps with the first tile (into the output
+  // tile's memory, free until the first tile is computed).
+  const uint32_t raw = base + kStages * G::kStageBytes;
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
     if (first + t < last) staged::detail::stage_tile<T, G>(p, b, c0, (first + t) * kOutputs, base + t * G::kStageBytes);
+    if (t == 0) detail::stage_weights(p, c0, raw);
     staged::detail::cp_async_commit();
-  }
-  const uint16_t* weight = reinterpret_cast<const uint16_t*>(p.weight);
-  auto tap = [&](int k, int c) -> uint16_t {
-    return k >= 0 && k < p.kernel_size && c < p.channels ? weight[int64_t{k} * p.channels + c] : 0;
-  };
-  for (int i = static_cast<int>(threadIdx.x); i < kBlockChannels * G::kTaps; i += kThreads) {
-    const int c = i % kBlockChannels, k = i / kBlockChannels - 8;  // consecutive threads: consecutive channels
-    taps[c * G::kTaps + k + 8] = pack_pair(tap(k, c0 + c), tap(k + 1, c0 + c));
-  }
-  if (threadIdx.x < kBlockChannels) {
-    const int c = c0 + static_cast<int>(threadIdx.x);
-    bias[threadIdx.x] = p.bias != nullptr && c < p.channels ? to_float(p.bias[c]) : 0.0f;
   }
   uint8_t keep[G::kCopiesPerThread];
   if (p.mask != nullptr) staged::detail::load_mask<T, G>(p, b, first * kOutputs, keep);
-  // The taps and bias are published by the first tile's barrier.
+  staged::detail::cp_async_wait<kStages - 2>();  // the taps (and the first tile)
+  __syncthreads();
+  detail::write_taps<T, E>(p, c0, reinterpret_cast<const uint16_t*>(out_tile), taps, bias);
+  // The pairs and bias are published by the first tile's barrier, before the output tile is written.
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const uint32_t frames = static_cast<uint32_t>(__cvta_generic_to_shared(warp_frames + warp * G::kWarpBytes));
 
@@ -258,6 +280,7 @@ cudaError_t launch(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>
   using G = Geometry<E>;
   auto kernel = TensorConv1dKernel<T, E>;
   static_assert(G::kSmem <= staged::detail::kMaxSmemOptin, "the tensor-core tiles exceed a block's shared memory");
+  static_assert((8 * kMaxChunks - 7) * kBlockChannels * 2 <= G::kOutBytes, "the staged taps exceed the output tile");
   if (info != nullptr) *info = {"TensorConv1dKernel", G::kSmem, 0, kThreads};
   const cudaError_t allowed = staged::detail::allow_smem(kernel, G::kSmem);
   if (allowed != cudaSuccess) return allowed;
@@ -295,13 +318,14 @@ cudaError_t launch_for_chunks(const DepthwiseConv1dParams<T>& p, const staged::S
   }
 }
 
-// 16-bit storage, K <= 8 kMaxChunks - 7, views staged in 16-byte copies, output in 16-byte pieces.
+// 16-bit storage, K <= 8 kMaxChunks - 7, views staged in 16-byte copies, weights copied and the output
+// written in 16-byte pieces.
 template <typename T>
 bool applies(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s) {
   constexpr int n = staged::kCopyBytes / static_cast<int>(sizeof(T));
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % staged::kCopyBytes == 0; };
   return sizeof(T) == 2 && p.kernel_size <= 8 * kMaxChunks - 7 && staged::detail::copyable(p, s) &&
-         reinterpret_cast<uintptr_t>(p.output) % staged::kCopyBytes == 0 && p.output_batch_stride % n == 0 &&
-         p.output_time_stride % n == 0;
+         aligned(p.weight) && aligned(p.output) && p.output_batch_stride % n == 0 && p.output_time_stride % n == 0;
 }
 
 }  // namespace detail
