@@ -84,7 +84,9 @@ VARIANTS: dict[str, list[Edit] | None] = {
     "s2": [(TENSOR, "kStages", "2")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
-NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis")
+NCU_SHAPES = (*HEADLINE, (1, 16, 512, 31))
+"""ncu's shapes: the headline ones and one tile per block (the streaming step's latency)."""
+NCU_SECTIONS = ("SpeedOfLight", "WarpStateStats", "SchedulerStats", "MemoryWorkloadAnalysis", "Occupancy", "SourceCounters")
 
 LOG: list[str] = []
 ROWS: list[dict[str, Any]] = []
@@ -508,9 +510,9 @@ def ncu(names: list[str], out: Path | None) -> None:
         return
     text = []
     for name in names:
-        for shape in HEADLINE:
+        for shape in NCU_SHAPES:
             command = [exe, "--clock-control", "none", "-k", "regex:Conv1d", "--launch-skip", "2"]
-            command += ["--launch-count", "1"]
+            command += ["--launch-count", "1", "--print-details", "all"]
             for section in NCU_SECTIONS:
                 command += ["--section", section]
             command += [sys.executable, __file__, "--ncu-target", name, *map(str, shape)]
