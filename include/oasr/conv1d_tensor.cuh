@@ -1,7 +1,8 @@
 // The depthwise conv1d of fp16/bf16 on tensor cores: production for 16-bit storage on views that
-// stage in 16-byte copies, K <= 65. Extends conv1d_staged.cuh, whose stage pipeline it runs
-// (frames copied with cp.async kStages tiles deep, padding zero-filled by the copies, masked frames
-// zeroed on arrival, the streaming state read and written) and whose kernels run everything else.
+// stage in 16-byte copies, K <= 65. Extends conv1d_staged.cuh, whose stage pipeline it follows (frames
+// copied with cp.async kStages tiles deep, padding zero-filled by the copies, masked frames zeroed on
+// arrival) and whose kernels run everything else, the streaming step included (at Conformer chunk sizes,
+// 16-64 frames, one tile per block, the FFMA kernel's shorter chain wins: dev/conv1d/results).
 //
 // The product. Per channel, the 128 outputs of a tile, o = 8 m + n (16 blocks m of 8 outputs n), are
 //   Out[m][n] = sum_j X[m][j] W[j][n],   X[m][j] = x[8 m + j],   W[j][n] = w[j - n] (0 <= j - n < K, else 0),
@@ -69,7 +70,8 @@ struct Geometry {
   static constexpr int kWarpBytes = kWarpChannels * kPitch;
   static constexpr int kOutBytes = kOutputs * kRowBytes;
   static constexpr int kTaps = 8 * E + 8;  // a channel's tap pairs (w[j], w[j + 1]), j = -8 .. 8 E - 1
-  static constexpr int kTapBytes = kBlockChannels * kTaps * 4;
+  static constexpr int kTapPitch = kTaps + 1;  // words per channel: odd, so 32 channels' stores are 32 banks
+  static constexpr int kTapBytes = kBlockChannels * kTapPitch * 4;
   static constexpr int kSmem = kStages * kStageBytes + kOutBytes + kWarps * kWarpBytes + kTapBytes +
                                kBlockChannels * static_cast<int>(sizeof(float));
   static constexpr int kMinBlocks = E <= 6 ? 2 : 1;  // resident blocks per SM asked of ptxas
@@ -102,7 +104,7 @@ __device__ __forceinline__ void write_taps(const DepthwiseConv1dParams<T>& p, in
   for (int i = static_cast<int>(threadIdx.x); i < kBlockChannels * G::kTaps; i += kThreads) {
     const int c = i % kBlockChannels, k = i / kBlockChannels - 8;  // consecutive threads: consecutive channels
     auto tap = [&](int j) -> uint16_t { return j >= 0 && j < p.kernel_size ? raw[j * kBlockChannels + c] : 0; };
-    taps[c * G::kTaps + k + 8] = pack_pair(tap(k), tap(k + 1));
+    taps[c * G::kTapPitch + k + 8] = pack_pair(tap(k), tap(k + 1));
   }
   if (threadIdx.x < kBlockChannels) {
     const int c = c0 + static_cast<int>(threadIdx.x);
@@ -143,7 +145,7 @@ __device__ __forceinline__ void compute_tile(uint32_t frames, uint8_t* out_tile,
                                              const uint32_t* taps, const float* bias) {
   using G = Geometry<E>;
   const int j = lane >> 3, r = lane & 7, g = lane >> 2, t = lane & 3;
-  const uint32_t* w = taps + warp * kWarpChannels * G::kTaps + 8 + 2 * t - g;  // channel i, chunk e: w[i kTaps + 8 e]
+  const uint32_t* w = taps + warp * kWarpChannels * G::kTapPitch + 8 + 2 * t - g;  // channel i, chunk e: 8 e + i pitch
   // ldmatrix row of this lane: block r (+8 for matrices 1 and 3), the second chunk of a pair for 2 and 3.
   const uint32_t row = frames + (8 * (r + 8 * (j & 1)) + 8 * (j >> 1)) * 2;
   uint32_t pairs[kWarpChannels][2];  // channel i: frames 8 g + 2 t, +1 and 8 g + 64 + 2 t, +1
@@ -155,13 +157,13 @@ __device__ __forceinline__ void compute_tile(uint32_t frames, uint8_t* out_tile,
     for (int s = 0; s < E / 2; ++s) {
       uint32_t a[4];
       load_matrices<4, false>(a, row + i * G::kPitch + s * 32);
-      const uint32_t b[2] = {w[i * G::kTaps + 16 * s], w[i * G::kTaps + 16 * s + 8]};
+      const uint32_t b[2] = {w[i * G::kTapPitch + 16 * s], w[i * G::kTapPitch + 16 * s + 8]};
       mma_16816(acc, a, b, T());
     }
     if constexpr (E % 2 == 1) {
       uint32_t a[2];
       load_matrices<2, false>(a, row + i * G::kPitch + (E / 2) * 32);
-      mma_1688(acc, a, w[i * G::kTaps + 8 * (E - 1)], T());
+      mma_1688(acc, a, w[i * G::kTapPitch + 8 * (E - 1)], T());
     }
     pairs[i][0] = round_pair<T>(conv1d::detail::activate<kActivation>(acc[0]), conv1d::detail::activate<kActivation>(acc[1]));
     pairs[i][1] = round_pair<T>(conv1d::detail::activate<kActivation>(acc[2]), conv1d::detail::activate<kActivation>(acc[3]));
@@ -191,18 +193,60 @@ __device__ __forceinline__ void compute_tile(int activation, uint32_t frames, ui
   }
 }
 
+// Where this thread's copies and stores go: piece `piece` (8 channels) of rows row0 + 32 j of a tile (the
+// mapping of staged::detail's mask helpers), with the per-row pointer arithmetic hoisted out of the tiles.
+template <typename T>
+struct Rows {
+  static constexpr int kStride = kThreads / (kBlockChannels / kWarpChannels);  // 32 rows apart
+  int row0, piece;
+  bool active;            // the thread's channels exist
+  const T* input;         // frame 0 (padded coordinates) of the thread's row0 and channels
+  T* output;              // output frame 0 of row0
+  int64_t input_step, output_step;  // kStride frames
+
+  __device__ __forceinline__ Rows(const DepthwiseConv1dParams<T>& p, int b, int c0) {
+    row0 = static_cast<int>(threadIdx.x) / (kBlockChannels / kWarpChannels);
+    piece = static_cast<int>(threadIdx.x) % (kBlockChannels / kWarpChannels);
+    const int c = c0 + piece * kWarpChannels;
+    active = c < p.channels;
+    input = p.input + b * p.input_batch_stride + int64_t{row0 - p.split} * p.input_time_stride + c;
+    output = p.output + b * p.output_batch_stride + int64_t{row0} * p.output_time_stride + c;
+    input_step = kStride * p.input_time_stride;
+    output_step = kStride * p.output_time_stride;
+  }
+};
+
+// The copies of the tile whose first padded frame is f0 into `stage` (shared address): input rows or zeros
+// (padding, channels past C).
+template <typename T, typename G>
+__device__ __forceinline__ void stage_rows(const DepthwiseConv1dParams<T>& p, const Rows<T>& rows, int f0,
+                                           uint32_t stage) {
+  const T* input = rows.input + int64_t{f0} * p.input_time_stride;
+  const uint32_t dst = stage + G::offset(rows.row0, rows.piece);
+#pragma unroll
+  for (int j = 0; j < (G::kRows + Rows<T>::kStride - 1) / Rows<T>::kStride; ++j) {
+    const int row = rows.row0 + j * Rows<T>::kStride;
+    if (row < G::kRows) {
+      const int f = f0 + row;
+      const bool valid = rows.active && f >= p.split && f < p.hi;
+      const T* src = valid ? input + j * rows.input_step : p.input;  // any valid address when nothing is read
+      // row & 7 is row0's: the swizzle is the same for every j
+      staged::detail::cp_async_16(dst + j * Rows<T>::kStride * G::kRowBytes, src, valid ? staged::kCopyBytes : 0);
+    }
+  }
+}
+
 // The output tile's rows o0 .. o0 + 127 to global memory, 16-byte pieces along whole rows.
 template <typename T>
-__device__ __forceinline__ void store_tile(const DepthwiseConv1dParams<T>& p, int b, int c0, int o0,
+__device__ __forceinline__ void store_tile(const DepthwiseConv1dParams<T>& p, const Rows<T>& rows, int o0,
                                            const uint8_t* out_tile) {
-  constexpr int kPieces = kBlockChannels / kWarpChannels;
-  for (int i = static_cast<int>(threadIdx.x); i < kOutputs * kPieces; i += kThreads) {
-    const int f = i / kPieces, piece = i % kPieces;
-    const int o = o0 + f, c = c0 + piece * kWarpChannels;
-    if (o < p.out_len && c < p.channels) {
-      const uint4 v = *reinterpret_cast<const uint4*>(out_tile + out_offset(f, piece));
-      __stcs(reinterpret_cast<uint4*>(p.output + b * p.output_batch_stride + int64_t{o} * p.output_time_stride + c),
-             v);
+  T* output = rows.output + int64_t{o0} * p.output_time_stride;
+#pragma unroll
+  for (int j = 0; j < kOutputs / Rows<T>::kStride; ++j) {
+    const int f = rows.row0 + j * Rows<T>::kStride;
+    if (rows.active && o0 + f < p.out_len) {
+      const uint4 v = *reinterpret_cast<const uint4*>(out_tile + out_offset(f, rows.piece));
+      __stcs(reinterpret_cast<uint4*>(output + j * rows.output_step), v);
     }
   }
 }
@@ -212,8 +256,7 @@ __device__ __forceinline__ void store_tile(const DepthwiseConv1dParams<T>& p, in
 // Block: batch row b, 64 channels, tiles [first, last) of the row (tiles_per_block each).
 template <typename T, int E>
 __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
-    TensorConv1dKernel(const DepthwiseConv1dParams<T> p, const staged::StepState<T> s, int ctiles, int groups,
-                       int tiles_per_block) {
+    TensorConv1dKernel(const DepthwiseConv1dParams<T> p, int ctiles, int groups, int tiles_per_block) {
   using G = Geometry<E>;
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* out_tile = smem + kStages * G::kStageBytes;
@@ -229,13 +272,14 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
   const int last = min(ntiles, first + tiles_per_block);
   if (first >= last) return;  // the whole block leaves together
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const detail::Rows<T> rows(p, b, c0);
 
   // The copies of the first kStages - 1 tiles go out first, the taps with the first tile (into the output
   // tile's memory, free until the first tile is computed).
   const uint32_t raw = base + kStages * G::kStageBytes;
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
-    if (first + t < last) staged::detail::stage_tile<T, G>(p, b, c0, (first + t) * kOutputs, base + t * G::kStageBytes);
+    if (first + t < last) detail::stage_rows<T, G>(p, rows, (first + t) * kOutputs, base + t * G::kStageBytes);
     if (t == 0) detail::stage_weights(p, c0, raw);
     staged::detail::cp_async_commit();
   }
@@ -252,8 +296,7 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
     const int slot = (tile - first) % kStages;
     const int ahead = tile + kStages - 1;
     if (ahead < last) {
-      staged::detail::stage_tile<T, G>(p, b, c0, ahead * kOutputs,
-                                       base + ((ahead - first) % kStages) * G::kStageBytes);
+      detail::stage_rows<T, G>(p, rows, ahead * kOutputs, base + ((ahead - first) % kStages) * G::kStageBytes);
     }
     staged::detail::cp_async_commit();
     staged::detail::cp_async_wait<kStages - 1>();  // this thread's copies of `tile` have landed
@@ -263,20 +306,18 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
       if (tile + 1 < last) staged::detail::load_mask<T, G>(p, b, (tile + 1) * kOutputs, keep);
     }
     __syncthreads();  // every thread's copies (and zeros) of `tile` are visible; the output tile is free
-    if (s.state != nullptr) staged::detail::write_state<T, G>(p, s, b, c0, stage);  // single-tile launches only
     detail::transpose_tile<G>(base + slot * G::kStageBytes, frames, warp, lane);
     __syncwarp();
     detail::compute_tile<T, E>(p.activation, frames, out_tile, warp, lane, taps, bias);
     __syncthreads();  // the output tile is whole, and every warp is done with this stage slot
-    detail::store_tile(p, b, c0, tile * kOutputs, out_tile);
+    detail::store_tile(p, rows, tile * kOutputs, out_tile);
   }
 }
 
 namespace detail {
 
 template <typename T, int E>
-cudaError_t launch(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& step, bool& state_written,
-                   cudaStream_t stream, staged::LaunchInfo* info) {
+cudaError_t launch(const DepthwiseConv1dParams<T>& p, cudaStream_t stream, staged::LaunchInfo* info) {
   using G = Geometry<E>;
   auto kernel = TensorConv1dKernel<T, E>;
   static_assert(G::kSmem <= staged::detail::kMaxSmemOptin, "the tensor-core tiles exceed a block's shared memory");
@@ -292,46 +333,43 @@ cudaError_t launch(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>
   const int r = conv1d::detail::pieces_per_worker(rows, ntiles, ntiles, int64_t{per_sm} * multiprocessor_count(),
                                                   kSetupTiles);
   const int groups = (ntiles + r - 1) / r;
-  staged::StepState<T> s = step;
-  state_written = s.state != nullptr && ntiles == 1;
-  if (!state_written) s.state = nullptr;
   const int64_t blocks = rows * groups;
   if (info != nullptr) info->blocks = blocks;
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-  kernel<<<static_cast<unsigned>(blocks), kThreads, G::kSmem, stream>>>(p, s, ctiles, groups, r);
+  kernel<<<static_cast<unsigned>(blocks), kThreads, G::kSmem, stream>>>(p, ctiles, groups, r);
   return cudaGetLastError();
 }
 
 template <typename T>
-cudaError_t launch_for_chunks(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s,
-                              bool& state_written, cudaStream_t stream, staged::LaunchInfo* info) {
+cudaError_t launch_for_chunks(const DepthwiseConv1dParams<T>& p, cudaStream_t stream, staged::LaunchInfo* info) {
   switch ((p.kernel_size + 14) / 8) {  // E = ceil((K + 7) / 8)
-    case 1: return launch<T, 1>(p, s, state_written, stream, info);
-    case 2: return launch<T, 2>(p, s, state_written, stream, info);
-    case 3: return launch<T, 3>(p, s, state_written, stream, info);
-    case 4: return launch<T, 4>(p, s, state_written, stream, info);
-    case 5: return launch<T, 5>(p, s, state_written, stream, info);
-    case 6: return launch<T, 6>(p, s, state_written, stream, info);
-    case 7: return launch<T, 7>(p, s, state_written, stream, info);
-    case 8: return launch<T, 8>(p, s, state_written, stream, info);
-    default: return launch<T, kMaxChunks>(p, s, state_written, stream, info);
+    case 1: return launch<T, 1>(p, stream, info);
+    case 2: return launch<T, 2>(p, stream, info);
+    case 3: return launch<T, 3>(p, stream, info);
+    case 4: return launch<T, 4>(p, stream, info);
+    case 5: return launch<T, 5>(p, stream, info);
+    case 6: return launch<T, 6>(p, stream, info);
+    case 7: return launch<T, 7>(p, stream, info);
+    case 8: return launch<T, 8>(p, stream, info);
+    default: return launch<T, kMaxChunks>(p, stream, info);
   }
 }
 
-// 16-bit storage, K <= 8 kMaxChunks - 7, views staged in 16-byte copies, weights copied and the output
-// written in 16-byte pieces.
+// 16-bit storage, K <= 8 kMaxChunks - 7, no streaming state, views staged in 16-byte copies, weights
+// copied and the output written in 16-byte pieces.
 template <typename T>
 bool applies(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s) {
   constexpr int n = staged::kCopyBytes / static_cast<int>(sizeof(T));
   auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % staged::kCopyBytes == 0; };
-  return sizeof(T) == 2 && p.kernel_size <= 8 * kMaxChunks - 7 && staged::detail::copyable(p, s) &&
+  return sizeof(T) == 2 && p.kernel_size <= 8 * kMaxChunks - 7 && s.state == nullptr && p.state == nullptr &&
+         staged::detail::copyable(p, s) &&
          aligned(p.weight) && aligned(p.output) && p.output_batch_stride % n == 0 && p.output_time_stride % n == 0;
 }
 
 }  // namespace detail
 
 // out = act(depthwise_conv(x) + bias) as DepthwiseConv1d, on tensor cores where detail::applies, else
-// DepthwiseConv1dStaged; with s.state (the streaming step) the state is updated too.
+// DepthwiseConv1dStaged (which with s.state, the streaming step, updates the state too).
 template <typename T>
 cudaError_t DepthwiseConv1dTensor(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s,
                                   cudaStream_t stream, staged::LaunchInfo* info = nullptr) {
@@ -340,10 +378,7 @@ cudaError_t DepthwiseConv1dTensor(const DepthwiseConv1dParams<T>& p, const stage
   } else {
     if (p.batch <= 0 || p.channels <= 0 || p.out_len <= 0) return cudaSuccess;
     if (!detail::applies(p, s)) return staged::DepthwiseConv1dStaged(p, s, stream, info);
-    bool state_written = false;
-    const cudaError_t status = detail::launch_for_chunks(p, s, state_written, stream, info);
-    if (status != cudaSuccess || s.state == nullptr || state_written) return status;
-    return staged::detail::shift_state_after(p, s, stream);
+    return detail::launch_for_chunks(p, stream, info);
   }
 }
 

@@ -209,10 +209,10 @@ CONV1D = Family(
         "Toeplitz matrix of the taps (in registers) times the input frames on tensor cores (mma.sync); a "
         "block stages tiles of frames for 64 channels with cp.async, three deep, each warp transposes its "
         "8 channels with ldmatrix/stmatrix and writes its outputs through a shared output tile in whole "
-        "rows; a streaming step that fits one tile also writes the new state (one launch). fp32 at K = 15 "
-        "and 31 takes the FFMA kernel of `include/oasr/conv1d_staged.cuh` (the taps in registers, 16 "
-        "outputs per lane), other K and layouts the direct kernels of `include/oasr/conv1d.cuh` (a "
-        "register window sliding over the input frames)."
+        "rows. The streaming step and fp32 at K = 15 and 31 take the FFMA kernel of "
+        "`include/oasr/conv1d_staged.cuh` (the taps in registers, 16 outputs per lane; a step that fits one "
+        "tile also writes the new state, in one launch), other K and layouts the direct kernels of "
+        "`include/oasr/conv1d.cuh` (a register window sliding over the input frames)."
     ),
     headers=("oasr/conv1d_tensor.cuh", "oasr/conv1d_staged.cuh", "oasr/conv1d.cuh"),
 )
