@@ -42,7 +42,6 @@ TILES = [
     conv2d_config.Conv2dConfig(128, 128, 64, 2, 1),
     conv2d_config.Conv2dConfig(128, 128, 64, 1, 2),
     conv2d_config.Conv2dConfig(64, 256, 64, 2, 1),
-    conv2d_config.Conv2dConfig(128, 64, 64, 1, 1),
 ]
 """Candidate tiles the rule does not pick, timed next to its picks (bf16 + ReLU). 128x256 is left out: one
 consumer warpgroup (CUTLASS 4.2's only conv schedule on sm90) spills its 256 accumulators per thread
