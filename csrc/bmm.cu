@@ -1,19 +1,13 @@
 // TVM-FFI launcher of the bmm family: out[l] = a[l] . b[l]^T (B K-major) or a[l] . b[l] (B N-major) on
 // Hopper tensor cores. One module per (dtype, B layout, tile configuration), chosen by
-// oasr/gemm_config.py; the Python API (oasr/bmm.py) validates the arguments.
+// oasr/jit/gemm_config.py; the Python API (oasr/bmm.py) validates the arguments.
 #include "gemm_sm90.h"
 
 namespace config = oasr::gemm::config;
 
-// `b_n_major` names the layout this module was built for (b is [L, K, N] when true, [L, N, K] otherwise);
-// `workspace`: bmm_workspace_size bytes when the module is stream-K, absent otherwise.
-void bmm(TensorView output, TensorView a, TensorView b, bool b_n_major, Optional workspace) {
+// `b_n_major` names the layout this module was built for (b is [L, K, N] when true, [L, N, K] otherwise).
+void bmm(TensorView output, TensorView a, TensorView b, bool b_n_major) {
   TVM_FFI_ICHECK(b_n_major == static_cast<bool>(OASR_GEMM_B_NMAJOR)) << "this bmm module takes B "
                                                                       << (OASR_GEMM_B_NMAJOR ? "N" : "K") << "-major";
-  oasr::gemm::run_gemm<config::Gemm<oasr::gemm::Plain>>(output, a, b, Optional(), workspace, "bmm kernel launch");
-}
-
-// Bytes of workspace a [batch, M, K] x [batch, K, N] call on `device` needs (0 unless the module is stream-K).
-int64_t bmm_workspace_size(int64_t batch, int64_t m, int64_t n, int64_t k, int64_t device) {
-  return oasr::gemm::workspace_size<config::Gemm<oasr::gemm::Plain>>(m, n, k, batch, device);
+  oasr::gemm::run_gemm<config::Gemm<oasr::gemm::Plain>>(output, a, b, Optional(), "bmm kernel launch");
 }

@@ -7,7 +7,7 @@
 #include "gemm_sm90.h"
 
 #ifndef OASR_GEMM_EPILOGUE
-#error "a gemm module is built for one epilogue: oasr/gemm_config.py passes -DOASR_GEMM_EPILOGUE"
+#error "a gemm module is built for one epilogue: oasr/jit/gemm_config.py passes -DOASR_GEMM_EPILOGUE"
 #endif
 
 namespace oasr::gemm::config {

@@ -1,8 +1,8 @@
 // TVM-FFI glue shared by the gemm and bmm launchers: the configuration a JIT module was built for
-// (-D flags chosen per call by oasr/gemm_config.py) and one launcher over batched [L, rows, cols] views.
+// (-D flags chosen per call by oasr/jit/gemm_config.py) and one launcher over batched [L, rows, cols] views.
 //
 // Flags: OASR_GEMM_DTYPE (1 float16, 2 bfloat16), OASR_GEMM_TILE_{M,N,K}, OASR_GEMM_CLUSTER_{M,N},
-// OASR_GEMM_SCHEDULE (0 cooperative, 1 ping-pong, 2 non-persistent, 3 stream-K), OASR_GEMM_STAGES (0: auto),
+// OASR_GEMM_SCHEDULE (0 cooperative, 1 ping-pong, 2 non-persistent), OASR_GEMM_STAGES (0: auto),
 // OASR_GEMM_B_NMAJOR (0: B is [L, N, K], 1: B is [L, K, N]).
 #pragma once
 
@@ -14,7 +14,7 @@
 #if !defined(OASR_GEMM_DTYPE) || !defined(OASR_GEMM_TILE_M) || !defined(OASR_GEMM_TILE_N) || \
     !defined(OASR_GEMM_TILE_K) || !defined(OASR_GEMM_CLUSTER_M) || !defined(OASR_GEMM_CLUSTER_N) ||  \
     !defined(OASR_GEMM_SCHEDULE) || !defined(OASR_GEMM_STAGES) || !defined(OASR_GEMM_B_NMAJOR)
-#error "a gemm/bmm module is built for one configuration: oasr/gemm_config.py passes its -D flags"
+#error "a gemm/bmm module is built for one configuration: oasr/jit/gemm_config.py passes its -D flags"
 #endif
 
 namespace oasr::gemm::config {
@@ -23,10 +23,8 @@ using Element = cute::conditional_t<OASR_GEMM_DTYPE == 1, cutlass::half_t, cutla
 constexpr DLDataType kDLType = OASR_GEMM_DTYPE == 1 ? dl_float16 : dl_bfloat16;
 using Tile = cute::Shape<cute::Int<OASR_GEMM_TILE_M>, cute::Int<OASR_GEMM_TILE_N>, cute::Int<OASR_GEMM_TILE_K>>;
 using Cluster = cute::Shape<cute::Int<OASR_GEMM_CLUSTER_M>, cute::Int<OASR_GEMM_CLUSTER_N>, cute::_1>;
-using Schedule = cute::conditional_t<
-    OASR_GEMM_SCHEDULE == 0, Cooperative,
-    cute::conditional_t<OASR_GEMM_SCHEDULE == 1, PingPong,
-                        cute::conditional_t<OASR_GEMM_SCHEDULE == 2, NonPersistent, StreamK>>>;
+using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, Cooperative,
+                                     cute::conditional_t<OASR_GEMM_SCHEDULE == 1, PingPong, NonPersistent>>;
 using LayoutB = cute::conditional_t<OASR_GEMM_B_NMAJOR == 1, NMajorB, KMajorB>;
 
 template <class Epilogue>
@@ -57,26 +55,10 @@ inline int64_t row_stride(TensorView t) {
 // The batch stride of `t` (likewise for a single batch).
 inline int64_t batch_stride(TensorView t, int64_t ld) { return t.size(0) > 1 ? t.stride(0) : t.size(1) * ld; }
 
-// Bytes of workspace `Gemm` needs for an [L, M, K] x [L, K, N] problem on `device` (0 unless it is stream-K).
-template <class Gemm>
-int64_t workspace_size(int64_t m, int64_t n, int64_t k, int64_t batch, int64_t device) {
-  TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && batch > 0 && m < (1LL << 31) && n < (1LL << 31) && k < (1LL << 31))
-      << "extents must be positive and below 2^31";
-  GemmParams<config::Element> p;
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.batch = static_cast<int>(batch);
-  p.device = static_cast<int>(device);
-  p.sm_count = multiprocessor_count(p.device);  // the persistent schedulers size their grid by it
-  return static_cast<int64_t>(WorkspaceSize<Gemm>(p));
-}
-
 // d[l] = epilogue(a[l] . b[l]^T): a [L, M, K], b [L, N, K] (or [L, K, N] when B is N-major), d [L, M, N],
-// by `Gemm` (config::Gemm<Epilogue>, or a dev/ variant of it). `workspace`: a CUDA buffer of at least
-// workspace_size bytes, 128-byte aligned, for stream-K (absent for the other schedules).
+// by `Gemm` (config::Gemm<Epilogue>, or a dev/ variant of it).
 template <class Gemm>
-void run_gemm(TensorView d, TensorView a, TensorView b, Optional bias, Optional workspace, const char* what) {
+void run_gemm(TensorView d, TensorView a, TensorView b, Optional bias, const char* what) {
   using Element = config::Element;
   icheck_tma_view(a, "a");
   icheck_tma_view(b, "b");
@@ -110,19 +92,7 @@ void run_gemm(TensorView d, TensorView a, TensorView b, Optional bias, Optional 
   }
   p.device = a.device().device_id;
   p.sm_count = multiprocessor_count(p.device);  // the persistent schedulers size their grid by it
-  void* buffer = nullptr;
-  size_t bytes = 0;
-  if (workspace.has_value()) {
-    TensorView w = workspace.value();
-    TVM_FFI_ICHECK(w.device().device_type == kDLCUDA && w.device().device_id == p.device &&
-                   reinterpret_cast<uintptr_t>(data_ptr<char>(w)) % 128 == 0)
-        << "`workspace` must be a 128-byte aligned buffer on `a`'s device";
-    buffer = data_ptr<void>(w);
-    bytes = static_cast<size_t>(w.numel()) * ((w.dtype().bits * w.dtype().lanes + 7) / 8);
-  }
-  TVM_FFI_ICHECK(WorkspaceSize<Gemm>(p) <= bytes) << "this module is stream-K: it needs a `workspace` of "
-                                                    << WorkspaceSize<Gemm>(p) << " bytes";
-  cudaError_t status = Run<Gemm>(p, buffer, bytes, get_stream(a.device()));
+  cudaError_t status = Run<Gemm>(p, get_stream(a.device()));
   CHECK_CUDA_SUCCESS(status, what);
 }
 

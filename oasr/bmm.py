@@ -8,8 +8,7 @@ sequence lengths (375) work: the result's rows are padded to 16 bytes (a strided
 operand whose rows are not is copied into a padded buffer first (``oasr/_tma.py``).
 
 Arguments are checked before any launch (:func:`_check_bmm`). Under ``torch.compile`` the op is
-the custom op ``torch.ops.oasr.bmm``. A stream-K configuration sums partial tiles through a per-device
-workspace (``oasr/_stream_k.py``): calls on two streams at once must not both run stream-K modules.
+the custom op ``torch.ops.oasr.bmm``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from ._checks import (
     requires_grad,
 )
 from ._custom_ops import define
-from ._stream_k import stream_k_workspace
 from ._tma import addressable, addressable_copy, padded_empty
 from .api_logging import oasr_api
 from .jit import gemm_config
@@ -99,10 +97,7 @@ def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig |
     target = out if addressable(out) else padded_empty((batch, m, n), out.dtype, out.device)
     config = config or gemm_config.choose(m, n, k, batch)
     module = BMM.module(_variant(a.dtype, n_major, config))
-    workspace = None
-    if config.schedule == "streamk":
-        workspace = stream_k_workspace(module.bmm_workspace_size(batch, m, n, k, out.device.index or 0), out.device)
-    module.bmm(target, a, operand, n_major, workspace)
+    module.bmm(target, a, operand, n_major)
     if target is not out:
         out.copy_(target)
 

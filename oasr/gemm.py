@@ -9,9 +9,6 @@ module per (dtype, epilogue, tile configuration), built the first time a call ne
 Arguments are checked before any launch (:func:`_check_gemm`): types, dtypes and shapes first, then
 devices, then memory and autograd (``oasr/_checks.py``). Under ``torch.compile`` each op is the
 custom op ``torch.ops.oasr.<op>``.
-
-A stream-K configuration sums partial tiles through a per-device workspace (``oasr/_stream_k.py``):
-calls on two streams at once must not both run stream-K modules.
 """
 
 from __future__ import annotations
@@ -35,7 +32,6 @@ from ._checks import (
     requires_grad,
 )
 from ._custom_ops import define
-from ._stream_k import stream_k_workspace
 from ._tma import addressable, addressable_copy, padded_empty
 from .activation import glu
 from .api_logging import oasr_api
@@ -141,10 +137,7 @@ def _linear(
     config = config or gemm_config.choose(m, n, k, fused=epilogue != "plain")
     code = gemm_config.EPILOGUES.index(epilogue)
     module = GEMM.module(_variant(input.dtype, epilogue, config))
-    workspace = None
-    if config.schedule == "streamk":
-        workspace = stream_k_workspace(module.gemm_workspace_size(m, n, k, out.device.index or 0), out.device)
-    module.gemm(target[None], a[None], w[None], bias, code, workspace)
+    module.gemm(target[None], a[None], w[None], bias, code)
     if target is not view:
         out.copy_(target.view(out.shape))
 

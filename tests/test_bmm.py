@@ -15,14 +15,13 @@ import torch
 from conftest import gemm_tolerance, poisoned_like
 
 import oasr
-from oasr import _checks, _stream_k
+from oasr import _checks
 from oasr._tma import addressable
 from oasr.jit import gemm_config
 from oasr.jit.families import BMM
 
 bmm_module = sys.modules["oasr.bmm"]  # (the attribute oasr.bmm is the op)
 gpu = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
-STREAM_K = gemm_config.GemmConfig(128, 128, 32, 1, 1, "streamk")  # context's K = 300: 10 K blocks, split
 
 
 def randn(*shape, dtype=torch.bfloat16, device="cuda", seed=0, scale=1.0):
@@ -61,8 +60,8 @@ def test_default_instantiation_builds_for_sm90a_and_exports_bmm():
 
 
 class TorchBmm:
-    """Stands in for the BMM family: checks the launcher's invariants (a workspace for stream-K modules only,
-    of the size they ask for), computes in float64, records the layout."""
+    """Stands in for the BMM family: checks the launcher's invariants (the module's B layout, views TMA can
+    address), computes in float64, records the layout."""
 
     def __init__(self) -> None:
         self.layouts: list[str] = []
@@ -70,17 +69,10 @@ class TorchBmm:
     def module(self, variant):
         built_n_major = "-DOASR_GEMM_B_NMAJOR=1" in variant.cuda_cflags
         self.layouts.append("nn" if built_n_major else "nt")
-        stream_k = f"-DOASR_GEMM_SCHEDULE={gemm_config.SCHEDULES.index('streamk')}" in variant.cuda_cflags
 
         class Module:
-            def bmm_workspace_size(self, batch, m, n, k, device):
-                return 4 * batch * m * n if stream_k else 0  # as if every tile's fp32 partials were kept
-
-            def bmm(self, out, a, b, n_major, workspace):
+            def bmm(self, out, a, b, n_major):
                 assert n_major == built_n_major and all(map(addressable, (out, a, b)))
-                assert (workspace is not None) == stream_k
-                size = self.bmm_workspace_size(*out.shape, a.shape[2], 0)
-                assert workspace is None or (workspace.dtype == torch.uint8 and workspace.numel() >= size)
                 out.copy_(reference(a, b if n_major else b.transpose(1, 2)).to(out.dtype))
 
         return Module()
@@ -120,15 +112,6 @@ def test_strided_batch_views_and_copies_on_cpu(torch_bmm):
     assert_close(oasr.bmm(x, c), reference(x, c), torch.bfloat16, 9)
     assert oasr.bmm(a[:0], b[:0]).shape == (0, 32, 24)
     assert torch.equal(oasr.bmm(a[:, :, :0], b[:, :0]), torch.zeros(4, 32, 24, dtype=torch.bfloat16))
-
-
-def test_stream_k_takes_the_shared_workspace_on_cpu(torch_bmm, monkeypatch):
-    monkeypatch.setattr(_stream_k, "_WORKSPACES", {})
-    a, b = randn(3, 20, 16, device="cpu"), randn(3, 16, 24, device="cpu", seed=1)
-    out = torch.full((3, 20, 24), float("nan"), dtype=torch.bfloat16)
-    bmm_module._product(a, b, out, STREAM_K)
-    assert_close(out, reference(a, b), torch.bfloat16, 16)
-    assert _stream_k._WORKSPACES[torch.device("cpu")][-1].numel() == 4 * 3 * 20 * 24
 
 
 def _cpu(*shape, dtype=torch.bfloat16):
@@ -213,9 +196,9 @@ class TestBmm:
         torch.cuda.synchronize()
         assert_close(out, reference(q, k.transpose(1, 2)), torch.bfloat16, 64)
 
-    @pytest.mark.parametrize("config", [*gemm_config.PICKS, STREAM_K], ids=lambda c: c.name)
+    @pytest.mark.parametrize("config", gemm_config.PICKS, ids=lambda c: c.name)
     def test_every_layout_config(self, config):
-        # The configurations gemm_config.choose picks and stream-K, scores (B K-major) and context (B N-major).
+        # The configurations gemm_config.choose picks, scores (B K-major) and context (B N-major).
         q, k, v, p = attention(4, 300, 64, torch.bfloat16, "cuda")
         out = poisoned_like(torch.empty(4, 300, 300, dtype=torch.bfloat16, device="cuda"))[:, :, :296]
         bmm_module._product(q, k.transpose(1, 2)[:, :, :296], out, config)

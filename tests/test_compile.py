@@ -120,11 +120,11 @@ class TorchLaunchers:
         y = F.conv1d(x, weight.float().t().unsqueeze(1), None if bias is None else bias.float(), groups=x.shape[1])
         out.copy_(ACTIVATIONS[activation](y).transpose(1, 2))
 
-    def gemm(self, out, input, weight, bias, epilogue, workspace):  # [1, M, K] x [1, N, K] -> [1, M, N], fp32
+    def gemm(self, out, input, weight, bias, epilogue):  # [1, M, K] x [1, N, K] -> [1, M, N], fp32
         y = F.linear(input[0].float(), weight[0].float(), None if bias is None else bias.float())[None]
         out.copy_(GEMM_EPILOGUES[epilogue](y))
 
-    def bmm(self, out, a, b, b_n_major, workspace):
+    def bmm(self, out, a, b, b_n_major):
         out.copy_(a.float() @ (b.float() if b_n_major else b.float().transpose(1, 2)))
 
     def group_gemm_workspace_size(self, groups, device):

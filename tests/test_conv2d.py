@@ -179,12 +179,18 @@ def test_python_layer_dispatches_and_matches_reference_on_cpu(
 
 
 def test_tile_rule_follows_the_output_channels():
-    assert conv2d_config.choose(256) == conv2d_config.choose(512) == conv2d_config.WIDE  # conv #2's winner
-    assert conv2d_config.choose(64) == conv2d_config.choose(128) == conv2d_config.choose(264) == conv2d_config.DEFAULT
-    assert set(conv2d_config.PICKS) == {conv2d_config.choose(k) for k in (8, 256)}
+    c = conv2d_config
+    assert c.choose(256) == c.choose(512) == c.WIDE  # conv #2's winner
+    assert c.choose(64) == c.choose(8) == c.choose(40) == c.NARROW == c.Conv2dConfig(128, 64, 64)  # the K = 64 winner
+    assert c.choose(72) == c.choose(128) == c.choose(264) == c.DEFAULT
+    assert set(c.PICKS) == {c.choose(k) for k in (8, 128, 256)} and len(set(c.PICKS)) == len(c.PICKS)
 
 
-@pytest.mark.parametrize("k,tile", [(256, conv2d_config.WIDE), (64, conv2d_config.DEFAULT)], ids=["k256", "k64"])
+RULE_TILES = [(256, conv2d_config.WIDE), (128, conv2d_config.DEFAULT), (64, conv2d_config.NARROW)]
+"""One K per tile the rule picks (dev/conv2d/results/bench_h200.txt)."""
+
+
+@pytest.mark.parametrize("k,tile", RULE_TILES, ids=lambda v: f"k{v}" if isinstance(v, int) else v.name)
 def test_python_layer_runs_the_rules_tile_on_cpu(torch_conv, k, tile):
     x, wt, b = operands(1, 9, 7, 16, k, 3, 3, torch.bfloat16, "cpu")
     out = oasr.conv2d(x, wt, b, 2, 0, "relu")
@@ -324,6 +330,15 @@ CASES = [
     (2, 10, 12, 64, 128, 3, 3, 1, 1),
     (1, 6, 6, 16, 8, 1, 1, 1, 0),
 ]
+# (N, H, W, C, K, stride, padding), 3x3 filters, one per tile conv2d_config.choose picks: upstream's K = 64 conv
+# (the 128x64 tiles' measurement, at batch 2) and K = 40 (128x64, a partial channel tile), K = 128 (128x128),
+# K = 256 (64x256); each ends in a partial tile of pixels.
+RULE_CASES = [
+    (2, 100, 40, 64, 64, 2, 0),
+    (3, 41, 23, 64, 40, 2, 1),
+    (2, 37, 29, 64, 128, 1, 1),
+    (1, 31, 21, 256, 256, 2, 0),
+]
 
 
 @gpu
@@ -369,6 +384,20 @@ class TestConv2d:
         out = poisoned(tuple(expected.shape), dtype)
         oasr.conv2d(x, wt, b, 1, 1, "relu", out=out)
         assert_close(out, expected, dtype, 9)
+
+    @pytest.mark.parametrize("case", RULE_CASES, ids=lambda c: f"{c[0]}x{c[1]}x{c[2]}x{c[3]}_k{c[4]}")
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+    def test_each_tile_the_rule_picks(self, case, dtype, monkeypatch):
+        n, h, w, c, k, stride, padding = case
+        original, picked = conv2d_module._variant, []
+        monkeypatch.setattr(conv2d_module, "_variant", lambda *args: picked.append(original(*args)) or picked[-1])
+        x, wt, b = operands(n, h, w, c, k, 3, 3, dtype, "cuda", seed=6)
+        expected = reference(x, wt, b, stride, padding, "relu")
+        out = poisoned(tuple(expected.shape), dtype)
+        oasr.conv2d(x, wt, b, stride, padding, "relu", out=out)
+        name = str(dtype).removeprefix("torch.")
+        assert picked == [conv2d_config.implicit_gemm_variant(name, "relu", conv2d_config.choose(k))]
+        assert_close(out, expected, dtype, 9 * c)
 
     def test_empty_batch(self):
         x, wt, b = operands(0, 9, 9, 1, 16, 3, 3, torch.bfloat16, "cuda")

@@ -18,14 +18,13 @@ import torch.nn.functional as F
 from conftest import gemm_tolerance, poisoned_like
 
 import oasr
-from oasr import _checks, _stream_k
+from oasr import _checks
 from oasr._tma import addressable
 from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
 
 gemm_module = sys.modules["oasr.gemm"]  # (the attribute oasr.gemm is the op)
 gpu = pytest.mark.gpu  # conftest skips gpu-marked tests where CUDA is missing
-STREAM_K = gemm_config.GemmConfig(128, 128, 32, 1, 1, "streamk")  # splits 1500x2048x512 (16 K blocks a tile)
 
 ACTS = {
     None: lambda y: y,
@@ -99,9 +98,6 @@ def test_config_rules():
         gemm_config.GemmConfig(64, 128, 64, 1, 1, "cooperative")
     with pytest.raises(ValueError, match="schedule"):
         gemm_config.GemmConfig(schedule="fast")
-    with pytest.raises(ValueError, match="streamk"):
-        gemm_config.GemmConfig(64, 128, 32, 1, 1, "streamk")
-    assert "-DOASR_GEMM_SCHEDULE=3" in gemm_config.GemmConfig(schedule="streamk").flags()
     c = gemm_config
     # The measured winners of dev/gemm/results/tune_h200.txt, one per band of the rule.
     assert c.choose(1500, 512, 2048) == c.SMALL_GRID == c.GemmConfig(64, 128, 64, 1, 1, "nonpersistent")  # 48 tiles
@@ -124,8 +120,8 @@ def test_config_rules():
 
 class TorchGemm:
     """Stands in for the GEMM family: each module computes in float64 what the kernel would, after
-    asserting the launcher's invariants (3-D views TMA can address, a workspace for stream-K modules
-    only, of the size they ask for), and records the variant."""
+    asserting the launcher's invariants (3-D views TMA can address, the module's epilogue), and records
+    the variant."""
 
     def __init__(self) -> None:
         self.variants: list[str] = []
@@ -133,17 +129,10 @@ class TorchGemm:
     def module(self, variant):
         self.variants.append(variant.name)
         flag = "-DOASR_GEMM_EPILOGUE={}"
-        stream_k = f"-DOASR_GEMM_SCHEDULE={gemm_config.SCHEDULES.index('streamk')}" in variant.cuda_cflags
 
         class Module:
-            def gemm_workspace_size(self, m, n, k, device):
-                return 4 * m * n if stream_k else 0  # as if every tile's fp32 partials were kept
-
-            def gemm(self, out, a, w, bias, code, workspace):
+            def gemm(self, out, a, w, bias, code):
                 assert flag.format(code) in variant.cuda_cflags  # the module built for this epilogue
-                assert (workspace is not None) == stream_k
-                size = self.gemm_workspace_size(a.shape[1], w.shape[1], a.shape[2], 0)
-                assert workspace is None or (workspace.dtype == torch.uint8 and workspace.numel() >= size)
                 epilogue = gemm_config.EPILOGUES[code]
                 assert out.dim() == a.dim() == w.dim() == 3 and all(map(addressable, (out, a, w)))
                 assert bias is None or epilogue != "plain"
@@ -190,22 +179,6 @@ def test_python_layer_handles_layouts_on_cpu(torch_gemm):
     empty_k = oasr.gemm(x[:, :0], w[:, :0], b, "relu")
     torch.testing.assert_close(empty_k, F.relu(b).expand(6, 10))
     assert oasr.gemm(x[:0], w).shape == (0, 10)
-
-
-def test_stream_k_gets_a_growing_workspace_on_cpu(torch_gemm, monkeypatch):
-    monkeypatch.setattr(_stream_k, "_WORKSPACES", {})
-    buffers = []
-    for m, n, k in [(6, 10, 24), (3, 8, 16), (40, 16, 8), (6, 10, 24)]:  # grows once, then is reused
-        x, w, _ = operands(m, n, k, torch.bfloat16, "cpu")
-        out = torch.full((m, n), float("nan"), dtype=torch.bfloat16)
-        gemm_module._linear(x, w, None, None, out, STREAM_K)
-        assert_close(out, reference(x, w), torch.bfloat16, k)
-        assert torch_gemm.variants[-1] == "bf16_plain_128x128x32_c1x1_streamk_s0"
-        buffers = _stream_k._WORKSPACES[torch.device("cpu")]
-    assert [b.numel() for b in buffers] == [4 * 6 * 10, 4 * 40 * 16]  # the outgrown one is kept (graphs)
-    oasr.gemm(*operands(5, 8, 16, torch.bfloat16, "cpu")[:2])  # the rule's picks take no workspace
-    with pytest.raises(ValueError, match="cooperative or ping-pong"):
-        gemm_config.group_gemm_variant("bfloat16", STREAM_K)
 
 
 def test_gemm_glu_python_layer_on_cpu(torch_gemm, monkeypatch):
@@ -358,26 +331,3 @@ class TestWaveCandidates:
         out = poisoned_like(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
         gemm_module._linear(x, w, None, None, out, config)
         assert_close(out, reference(x, w), torch.bfloat16, k)
-
-    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-    def test_stream_k_epilogue_workspace_and_graph(self, dtype, monkeypatch):
-        monkeypatch.setattr(_stream_k, "_WORKSPACES", {})
-        config = STREAM_K
-        # 3000x2048: 384 tiles of 16 K blocks, the last two waves' split by stream-K; 1500x2048: all 192 split;
-        # then 1500 rows again in a graph (its workspace allocated by the eager call), replayed with new inputs.
-        for m in (3000, 1500):
-            x, w, b = operands(m, 2048, 512, dtype, "cuda", seed=m)
-            out = poisoned_like(torch.empty(m, 2048, dtype=dtype, device="cuda"))
-            gemm_module._linear(x, w, b, "silu", out, config)
-            assert_close(out, reference(x, w, b, "silu"), dtype, 512)
-        assert _stream_k._WORKSPACES[x.device][-1].numel() > 0
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            gemm_module._linear(x, w, b, "silu", out, config)
-        for seed in (1, 2):  # the barriers are cleared on every replay, so a second replay is right too
-            x.copy_(operands(1500, 2048, 512, dtype, "cuda", seed=seed)[0])
-            out.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            assert_close(out, reference(x, w, b, "silu"), dtype, 512)

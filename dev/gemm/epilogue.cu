@@ -55,13 +55,8 @@ using Gemm = oasr::gemm::Sm90Gemm<cfg::Element, cfg::LayoutB, cfg::Tile, cfg::Cl
 
 }  // namespace
 
-void gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue,
-          Optional workspace) {
+void gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue) {
   TVM_FFI_ICHECK(epilogue == OASR_GEMM_EPILOGUE) << "this gemm module computes epilogue " << OASR_GEMM_EPILOGUE
                                                  << ", not " << epilogue;
-  oasr::gemm::run_gemm<Gemm>(output, input, weight, bias, workspace, "gemm kernel launch (dev epilogue)");
-}
-
-int64_t gemm_workspace_size(int64_t m, int64_t n, int64_t k, int64_t device) {
-  return oasr::gemm::workspace_size<Gemm>(m, n, k, 1, device);
+  oasr::gemm::run_gemm<Gemm>(output, input, weight, bias, "gemm kernel launch (dev epilogue)");
 }

@@ -6,7 +6,7 @@
 # test:     tests/test_gemm.py and tests/test_bmm.py with their GPU tests;
 # tune:     dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart);
 # epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes;
-# wave:     issue 17 alone (~3 min on 16 cores): its 15 modules built at once, its GPU tests, tune.py --wave.
+# wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"

@@ -24,10 +24,10 @@ production SiLU (``gemm_config.SIGMOID_BY_TANH``). Each is timed next to cuBLAS 
 
 The wave study (issue 17): 8000x256x256 (x0.94 of cuBLAS, 126 tiles of 128x128 with 4 K blocks each)
 and 1500x2048x512 (x0.84, 192 tiles: 1.45 waves) were below the x0.95 target at 7d8b06f.
-``gemm_config.WAVE_CANDIDATES`` (one-wave tiles, multicast, fewer K blocks, two CTAs per SM, stream-K)
-are timed there next to the rule's current picks, on :data:`WAVE_SHAPES` (the two, the shapes sharing
-their rule bands, the other two targets), each first checked against a float64 reference. ``bash
-dev/gemm/h200.sh wave`` builds its 13 modules (and the tests' 2), runs the tests and it: ~3 min on 16 cores.
+``gemm_config.WAVE_CANDIDATES`` (one-wave tiles, multicast, fewer K blocks, two CTAs per SM) are timed
+there next to the rule's current picks, on :data:`WAVE_SHAPES` (the two, the shapes sharing their rule
+bands, the other two targets), each first checked against a float64 reference. ``bash dev/gemm/h200.sh
+wave`` builds its 11 modules, runs the tests and it: ~3 min on 16 cores.
 """
 
 # ruff: noqa: B023  (each lambda is timed before its loop variables move on)
@@ -164,9 +164,6 @@ def wave_configs() -> list[gemm_config.GemmConfig]:
     return list(dict.fromkeys([*picks, *gemm_config.WAVE_CANDIDATES]))
 
 
-STREAM_K = C(128, 128, 32, 1, 1, "streamk")
-"""The tests' stream-K configuration (test_gemm.py: the SiLU epilogue in both dtypes; test_bmm.py: bf16)."""
-
 REPEAT, SAMPLES = 20, 15
 
 
@@ -177,8 +174,6 @@ def variants_to_build() -> list[tuple[object, object]]:
     wanted = [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
     wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
     wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
-    wanted += [(GEMM, gv(d, "silu", STREAM_K)) for d in dtypes]
-    wanted += [(BMM, bv("bfloat16", nn, STREAM_K)) for nn in (False, True)]
     wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
     wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]
@@ -191,10 +186,8 @@ def variants_to_build() -> list[tuple[object, object]]:
 def specs_to_build(epilogue_only: bool, wave_only: bool = False) -> list[JitSpec]:
     """The modules of the sweep and the tests (unless ``epilogue_only``) and of the epilogue study, once each;
     or (``wave_only``) just the wave study's."""
-    if wave_only:  # and the stream-K modules of tests/test_gemm.py's TestWaveCandidates
-        variants = [gemm_config.gemm_variant("bfloat16", "plain", c) for c in wave_configs()]
-        variants += [gemm_config.gemm_variant(d, "silu", STREAM_K) for d in gemm_config.DTYPES]
-        return [GEMM.jit_spec(variant=v) for v in variants]
+    if wave_only:
+        return [GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "plain", c)) for c in wave_configs()]
     specs = [] if epilogue_only else [family.jit_spec(variant=v) for family, v in variants_to_build()]
     specs += [epilogue_spec(v, c) for v, c in epilogue_cases()]
     return list({spec.name: spec for spec in specs}.values())

@@ -8,8 +8,8 @@ warpgroup; its dispatch policy refuses the cooperative and ping-pong ones), so a
 and a cluster. :func:`choose` picks it from the output channels K.
 
 The rule is read off ``dev/conv2d/results/bench_h200.txt`` (``dev/conv2d/bench.py`` on an H200, bf16 +
-bias + ReLU, CUDA-graph device time), whose tile table times candidates on the front end's conv #2
-(16 x 749 x 39, 256 -> 256, 3x3 stride 2):
+bias + ReLU, CUDA-graph device time), whose tile table times every candidate on each implicit-GEMM shape
+of the sweep. The first run timed the front end's conv #2 (16 x 749 x 39, 256 -> 256, 3x3 stride 2):
 
 * 64x256 tiles, 211 us, against 246 us for :data:`DEFAULT` (128x128, upstream Oasr's sm90 default tile
   with CUTLASS's K-block of 64): with N = K = 256 in one tile, each CTA gathers its im2col rows once for
@@ -17,9 +17,13 @@ bias + ReLU, CUDA-graph device time), whose tile table times candidates on the f
 * 128x128 with a 2x1 cluster 256 us, 128x64 361 us; 128x256 2831 us (one consumer warpgroup would hold
   256 fp32 accumulators per thread: they spill).
 
-So K a multiple of 256 takes 64x256 tiles and anything else the default; only conv #2 has been timed
-across tiles so far, so the rule's reach beyond it (the other K = 256 rows of the sweep) is what the
-bench's tile table checks on its next run.
+The run at 670bc72 timed all six shapes: 64x256 was within 3% of the best on the three with K = 256 (30.7,
+123.3 and 245.6 us against 30.9, 124.2 and 248.0 for 128x128; 128x128 with a 1x2 cluster led the smallest, 29.9),
+128x128 won K = 128 (39.1 us against 61.8 for 128x64), and 128x64 won both K = 64 shapes
+(16 x 100 x 40, 64 -> 64, stride 2: 6.8 us against 9.2 for 128x128; at batch 32: 12.0 against 17.2).
+
+So K a multiple of 256 takes 64x256 tiles, K <= 64 takes 128x64 tiles (N = K in one tile, no half-empty
+128-wide one; only K = 64 was timed) and anything else the default.
 """
 
 from __future__ import annotations
@@ -63,18 +67,23 @@ class Conv2dConfig:
 
 
 DEFAULT = Conv2dConfig()
-"""128x128 tiles: every K that is not a multiple of 256 (and the CPU build test's module, as bf16 + ReLU)."""
+"""128x128 tiles: K above 64 and not a multiple of 256 (and the CPU build test's module, as bf16 + ReLU)."""
 WIDE = Conv2dConfig(64, 256, 64, 1, 1)
 """64x256 tiles: K a multiple of 256 (conv #2 of the front end)."""
-PICKS = (DEFAULT, WIDE)
+NARROW = Conv2dConfig(128, 64, 64, 1, 1)
+"""128x64 tiles: K <= 64 (the K = 64 convs of upstream Oasr's list: 6.8 and 12.0 us against 9.2 and 17.2 for
+128x128, ``dev/conv2d/results/bench_h200.txt`` at 670bc72)."""
+PICKS = (DEFAULT, WIDE, NARROW)
 """What :func:`choose` returns (``dev/conv2d/bench.py --build`` builds them)."""
 
 
 @functools.lru_cache(maxsize=256)  # a model's few shapes, asked on every call
 def choose(k: int) -> Conv2dConfig:
     """The configuration for a convolution with ``k`` output channels (the H200 table's rule; see the module
-    docstring): 64x256 tiles when ``k`` is a multiple of 256, otherwise 128x128."""
-    return WIDE if k % 256 == 0 else DEFAULT
+    docstring): 64x256 tiles when ``k`` is a multiple of 256, 128x64 when ``k`` <= 64, otherwise 128x128."""
+    if k % 256 == 0:
+        return WIDE
+    return NARROW if k <= 64 else DEFAULT
 
 
 def implicit_gemm_variant(dtype: str, activation: str | None, config: Conv2dConfig = DEFAULT) -> Variant:

@@ -36,11 +36,9 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "streamk")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
-epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Stream-K:
-cooperative, the last waves' K loops split evenly over the SMs and the partial tiles summed through a
-workspace (gemm and bmm; CUTLASS splits no tile of 8 K blocks or fewer, so short K takes ``tile_k`` 32)."""
+epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -68,8 +66,8 @@ class GemmConfig:
     def __post_init__(self) -> None:
         if self.schedule not in SCHEDULES:
             raise ValueError(f"GemmConfig: schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.schedule in ("cooperative", "streamk") and self.tile_m % 128:
-            raise ValueError(f"GemmConfig: the {self.schedule} schedule needs a tile_m that is a multiple of 128")
+        if self.schedule == "cooperative" and self.tile_m % 128:
+            raise ValueError("GemmConfig: the cooperative schedule needs a tile_m that is a multiple of 128")
 
     @property
     def name(self) -> str:
@@ -101,11 +99,11 @@ WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 192, 64, 2, 1, "cooperative"),  # the same with B multicast
     GemmConfig(128, 192, 64, 1, 1, "nonpersistent"),  # one wave, one warpgroup per tile
     GemmConfig(64, 192, 64, 1, 1, "pingpong"),  # 24 x 11 = 264 tiles: two per SM, one per warpgroup
-    GemmConfig(128, 128, 32, 1, 1, "streamk"),  # 1536 K blocks of 32 split evenly over 132 SMs
-    GemmConfig(128, 256, 32, 1, 1, "streamk"),  # 96 tiles, their K split over 132 SMs
 )
 """Issue 17's candidates for the two shapes below 0.95x cuBLAS in the 7d8b06f table: tiles that fill one
-wave, multicast, fewer K blocks, two CTAs per SM, stream-K (``dev/gemm/tune.py --wave`` times them)."""
+wave, multicast, fewer K blocks, two CTAs per SM (``dev/gemm/tune.py --wave`` times them). Stream-K
+(128x128x32 and 128x256x32) was the slowest candidate on every shape, x0.49-0.78 of cuBLAS
+(``dev/gemm/results/wave_h200.txt``), and was removed."""
 
 CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
@@ -132,7 +130,7 @@ PARTIAL_WAVE = GemmConfig(128, 192, 64, 1, 1, "nonpersistent")
 """Grids of more than one wave of 128x128 tiles that 128x192 tiles fit in one (1500x2048x512: 192 tiles,
 12 x 11 = 132 of 128x192): one wave of 128x192 tiles, the winner of issue 17's candidates
 (``dev/gemm/results/wave_h200.txt``: 7.94 us, x0.973 of cuBLAS, against 9.45 us for 128x128 ping-pong, 8.51
-for 128x192 cooperative and 15.1 for stream-K)."""
+for 128x192 cooperative)."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
 PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))

@@ -8,9 +8,7 @@
 // Kernel: CUTLASS's TMA warp-specialized mainloop (a producer warp issues TMA loads into a ring of
 // shared-memory stages; consumer warpgroups run wgmma with fp32 accumulators), cooperative (two
 // warpgroups share a 128-row tile), ping-pong (each warpgroup owns a tile, one's epilogue overlaps
-// the other's math), stream-K (cooperative, the K loops of the last waves' tiles split evenly over the
-// SMs and the partial tiles summed through a workspace) or non-persistent, with a cluster that
-// multicasts the shared operand tile.
+// the other's math) or non-persistent, with a cluster that multicasts the shared operand tile.
 //
 // Epilogue: CUTLASS's visitor-tree fusion, computed in fp32 from the accumulators and rounded once:
 // plain (D = acc) or act(acc + bias[n]) with the bias broadcast along rows (a null bias reads as 0).
@@ -49,13 +47,6 @@ struct NonPersistent {  // one CTA per tile: no scheduler loop, for grids smalle
   using Mainloop = cutlass::gemm::KernelTmaWarpSpecialized;
   using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
   using TileScheduler = void;
-};
-// Cooperative with stream-K for a partial last wave (CUTLASS's ping-pong kernel does not take it). Tiles
-// of at most 8 K blocks are never split (CUTLASS's min_iters_per_sk_unit_): short K needs a small tile_k.
-struct StreamK {
-  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
-  using TileScheduler = cutlass::gemm::StreamKScheduler;
 };
 
 // Epilogues. Plain writes the accumulators; the others add a per-column bias and apply Act.
@@ -117,8 +108,6 @@ struct Sm90Gemm {
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, CollectiveMainloop,
                                                       CollectiveEpilogue, typename Schedule::TileScheduler>;
-  static constexpr bool kStreamK =
-      cute::is_same_v<typename Schedule::TileScheduler, cutlass::gemm::StreamKScheduler>;
   using Device = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::StrideA;
   using StrideB = typename Kernel::StrideB;
@@ -170,30 +159,18 @@ typename Gemm::Device::Arguments make_arguments(const GemmParams<Element>& p) {
   args.epilogue.dD = stride_d;
   args.hw_info.device_id = p.device;
   args.hw_info.sm_count = p.sm_count;
-  if constexpr (Gemm::kStreamK) {  // split the last waves even where CUTLASS's heuristic would not
-    using Mode = cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams::DecompositionMode;
-    args.scheduler.decomposition_mode = Mode::StreamK;
-  }
   return args;
 }
 
-// Bytes of workspace `Run` needs for `p`'s extents on its device (0 but for stream-K: its partial tiles
-// and barriers).
-template <class Gemm, class Element>
-size_t WorkspaceSize(const GemmParams<Element>& p) {
-  return Gemm::Device::get_workspace_size(make_arguments<Gemm>(p));
-}
-
 // Launches one GEMM on `stream`. No allocation and no host synchronisation (graph-capturable): the TMA
-// descriptors travel as kernel parameters, and stream-K's `workspace` (WorkspaceSize bytes, owned by the
-// caller; null for the other schedules, which need none) has its barriers cleared by a memset on `stream`.
+// descriptors travel as kernel parameters, and these schedules need no workspace.
 template <class Gemm, class Element>
-cudaError_t Run(const GemmParams<Element>& p, void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+cudaError_t Run(const GemmParams<Element>& p, cudaStream_t stream) {
   auto args = make_arguments<Gemm>(p);
   if constexpr (Gemm::FusionOp::IsPerColBiasSupported) args.epilogue.thread.bias_ptr = p.bias;
-  if (Gemm::Device::get_workspace_size(args) > workspace_bytes) return cudaErrorInvalidValue;
+  if (Gemm::Device::get_workspace_size(args) != 0) return cudaErrorNotSupported;
   typename Gemm::Device op;
-  if (op.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
   if (op.run(stream) != cutlass::Status::kSuccess) {
     cudaError_t error = cudaGetLastError();
     return error != cudaSuccess ? error : cudaErrorLaunchFailure;

@@ -98,7 +98,9 @@ class OpSpec:
 
     ``family`` is the library family whose module runs the ``oasr`` backend;
     ``config`` holds the op's size fields (``config_fields``, in display order).
-    ``large_case`` adds a case past the L2 to the benchmarks' sweep.
+    ``large_case`` adds a case past the L2 to the benchmarks' sweep. ``backend_references`` gives a
+    backend that rounds where ``reference`` does not (torch's unfused bias add) a float64 reference that
+    rounds there too, so each backend is checked against its own arithmetic at the same tolerance.
     """
 
     name: str
@@ -112,6 +114,7 @@ class OpSpec:
     default_sweep: tuple[Config, ...] = ()
     large_case: LargeCase | None = None
     tolerances: dict[str, tuple[float, float]] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    backend_references: dict[str, Callable[[Inputs], torch.Tensor]] = field(default_factory=dict)
 
     def benchmark_configs(self, dtype: str | torch.dtype = "float16") -> list[Config]:
         """The default sweep, then the large case (whose shape may depend on ``dtype``)."""
@@ -119,6 +122,10 @@ class OpSpec:
         if self.large_case is not None:
             configs.append(self.large_case(self, parse_dtype(dtype)))
         return configs
+
+    def reference_for(self, backend: str) -> Callable[[Inputs], torch.Tensor]:
+        """The float64 reference ``backend`` is checked against (its own, else :attr:`reference`)."""
+        return self.backend_references.get(backend, self.reference)
 
     def tolerance(self, dtype: str | torch.dtype) -> tuple[float, float]:
         """(rtol, atol) of this op's outputs in ``dtype`` against the float64 reference."""
