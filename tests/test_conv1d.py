@@ -359,8 +359,10 @@ def test_harness_torch_backend_matches_reference_on_cpu(k):
 
 @gpu
 @pytest.mark.parametrize("dtype", DTYPES, ids=dtype_id)
-@pytest.mark.parametrize("k", [1, 2, 3, 7, 15, 31, 63])
-@pytest.mark.parametrize("c", [256, 66, 33], ids=lambda c: f"C{c}")  # vector, vector with a partial warp, scalar
+# K covers every count of 8-frame chunks of the 16-bit tensor-core kernel (1 .. 9); C = 256 and 72 take it (72:
+# a partial 64-channel block), 66 the vector and 33 the scalar direct kernels.
+@pytest.mark.parametrize("k", [1, 2, 3, 7, 15, 20, 31, 40, 47, 55, 63])
+@pytest.mark.parametrize("c", [256, 72, 66, 33], ids=lambda c: f"C{c}")
 def test_conv_every_k(dtype, k, c):
     x, w, b = make_case(3, 100, c, k, dtype)
     pad = (k - 1) // 2

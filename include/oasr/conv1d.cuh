@@ -42,11 +42,12 @@
 // elements (CH * sizeof(T) bytes); otherwise the same kernels run with CH = 1.
 // Strides: any batch and time stride in elements, channels contiguous. No shared memory.
 //
-// These are the direct kernels: the K = 15 and 31 calls on 16-byte aligned views take the
-// shared-memory kernel of conv1d_staged.cuh, which stages the frames with cp.async instead of
-// loading them per lane (H200, dev/conv1d/results/bench_h200.txt: 16.7 us against 17.6 us at
-// (16, 1500, 256, K=31), 20.7 against 22.4 at (16, 1500, 512, K=15), a streaming step of 16
-// frames in one launch 3.1 us against 12.7); everything else runs here.
+// These are the direct kernels. 16-bit convolutions on 16-byte aligned views take the tensor-core
+// kernel of conv1d_tensor.cuh; fp32 at K = 15 and 31 and the streaming step on such views the
+// shared-memory FFMA kernel of conv1d_staged.cuh, which stages the frames with cp.async instead of
+// loading them per lane (H200, dev/conv1d/results/bench_h200.txt at 7d8b06f: 16.7 us against 17.6 us
+// at (16, 1500, 256, K=31), a streaming step of 16 frames in one launch 3.1 us against 12.7);
+// everything else runs here.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,6 +1,7 @@
-// The depthwise conv1d's fast path: input frames staged in shared memory, weights and
-// accumulators in registers. Extends include/oasr/conv1d.cuh (its parameters, per-element helpers,
-// and the direct kernels that run whatever this path does not take).
+// The depthwise conv1d's FFMA path for fp32 and for the streaming step (16-bit convolutions take the
+// tensor-core kernel of conv1d_tensor.cuh, which reuses this file's stage helpers): input frames staged
+// in shared memory, weights and accumulators in registers. Extends include/oasr/conv1d.cuh (its
+// parameters, per-element helpers, and the direct kernels that run whatever this path does not take).
 //
 // Layout of the work. A block of kWarps warps owns one batch row, one channel tile of
 // 32 lanes x CH channels (64 channels: a 128-byte row of bf16) and a run of consecutive

@@ -30,7 +30,7 @@
 //
 // Non-finite inputs: W's zeros multiply frames outside an output's window, so an inf or NaN frame makes
 // NaN every output of each 8-output block that reads it (the block's 8 E frames), not only the K
-// outputs whose window holds it.
+// outputs whose window holds it: up to 8 E - K before its window and 7 after.
 #pragma once
 
 #include <cuda_runtime.h>
