@@ -72,7 +72,8 @@ WIDE = Conv2dConfig(64, 256, 64, 1, 1)
 """64x256 tiles: K a multiple of 256 (conv #2 of the front end)."""
 NARROW = Conv2dConfig(128, 64, 64, 1, 1)
 """128x64 tiles: K <= 64 (the K = 64 convs of upstream Oasr's list: 6.8 and 12.0 us against 9.2 and 17.2 for
-128x128, ``dev/conv2d/results/bench_h200.txt`` at 670bc72)."""
+128x128, ``dev/conv2d/results/670bc72/bench_h200.txt``; as the pick at abcec41, ``bench_h200.txt``: 6.8 and
+12.0 us)."""
 PICKS = (DEFAULT, WIDE, NARROW)
 """What :func:`choose` returns (``dev/conv2d/bench.py --build`` builds them)."""
 

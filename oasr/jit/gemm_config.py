@@ -103,7 +103,7 @@ WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
 """Issue 17's candidates for the two shapes below 0.95x cuBLAS in the 7d8b06f table: tiles that fill one
 wave, multicast, fewer K blocks, two CTAs per SM (``dev/gemm/tune.py --wave`` times them). Stream-K
 (128x128x32 and 128x256x32) was the slowest candidate on every shape, x0.49-0.78 of cuBLAS
-(``dev/gemm/results/wave_h200.txt``), and was removed."""
+(``dev/gemm/results/a93ff7a/wave_h200.txt``), and was removed."""
 
 CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
@@ -129,7 +129,7 @@ MANY_WAVES = GemmConfig(128, 128, 64, 1, 1, "pingpong")
 PARTIAL_WAVE = GemmConfig(128, 192, 64, 1, 1, "nonpersistent")
 """Grids of more than one wave of 128x128 tiles that 128x192 tiles fit in one (1500x2048x512: 192 tiles,
 12 x 11 = 132 of 128x192): one wave of 128x192 tiles, the winner of issue 17's candidates
-(``dev/gemm/results/wave_h200.txt``: 7.94 us, x0.973 of cuBLAS, against 9.45 us for 128x128 ping-pong, 8.51
+(``dev/gemm/results/a93ff7a/wave_h200.txt``: 7.94 us, x0.973 of cuBLAS, against 9.45 us for 128x128 ping-pong, 8.51
 for 128x192 cooperative)."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")

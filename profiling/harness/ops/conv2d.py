@@ -26,8 +26,8 @@ accumulation of up to 2304 products: float16 2e-3 / 2e-3, bfloat16 1e-2 / 1e-2 (
 path stores each convolution's output in the storage dtype and adds the bias as a second op, so their
 references (:func:`_cudnn_conv_relu`) round there too. Against oasr's, the front end's second conv sums
 that extra rounding of every first-conv output (2304 per output) and torch read 0.022-0.025 max error in
-``dev/conv2d/results/bench_h200.txt``, over the bf16 tolerance; oasr's adds the bias in fp32 before its one
-rounding.
+``dev/conv2d/results/670bc72/bench_h200.txt``, over the bf16 tolerance; oasr's adds the bias in fp32 before
+its one rounding.
 """
 
 from __future__ import annotations
