@@ -7,12 +7,12 @@ Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``;
 the same sources (``csrc/conv1d.cu``) against a copy of ``include/`` with constants rewritten by
 ``dev/tune_kernels.py``'s ``rewrite``: ``ffma`` turns the tensor-core kernel off
 (``oasr/conv1d_tensor.cuh``'s ``kMaxChunks = 0``), so 16-bit calls run the shared-memory FFMA kernel
-that was production before it; ``s3`` stages three tiles instead of two (two blocks per SM instead
-of three). Each is its own JIT module ``conv1d_<name>``, swapped in as the family's module while its
-calls are warmed up and captured (``with_module``), so every form goes through the public API
-(``oasr/conv1d.py``). The variants live side by side in one process, so they are built with ``-fno-
-gnu-unique``: otherwise a static of an inline launcher (the occupancy cache) is one GNU-unique
-symbol for all of them; ``build`` stops when a variant module defines such a symbol.
+that was production before it; ``s2`` stages two tiles instead of three. Each is its own JIT module
+``conv1d_<name>``, swapped in as the family's module while its calls are warmed up and captured
+(``with_module``), so every form goes through the public API (``oasr/conv1d.py``). The variants live
+side by side in one process, so they are built with ``-fno-gnu-unique``: otherwise a static of an
+inline launcher (the occupancy cache) is one GNU-unique symbol for all of them; ``build`` stops when
+a variant module defines such a symbol.
 
 Earlier tensor-core forms (one tile per block, no copies in flight) lost to the FFMA kernel
 (``results/bench_h200.txt``, ``results/tc_h200.txt``); their code is in git at 7d8b06f and 0c6edf8.
@@ -81,7 +81,7 @@ TENSOR = "conv1d_tensor.cuh"
 VARIANTS: dict[str, list[Edit] | None] = {
     "prod": None,
     "ffma": [(TENSOR, "kMaxChunks", "0")],
-    "s3": [(TENSOR, "kStages", "3")],
+    "s2": [(TENSOR, "kStages", "2")],
 }
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SHAPES = (*HEADLINE, (1, 16, 512, 31))

@@ -47,7 +47,7 @@ namespace tensor {
 
 using staged::kThreads;
 using staged::kWarps;
-constexpr int kStages = 2;            // tiles in shared memory: the one computed and one in flight
+constexpr int kStages = 3;            // tiles in shared memory: the one computed and two in flight
 constexpr int kOutputs = 128;         // outputs per tile: 16 blocks (the mma's M) of 8 (its N)
 constexpr int kWarpChannels = 8;      // a 16-byte piece of a staged row
 constexpr int kBlockChannels = kWarps * kWarpChannels;
@@ -73,15 +73,9 @@ struct Geometry {
   static constexpr int kTaps = 8 * E + 8;  // a channel's tap pairs (w[j], w[j + 1]), j = -8 .. 8 E - 1
   static constexpr int kTapPitch = kTaps + 1;  // words per channel: odd, so 32 channels' stores are 32 banks
   static constexpr int kTapBytes = kBlockChannels * kTapPitch * 4;
-  // The output tile and the staged taps live in the warps' transposed frames while those are not in use.
-  static constexpr int kSmem =
-      kStages * kStageBytes + kWarps * kWarpBytes + kTapBytes + kBlockChannels * static_cast<int>(sizeof(float));
-  static_assert(kOutBytes <= kWarps * kWarpBytes && (8 * E - 7) * kRowBytes <= kWarps * kWarpBytes,
-                "the output tile and the staged taps must fit in the transposed frames' memory");
-  // Resident blocks per SM asked of ptxas: as many as the shared memory allows (228 KB per SM, 1 KB
-  // reserved per block), up to 3 (80 registers: latency-bound, the kernel gains from more warps
-  // in flight); large K needs more registers for its fragments.
-  static constexpr int kMinBlocks = E >= 7 ? 1 : (228 * 1024 / (kSmem + 1024) >= 3 ? 3 : 2);
+  static constexpr int kSmem = kStages * kStageBytes + kOutBytes + kWarps * kWarpBytes + kTapBytes +
+                               kBlockChannels * static_cast<int>(sizeof(float));
+  static constexpr int kMinBlocks = E <= 6 ? 2 : 1;  // resident blocks per SM asked of ptxas
 };
 
 namespace detail {
@@ -161,15 +155,16 @@ __device__ __forceinline__ void transpose_tile(uint32_t stage, uint32_t frames, 
   if constexpr (G::kRows % 16 == 8) transpose_rows<G, 1>(stage, frames, G::kRows - 8, warp, lane);
 }
 
-// 2. The warp's 8 channels of the tile: each lane's outputs as pairs of 16-bit frames.
+// 2 and 3. The warp's 8 channels of the tile into the output tile.
 template <typename T, int E, int kActivation>
-__device__ __forceinline__ void compute_tile(uint32_t frames, int warp, int lane, const uint32_t* taps,
-                                             const float* bias, uint32_t (&pairs)[kWarpChannels][2]) {
+__device__ __forceinline__ void compute_tile(uint32_t frames, uint8_t* out_tile, int warp, int lane,
+                                             const uint32_t* taps, const float* bias) {
   using G = Geometry<E>;
   const int j = lane >> 3, r = lane & 7, g = lane >> 2, t = lane & 3;
   const uint32_t* w = taps + warp * kWarpChannels * G::kTapPitch + 8 + 2 * t - g;  // channel i, chunk e: 8 e + i pitch
   // ldmatrix row of this lane: block r (+8 for matrices 1 and 3), the second chunk of a pair for 2 and 3.
   const uint32_t row = frames + (8 * (r + 8 * (j & 1)) + 8 * (j >> 1)) * 2;
+  uint32_t pairs[kWarpChannels][2];  // channel i: frames 8 g + 2 t, +1 and 8 g + 64 + 2 t, +1
 #pragma unroll
   for (int i = 0; i < kWarpChannels; ++i) {
     const float b0 = bias[warp * kWarpChannels + i];
@@ -189,12 +184,6 @@ __device__ __forceinline__ void compute_tile(uint32_t frames, int warp, int lane
     pairs[i][0] = round_pair<T>(activate<T, kActivation>(acc[0]), activate<T, kActivation>(acc[1]));
     pairs[i][1] = round_pair<T>(activate<T, kActivation>(acc[2]), activate<T, kActivation>(acc[3]));
   }
-}
-
-// 3. This lane's pairs (channel i: frames 8 g + 2 t, +1 and 8 g + 64 + 2 t, +1) into the output tile.
-__device__ __forceinline__ void write_outputs(const uint32_t (&pairs)[kWarpChannels][2], uint8_t* out_tile, int warp,
-                                              int lane) {
-  const int g = lane >> 2, t = lane & 3;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     uint32_t e[4], o[4];  // frames f and f + 1, channels 2 k, 2 k + 1
@@ -210,14 +199,13 @@ __device__ __forceinline__ void write_outputs(const uint32_t (&pairs)[kWarpChann
 }
 
 template <typename T, int E>
-__device__ __forceinline__ void compute_tile(int activation, uint32_t frames, int warp, int lane,
-                                             const uint32_t* taps, const float* bias,
-                                             uint32_t (&pairs)[kWarpChannels][2]) {
+__device__ __forceinline__ void compute_tile(int activation, uint32_t frames, uint8_t* out_tile, int warp, int lane,
+                                             const uint32_t* taps, const float* bias) {
   switch (activation) {
-    case kSilu: return compute_tile<T, E, kSilu>(frames, warp, lane, taps, bias, pairs);
-    case kRelu: return compute_tile<T, E, kRelu>(frames, warp, lane, taps, bias, pairs);
-    case kGelu: return compute_tile<T, E, kGelu>(frames, warp, lane, taps, bias, pairs);
-    default: return compute_tile<T, E, kNone>(frames, warp, lane, taps, bias, pairs);
+    case kSilu: return compute_tile<T, E, kSilu>(frames, out_tile, warp, lane, taps, bias);
+    case kRelu: return compute_tile<T, E, kRelu>(frames, out_tile, warp, lane, taps, bias);
+    case kGelu: return compute_tile<T, E, kGelu>(frames, out_tile, warp, lane, taps, bias);
+    default: return compute_tile<T, E, kNone>(frames, out_tile, warp, lane, taps, bias);
   }
 }
 
@@ -287,8 +275,8 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
     TensorConv1dKernel(const DepthwiseConv1dParams<T> p, int ctiles, int groups, int tiles_per_block) {
   using G = Geometry<E>;
   extern __shared__ __align__(128) uint8_t smem[];
-  uint8_t* warp_frames = smem + kStages * G::kStageBytes;
-  uint8_t* out_tile = warp_frames;  // while no warp reads its frames
+  uint8_t* out_tile = smem + kStages * G::kStageBytes;
+  uint8_t* warp_frames = out_tile + G::kOutBytes;
   uint32_t* taps = reinterpret_cast<uint32_t*>(warp_frames + kWarps * G::kWarpBytes);
   float* bias = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(taps) + G::kTapBytes);
   const int group = static_cast<int>(blockIdx.x % groups);
@@ -302,8 +290,8 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const detail::Rows<T> rows(p, b, c0);
 
-  // The copies of the first kStages - 1 tiles go out first, the taps with the first tile (into the
-  // transposed frames' memory, free until the first tile is transposed).
+  // The copies of the first kStages - 1 tiles go out first, the taps with the first tile (into the output
+  // tile's memory, free until the first tile is computed).
   const uint32_t raw = base + kStages * G::kStageBytes;
 #pragma unroll
   for (int t = 0; t < kStages - 1; ++t) {
@@ -315,8 +303,8 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
   if (p.mask != nullptr) staged::detail::load_mask<T, G>(p, b, first * kOutputs, keep);
   staged::detail::cp_async_wait<kStages - 2>();  // the taps (and the first tile)
   __syncthreads();
-  detail::write_taps<T, E>(p, c0, reinterpret_cast<const uint16_t*>(warp_frames), taps, bias);
-  // The pairs and bias are published by the first tile's barrier, before the first transpose.
+  detail::write_taps<T, E>(p, c0, reinterpret_cast<const uint16_t*>(out_tile), taps, bias);
+  // The pairs and bias are published by the first tile's barrier, before the output tile is written.
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const uint32_t frames = static_cast<uint32_t>(__cvta_generic_to_shared(warp_frames + warp * G::kWarpBytes));
 
@@ -333,14 +321,11 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
       staged::detail::apply_mask<G>(stage, keep);
       if (tile + 1 < last) staged::detail::load_mask<T, G>(p, b, (tile + 1) * kOutputs, keep);
     }
-    __syncthreads();  // every thread's copies (and zeros) of `tile` are visible; the last output tile is stored
+    __syncthreads();  // every thread's copies (and zeros) of `tile` are visible; the output tile is free
     detail::transpose_tile<G>(base + slot * G::kStageBytes, frames, warp, lane);
     __syncwarp();
-    uint32_t pairs[kWarpChannels][2];
-    detail::compute_tile<T, E>(p.activation, frames, warp, lane, taps, bias, pairs);
-    __syncthreads();  // every warp is done with its frames (and with this stage slot)
-    detail::write_outputs(pairs, out_tile, warp, lane);
-    __syncthreads();  // the output tile is whole
+    detail::compute_tile<T, E>(p.activation, frames, out_tile, warp, lane, taps, bias);
+    __syncthreads();  // the output tile is whole, and every warp is done with this stage slot
     detail::store_tile(p, rows, tile * kOutputs, out_tile);
   }
 }
@@ -352,6 +337,7 @@ cudaError_t launch(const DepthwiseConv1dParams<T>& p, cudaStream_t stream, stage
   using G = Geometry<E>;
   auto kernel = TensorConv1dKernel<T, E>;
   static_assert(G::kSmem <= staged::detail::kMaxSmemOptin, "the tensor-core tiles exceed a block's shared memory");
+  static_assert((8 * kMaxChunks - 7) * kBlockChannels * 2 <= G::kOutBytes, "the staged taps exceed the output tile");
   if (info != nullptr) *info = {"TensorConv1dKernel", G::kSmem, 0, kThreads};
   const cudaError_t allowed = staged::detail::allow_smem(kernel, G::kSmem);
   if (allowed != cudaSuccess) return allowed;
