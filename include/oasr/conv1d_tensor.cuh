@@ -8,11 +8,12 @@
 //   Out[m][n] = sum_j X[m][j] W[j][n],   X[m][j] = x[8 m + j],   W[j][n] = w[j - n] (0 <= j - n < K, else 0),
 // over j < 8 E, E = ceil((K + 7) / 8) chunks of 8 frames: one mma.m16n8k16 per pair of chunks (m16n8k8
 // for an odd last one), fp32 accumulation of exact 16-bit products. W is a Toeplitz matrix, the same
-// for every block and tile of the channel: a block copies its channels' taps with its first tile (cp.async),
-// writes each channel's tap pairs to shared memory once, and a fragment register (taps 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair. Kept in
-// registers instead, the 8 channels' fragments and the loads that ptxas hoists ahead of the mma needed
-// 190 registers at K = 31, spilling at the 128 that two blocks per SM allow. The arithmetic is cheap (E / 2 mma per 128 outputs of a channel);
-// what costs is moving the frames, so everything below is about that.
+// for every block and tile of the channel: a block copies its channels' taps with its first tile
+// (cp.async), writes each channel's tap pairs to shared memory once, and a fragment register (taps
+// 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair. Kept in registers instead, the 8
+// channels' fragments and the loads that ptxas hoists ahead of the mma needed 190 registers at K = 31,
+// spilling at the 128 that two blocks per SM allow. The arithmetic is cheap (E / 2 mma per 128 outputs
+// of a channel); what costs is moving the frames, so everything below is about that.
 //
 // Layout of the work. A block of 8 warps owns one batch row, 64 channels (a 128-byte row of a stage)
 // and a run of consecutive tiles. A tile stages its 8 E + 120 frames as [frame][64 channels], the eight
