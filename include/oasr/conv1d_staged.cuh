@@ -130,8 +130,9 @@ __device__ __forceinline__ void stage_tile(const DepthwiseConv1dParams<T>& p, in
       const bool valid = (in_input || in_state) && c < p.channels;
       const T* src = p.input;  // any valid address when nothing is read
       if (valid) {
-        src = in_input ? p.input + b * p.input_batch_stride + static_cast<int64_t>(f - p.split) * p.input_time_stride + c
-                       : p.state + b * p.state_batch_stride + static_cast<int64_t>(f - p.lo) * p.state_time_stride + c;
+        src = in_input
+                  ? p.input + b * p.input_batch_stride + static_cast<int64_t>(f - p.split) * p.input_time_stride + c
+                  : p.state + b * p.state_batch_stride + static_cast<int64_t>(f - p.lo) * p.state_time_stride + c;
       }
       cp_async_16(stage + Geometry::offset(row, piece), src, valid ? kCopyBytes : 0);
     }
