@@ -257,18 +257,13 @@ __device__ __forceinline__ void stage_rows(const DepthwiseConv1dParams<T>& p, co
 template <typename T>
 __device__ __forceinline__ void store_tile(const DepthwiseConv1dParams<T>& p, const Rows<T>& rows, int o0,
                                            const uint8_t* out_tile) {
-  constexpr int kPerThread = kOutputs / Rows<T>::kStride;
-  // Every shared load before the first store: one shared-memory latency per tile, not one per row.
-  uint4 v[kPerThread];
-#pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    v[j] = *reinterpret_cast<const uint4*>(out_tile + out_offset(rows.row0 + j * Rows<T>::kStride, rows.piece));
-  }
   T* output = rows.output + int64_t{o0} * p.output_time_stride;
 #pragma unroll
-  for (int j = 0; j < kPerThread; ++j) {
-    if (rows.active && o0 + rows.row0 + j * Rows<T>::kStride < p.out_len) {
-      __stcs(reinterpret_cast<uint4*>(output + j * rows.output_step), v[j]);
+  for (int j = 0; j < kOutputs / Rows<T>::kStride; ++j) {
+    const int f = rows.row0 + j * Rows<T>::kStride;
+    if (rows.active && o0 + f < p.out_len) {
+      const uint4 v = *reinterpret_cast<const uint4*>(out_tile + out_offset(f, rows.piece));
+      __stcs(reinterpret_cast<uint4*>(output + j * rows.output_step), v);
     }
   }
 }
