@@ -90,20 +90,26 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
-// The geometry of one instantiation: rows per tile, 16-byte copies per row and per thread.
-template <typename T, int TO, int K>
-struct Tile {
-  static constexpr int kOutputs = kWarps * TO;
-  static constexpr int kRows = kOutputs + K - 1;
+// A stage of Rows frames of one channel tile (32 lanes x CH channels of T): 16-byte copies per row and
+// per thread. The helpers below take any geometry with these members; the tensor-core kernel's derives
+// from it and swizzles the pieces (its own `offset`).
+template <typename T, int Rows>
+struct Stage {
+  static constexpr int kRows = Rows;
   static constexpr int kRowBytes = 32 * CH * static_cast<int>(sizeof(T));
   static constexpr int kCopiesPerRow = kRowBytes / kCopyBytes;
   static constexpr int kCopies = kRows * kCopiesPerRow;
   static constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;
   static constexpr int kStageBytes = kRows * kRowBytes;
   static constexpr int kChannelsPerCopy = kCopyBytes / static_cast<int>(sizeof(T));
-  // Byte offset of 16-byte piece `piece` of row `row` in a stage (the helpers below take any
-  // geometry with these members: the tensor-core kernel's swizzles the pieces).
+  // Byte offset of 16-byte piece `piece` of row `row` in a stage.
   __device__ __forceinline__ static int offset(int row, int piece) { return row * kRowBytes + piece * kCopyBytes; }
+};
+
+// The geometry of one instantiation: kWarps x TO outputs per tile and the K - 1 frames after them.
+template <typename T, int TO, int K>
+struct Tile : Stage<T, kWarps * TO + K - 1> {
+  static constexpr int kOutputs = kWarps * TO;
 };
 
 // Copy j of this thread: row and 16-byte piece of the tile.
@@ -328,24 +334,6 @@ bool stageable(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
   return (p.kernel_size == 15 || p.kernel_size == 31) && copyable(p, s);
 }
 
-// The streaming step's state update when the convolution's launch did not write it (more than
-// one tile): production's ShiftState, ordered after the convolution on the stream.
-template <typename T>
-cudaError_t shift_state_after(const DepthwiseConv1dParams<T>& p, const StepState<T>& s, cudaStream_t stream) {
-  ShiftStateParams<T> shift;
-  shift.state = s.state;
-  shift.state_batch_stride = s.batch_stride;
-  shift.state_time_stride = s.time_stride;
-  shift.input = p.input;
-  shift.input_batch_stride = p.input_batch_stride;
-  shift.input_time_stride = p.input_time_stride;
-  shift.batch = p.batch;
-  shift.channels = p.channels;
-  shift.kernel_size = p.kernel_size;
-  shift.chunk_len = p.out_len;
-  return ShiftState(shift, stream);
-}
-
 }  // namespace detail
 
 // out = act(depthwise_conv(x) + bias), as DepthwiseConv1d; with s.state (the streaming
@@ -361,7 +349,18 @@ cudaError_t DepthwiseConv1dStaged(const DepthwiseConv1dParams<T>& p, const StepS
       : p.kernel_size == 15     ? detail::launch_for_length<T, 15>(p, s, state_written, stream, info)
                                 : detail::launch_for_length<T, 31>(p, s, state_written, stream, info);
   if (status != cudaSuccess || s.state == nullptr || state_written) return status;
-  return detail::shift_state_after(p, s, stream);
+  ShiftStateParams<T> shift;
+  shift.state = s.state;
+  shift.state_batch_stride = s.batch_stride;
+  shift.state_time_stride = s.time_stride;
+  shift.input = p.input;
+  shift.input_batch_stride = p.input_batch_stride;
+  shift.input_time_stride = p.input_time_stride;
+  shift.batch = p.batch;
+  shift.channels = p.channels;
+  shift.kernel_size = p.kernel_size;
+  shift.chunk_len = p.out_len;
+  return ShiftState(shift, stream);
 }
 
 }  // namespace staged

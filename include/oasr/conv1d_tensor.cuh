@@ -55,15 +55,15 @@ constexpr int kBlockChannels = kWarps * kWarpChannels;
 constexpr int kMaxChunks = 9;         // 8-frame chunks per block: K <= 65
 constexpr double kSetupTiles = 0.5;   // the weights' fragments and the first tile's copy, in tiles of work
 
+// A stage holds the frames a tile reads; its pieces are swizzled by the row.
 template <int E>
-struct Geometry {
-  static constexpr int kRows = kOutputs - 8 + 8 * E;  // the frames a tile reads
-  static constexpr int kRowBytes = kBlockChannels * 2;
-  static constexpr int kCopiesPerRow = kRowBytes / staged::kCopyBytes;
-  static constexpr int kCopies = kRows * kCopiesPerRow;
-  static constexpr int kCopiesPerThread = (kCopies + kThreads - 1) / kThreads;
-  static constexpr int kStageBytes = kRows * kRowBytes;
-  static constexpr int kChannelsPerCopy = kWarpChannels;
+struct Geometry : staged::detail::Stage<uint16_t, kOutputs - 8 + 8 * E> {
+  using Stage = staged::detail::Stage<uint16_t, kOutputs - 8 + 8 * E>;
+  using Stage::kRowBytes;
+  using Stage::kRows;
+  using Stage::kStageBytes;
+  static_assert(kRowBytes == kBlockChannels * 2 && Stage::kChannelsPerCopy == kWarpChannels,
+                "a warp's 8 channels are one 16-byte piece of a 64-channel row");
   __device__ __forceinline__ static int offset(int row, int piece) {
     return row * kRowBytes + (piece ^ (row & 7)) * staged::kCopyBytes;
   }
