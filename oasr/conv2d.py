@@ -202,6 +202,11 @@ def _check_subsampling(
     if out is not None and not out.is_contiguous():
         raise ValueError(f"oasr.{op}: `out` must be contiguous, got strides {out.stride()}")
     _devices(op, input.device, weight1=weight1, bias1=bias1, weight2=weight2, bias2=bias2, out=out)
+    if input.device.type == "cuda" and (cc := compute_capability(input.device)) != (9, 0):
+        raise ValueError(
+            f"oasr.{op}: the fused kernel runs on wgmma (compute capability 9.0: H100, H200); `input` is on a GPU "
+            f"of compute capability {cc[0]}.{cc[1]}; run oasr.conv2d twice there"
+        )
     if out is not None:
         _memory(op, out, _SUB_NAMES[:-1], (input, weight1, bias1, weight2, bias2))
     if _grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight1, bias1, weight2, bias2, out)):
@@ -419,7 +424,7 @@ def conv2d_subsampling(
         Non-tensor arguments, float32 or other unsupported dtypes, tensors of another dtype than ``input``'s.
     ValueError
         Shapes that do not match, D outside the kernel's range, T or F below 7, an F whose tile needs more
-        shared memory than the GPU has, tensors not on one CUDA device of compute capability 8.0+, ``out``
+        shared memory than the GPU has, tensors not on one CUDA device of compute capability 9.0, ``out``
         overlapping an argument or not contiguous, or a tensor that requires grad while grad mode is on.
     """
     if is_compiling():

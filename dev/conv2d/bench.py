@@ -3,6 +3,7 @@
 
     python dev/conv2d/bench.py --build [--jobs 14]   # every module the tests and the timing use, in parallel
     python dev/conv2d/bench.py [--csv out.csv]       # time and check (needs an sm90 GPU)
+    python dev/conv2d/bench.py --front               # the fused front end alone (the direct module only)
 
 Timing: the harness's ``measure`` (CUDA-graph replay, inputs rotated past the L2, backends interleaved,
 2 rounds of 20 samples), bf16, each backend checked after its timing against a float64 reference that rounds
@@ -100,10 +101,10 @@ def tiles() -> None:
             print("    " + line, flush=True)
 
 
-def bench(csv: Path | None) -> int:
+def bench(csv: Path | None, front: bool) -> int:
     timing.require_cuda("dev/conv2d/bench.py")
     frames = []
-    for op in (conv2d.CONV2D, conv2d.CONV2D_SUBSAMPLING):
+    for op in (conv2d.CONV2D_SUBSAMPLING,) if front else (conv2d.CONV2D, conv2d.CONV2D_SUBSAMPLING):
         frame = measure(op, op.default_sweep, ["bfloat16"], rounds=2, iters=20, check=True)
         frames.append(frame)
         table = frame[
@@ -118,7 +119,7 @@ def bench(csv: Path | None) -> int:
         results.to_csv(csv, index=False)
     print("\nissue targets (bf16, CUDA-graph device time):")
     failed = int((results.refcheck == "fail").any())
-    for what, name, config, target in TARGETS:
+    for what, name, config, target in TARGETS[2:] if front else TARGETS:
         op = conv2d.CONV2D if name == "conv2d" else conv2d.CONV2D_SUBSAMPLING
         label = op.config_label(config)
         rows = results[(results.op == name) & (results.config == label)].set_index("backend")
@@ -128,6 +129,8 @@ def bench(csv: Path | None) -> int:
             f"  {what:24s} oasr {us['oasr']:8.1f} us (target <= {target:.0f}: {verdict}); torch channels-last "
             f"{us['torch']:8.1f} us, NCHW {us['torch_nchw']:8.1f} us"
         )
+    if front:
+        return failed
     slower = results[(results.backend == "oasr") & (results.speedup_vs_torch < 1.0)]
     print(f"\noasr slower than torch channels-last on {len(slower)} shapes: {', '.join(slower.config) or 'none'}")
     print()
@@ -140,11 +143,12 @@ def main() -> int:
     parser.add_argument("--build", action="store_true", help="build the modules, then stop")
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (~45 s and ~1.8 GB each for CUTLASS)")
     parser.add_argument("--csv", type=Path, help="write every row here")
+    parser.add_argument("--front", action="store_true", help="time the fused front end alone")
     args = parser.parse_args()
     if args.build:
         build(args.jobs)
         return 0
-    return bench(args.csv)
+    return bench(args.csv, args.front)
 
 
 if __name__ == "__main__":

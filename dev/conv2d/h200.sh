@@ -5,6 +5,8 @@
 # build: the direct module and the implicit-GEMM modules the tests and the timing use, in parallel;
 # test:  tests/test_conv2d.py with its GPU tests                       -> $OUT/conv2d-pytest.log
 # bench: dev/conv2d/bench.py, oasr vs torch channels-last vs NCHW      -> $OUT/conv2d-bench.txt, conv2d-bench.csv
+# front: (not by default) the fused front end alone: its GPU tests, its timing, compute-sanitizer memcheck
+#        and racecheck on a small front end                           -> $OUT/front.txt
 # ncu:   (not by default) conv #1's few-taps kernel and conv #2's implicit GEMM under Nsight Compute
 #        (speed of light, occupancy, memory, warp stalls; after build) -> $OUT/conv2d-ncu.txt
 set -uo pipefail
@@ -22,12 +24,19 @@ for s in ${*:-build test bench}; do
           tail -30 "$OUT/conv2d-pytest.log" ;;
     bench) timeout 150 python3 dev/conv2d/bench.py --csv "$OUT/conv2d-bench.csv" 2>&1 | tee -a "$OUT/conv2d-bench.txt" \
              || status=1 ;;
+    front) { timeout 200 python3 -m pytest -q -ra -p no:cacheprovider tests/test_conv2d.py -k "Subsampling and not two_oasr"
+             timeout 120 python3 dev/conv2d/bench.py --front
+             for tool in memcheck racecheck; do
+               timeout 120 compute-sanitizer --tool $tool python3 -c "import sys; sys.path.insert(0, 'tests'); import torch, oasr, test_conv2d as t
+x, w1, b1, w2, b2 = t.front_end(1, 37, 41, 144, torch.bfloat16, 'cuda'); oasr.conv2d_subsampling(x, w1, b1, w2, b2)
+torch.cuda.synchronize()" 2>&1 | grep -E "SUMMARY|rror" | head -5
+             done; } 2>&1 | tee -a "$OUT/front.txt" || status=1 ;;
     ncu) if ! command -v ncu > /dev/null; then echo "ncu not found: put Nsight Compute's ncu on PATH"; status=1; continue; fi
          timeout 240 ncu --clock-control none -k 'regex:FewTaps|device_kernel' -c 4 --section SpeedOfLight \
            --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \
            python3 dev/conv2d/ncu_targets.py > "$OUT/conv2d-ncu.txt" 2>&1 || status=1
          grep -E "FewTaps|device_kernel|Duration|DRAM Throughput|Registers Per|Achieved Occupancy" "$OUT/conv2d-ncu.txt" ;;
-    *) echo "unknown step $s (steps: build test bench ncu)"; status=1 ;;
+    *) echo "unknown step $s (steps: build test bench front ncu)"; status=1 ;;
   esac
 done
 exit $status

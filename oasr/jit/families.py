@@ -234,9 +234,10 @@ CONV2D = Family(
         "CUDA-core kernel. `include/oasr/conv2d/sm90_implicit_gemm.cuh`: C % 8 == 0 through CUTLASS 3.x's "
         "sm90 implicit GEMM (TMA im2col, wgmma), bias and activation in the epilogue; one JIT module per "
         "(dtype, activation, tile), the tile chosen from K (`oasr/jit/conv2d_config.py`). "
-        "`include/oasr/conv2d/subsampling.cuh`: each CTA computes the first conv's tile (halo included) into "
-        "shared memory, 16 channels at a time, and runs the second conv from there on tensor cores "
-        "(mma.sync), so the first conv's output never reaches DRAM."
+        "`include/oasr/conv2d/subsampling.cuh` (sm_90a): in each CTA a producer warpgroup computes the first "
+        "conv's tile (halo included) into shared memory, 16 channels at a time, on tensor cores, while two "
+        "consumer warpgroups run the second conv from there (wgmma, A gathered by ldmatrix), so the first "
+        "conv's output never reaches DRAM."
     ),
     headers=("oasr/conv2d/direct.cuh", "oasr/conv2d/sm90_implicit_gemm.cuh", "oasr/conv2d/subsampling.cuh"),
     include_paths=cutlass.include_paths,

@@ -8,19 +8,19 @@
 // y1 is rounded to the storage type, as the unfused torch module stores it. No padding: T1 =
 // (T - 1) // 2, T2 = (T1 - 1) // 2, likewise F.
 //
-// Layout of the work. The second convolution is an implicit GEMM: M = the output pixels (t2, f2) of
-// one utterance, N = the D output channels, K = 9 taps x D channels. A CTA (8 warps, 2 x 4, each a
-// 64 x 64 tile of m16n8k16 tensor-core products, fp32 accumulators) owns BM = 128 consecutive pixels
-// and every output channel (D <= 256). It loops over the input channels in chunks of 16:
-//   1. cp.async starts copying the chunk's slice of w2 ([9][D][16]) into shared memory;
-//   2. meanwhile the CTA computes the first convolution for those 16 channels over the rows of y1
-//      its pixels need (halo included) into shared memory, from the input rows it staged once (fp32)
-//      and w1, b1 (fp32, staged once; a thread keeps one channel's 9 taps in registers);
-//   3. then nine k16 steps (one per tap) of tensor-core products read A straight from the y1 tile
-//      (the pixel's window offset plus the tap's) and B from the w2 slice.
-// Shared-memory rows are padded (20 and 24 halves) so that the fragment loads of a warp hit 32
-// distinct banks. The epilogue adds b2, applies ReLU and writes out[b, t2, e * F2 + f2].
-// Requires D % 16 == 0, D <= 256, an sm_80+ GPU (mma.sync, cp.async).
+// The second convolution is an implicit GEMM: M = the output pixels (t2, f2) of one utterance, N = the
+// D output channels, K = 9 taps x D channels. A CTA owns 128 consecutive pixels and every output
+// channel, and walks the input channels in chunks of 16 through a two-stage shared-memory ring:
+//   - a producer warpgroup computes the chunk's y1 over the rows the pixels need (halo included) on
+//     tensor cores (mma.sync: the 9 taps and the bias as a 10th tap are the K of a 16-deep product
+//     whose A, the input patches, stays in registers across chunks), and copies the chunk's slice of
+//     w2 ([9][N][16]) with cp.async;
+//   - two consumer warpgroups (64 pixels each) run one wgmma m64nNk16 per tap: A from registers
+//     (ldmatrix gathers each pixel's window from the y1 tile), B = the tap's w2 slice.
+// The y1 tile is stored as four parity planes (even/odd row x even/odd column), so the pixels of a tap
+// read consecutive cells; the two 16-byte halves of a cell swap every four cells (conflict-free ldmatrix).
+// The epilogue adds b2, applies ReLU and writes out[b, t2, e * F2 + f2]. Requires D % 16 == 0,
+// D <= 256, an sm_90a GPU.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -32,6 +32,7 @@
 
 #include "oasr/common/math.cuh"
 #include "oasr/common/mma.cuh"
+#include "oasr/common/wgmma.cuh"
 
 namespace oasr {
 namespace conv2d {
@@ -55,175 +56,222 @@ struct SubsamplingParams {
 
 namespace detail {
 
-constexpr int kSubThreads = 256;
-constexpr int kBM = 128;        // pixels per CTA
-constexpr int kMaxD = 256;      // output channels per CTA: all of them
-constexpr int kDK = 16;         // input channels per chunk (one k16 step per tap)
-constexpr int kAStride = 20;    // halves per y1 cell (16 + 4 padding): conflict-free A fragments
-constexpr int kBStride = 24;    // halves per w2 row (16 + 8 padding, 16-byte rows): conflict-free B
+constexpr int kSubThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
+constexpr int kBM = 128;          // pixels per CTA
+constexpr int kDK = 16;           // input channels per chunk: one k16 step per tap
+constexpr int kCell = kDK * 2;    // bytes of one y1 cell (16 channels)
+constexpr int kCachedTiles = 12;  // conv1 patch tiles a producer warp keeps in registers (F = 80 needs 12)
 
-// Shared-memory plan of one launch (bytes from the base, all 16-byte aligned).
-struct SubsamplingSmem {
-  SubsamplingSmem() = default;
-  int nt2 = 0;                  // most output rows a CTA's pixels span
-  int y1_rows = 0, y1_cols = 0; // y1 tile: rows x cols cells of kAStride halves
-  int x_rows = 0, x_cols = 0;   // staged input (fp32)
-  size_t w1_off = 0, x_off = 0, a_off = 0, b_off = 0, bytes = 0;
+// Output channels rounded up to a wgmma width.
+inline int subsampling_n(int d) { return (d + 63) / 64 * 64; }
 
-  static size_t align16(size_t v) { return (v + 15) / 16 * 16; }
-  SubsamplingSmem(int t2, int f2, int d) {
-    nt2 = std::min(t2, (kBM - 1) / f2 + 2);
-    y1_rows = 2 * nt2 + 1;
-    y1_cols = 2 * f2 + 1;
-    x_rows = 2 * y1_rows + 1;
-    x_cols = 2 * y1_cols + 1;
-    w1_off = 0;  // w1 [D][9] then b1 [D], fp32
-    x_off = align16(w1_off + static_cast<size_t>(d) * 10 * sizeof(float));
-    a_off = align16(x_off + static_cast<size_t>(x_rows) * x_cols * sizeof(float));
-    b_off = align16(a_off + static_cast<size_t>(y1_rows) * y1_cols * kAStride * 2);
-    bytes = b_off + static_cast<size_t>(9) * d * kBStride * 2;
+// Shared-memory plan of one launch: two stages of [y1 tile | w2 chunk], 16-byte aligned.
+struct SubsamplingPlan {
+  SubsamplingPlan() = default;
+  int width = 0;      // cells per plane row: F2 + 1
+  int plane = 0;      // cells per plane: (rows the pixels span + 1) x width
+  int cells = 0;      // the four planes, rounded up to a 16-cell conv1 tile
+  int n = 0;          // output channels of the wgmma (D rounded up to 64)
+  size_t y1_bytes = 0, stage_bytes = 0, bytes = 0;
+
+  SubsamplingPlan(int t2, int f2, int d) {
+    const int nt2 = std::min(t2, (kBM - 1) / f2 + 2);
+    width = f2 + 1;
+    plane = (nt2 + 1) * width;
+    cells = (4 * plane + 15) / 16 * 16;
+    n = subsampling_n(d);
+    y1_bytes = static_cast<size_t>(cells) * kCell;
+    stage_bytes = y1_bytes + static_cast<size_t>(9) * n * kCell;
+    bytes = 2 * stage_bytes;
   }
 };
 
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem) {
-  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(gmem));
+// Byte offset of the 16-byte half `h` of y1 cell `s` (halves swap every four cells).
+__device__ __forceinline__ uint32_t cell_offset(int s, int h) { return s * kCell + ((h ^ ((s >> 2) & 1)) << 4); }
+
+__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::);
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kSubThreads)); }
+__device__ __forceinline__ void named_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kSubThreads) : "memory");
+}
+// Named barriers: stage s is full (1 + s), stage s is free again (3 + s).
+constexpr int kFull = 1, kEmpty = 3;
+
+// The 16-bit pattern of conv1's K entry k for channel c: taps 0..8, the bias at 9, zeros after.
+template <typename T>
+__device__ __forceinline__ uint16_t conv1_weight(const SubsamplingParams<T>& p, int c, int k) {
+  const T* src = k < 9 ? p.weight1 + c * 9 + k : p.bias1 + c;
+  return k <= 9 ? *reinterpret_cast<const uint16_t*>(src) : uint16_t{0};
+}
+
+// conv1's A fragment for cells 16 mt + g and + 8: each cell's 3x3 input patch (K = tap), 1 for the bias.
+template <typename T>
+__device__ __forceinline__ void conv1_patches(uint32_t (&a)[4], const SubsamplingParams<T>& p, const SubsamplingPlan& plan,
+                                              int mt, int lane, int y1_row0) {
+  const int g = lane >> 2, t = lane & 3;
+  const int t1 = (p.frames - 1) / 2, f1 = (p.features - 1) / 2;
+  const T* x = p.input + static_cast<int64_t>(blockIdx.y) * p.input_b_stride;
+  uint16_t v[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int s = mt * 16 + g + 8 * h;
+    const int pl = s / plan.plane, rem = s - pl * plan.plane, r = rem / plan.width;
+    const int row = y1_row0 + 2 * r + (pl >> 1), col = 2 * (rem - r * plan.width) + (pl & 1);
+    const bool valid = pl < 4 && row < t1 && col < f1;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int k = 2 * t + (q & 1) + 8 * (q >> 1);
+      uint16_t bits = 0;
+      if (k < 9 && valid) {
+        const T value = x[(2 * row + k / 3) * p.input_t_stride + (2 * col + k % 3) * p.input_f_stride];
+        bits = *reinterpret_cast<const uint16_t*>(&value);
+      } else if (k == 9) {
+        bits = one_bits<T>();
+      }
+      v[h][q] = bits;
+    }
+  }
+  a[0] = pack_pair(v[0][0], v[0][1]);
+  a[1] = pack_pair(v[1][0], v[1][1]);
+  a[2] = pack_pair(v[0][2], v[0][3]);
+  a[3] = pack_pair(v[1][2], v[1][3]);
+}
+
+// relu(lo), relu(hi) rounded to T, as one register (lo in the low half).
+template <typename T>
+__device__ __forceinline__ uint32_t relu_pair(float lo, float hi) {
+  const T l = from_float<T>(fmaxf(lo, 0.0f)), h = from_float<T>(fmaxf(hi, 0.0f));
+  return pack_pair(*reinterpret_cast<const uint16_t*>(&l), *reinterpret_cast<const uint16_t*>(&h));
 }
 
 // ---------------------------------------------------------------------------------------
 // Kernel
 // ---------------------------------------------------------------------------------------
 
-template <typename T>
-__global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingParams<T> prm, SubsamplingSmem plan) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  float* w1s = reinterpret_cast<float*>(smem + plan.w1_off);  // [D][9], then b1 [D]
-  float* b1s = w1s + prm.channels * 9;
-  float* xs = reinterpret_cast<float*>(smem + plan.x_off);   // [x_rows][x_cols]
-  T* as = reinterpret_cast<T*>(smem + plan.a_off);           // y1 chunk [y1_rows][y1_cols][kAStride]
-  T* bs = reinterpret_cast<T*>(smem + plan.b_off);           // w2 chunk [9][D][kBStride]
-
-  const int D = prm.channels, F2 = prm.f2;
+// Warpgroup 0: y1 and the w2 slice of each chunk into the stage's buffers.
+template <typename T, int N>
+__device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, tq = lane & 3;
-  const int m_base = (warp >> 2) * 64, n_base = (warp & 3) * 64;
-  const int b = blockIdx.y;
-  const int pixels = prm.t2 * F2;
-  const int m0 = blockIdx.x * kBM;
-  const int t2a = m0 / F2;                       // first output row of the tile
-  const int x_row0 = 4 * t2a;                    // first input row staged (y1 row 2 * t2a)
-
-  // Stage w1, b1 and the input rows (fp32), once.
-  for (int i = tid; i < D * 9; i += kSubThreads) w1s[i] = to_float(prm.weight1[i]);
-  for (int i = tid; i < D; i += kSubThreads) b1s[i] = to_float(prm.bias1[i]);
-  const T* x = prm.input + b * prm.input_b_stride;
-  for (int i = tid; i < plan.x_rows * plan.x_cols; i += kSubThreads) {
-    const int r = i / plan.x_cols, c = i - r * plan.x_cols;
-    const int t = x_row0 + r;
-    xs[i] = t < prm.frames ? to_float(x[t * prm.input_t_stride + c * prm.input_f_stride]) : 0.0f;
-  }
-
-  // Each thread's 8 A rows (4 m-tiles x {g, g + 8}): the y1 cell offset of its pixel's window.
-  int a_off[4][2];
+  const int g = lane >> 2, t = lane & 3;
+  const int D = p.channels, tiles = plan.cells / 16;
+  uint32_t cached[kCachedTiles][4];
 #pragma unroll
-  for (int mt = 0; mt < 4; ++mt) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = min(m0 + m_base + mt * 16 + g + 8 * h, pixels - 1);  // rows past the end: not stored
-      const int t2 = m / F2, f2 = m - t2 * F2;
-      a_off[mt][h] = ((2 * (t2 - t2a)) * plan.y1_cols + 2 * f2) * kAStride;
+  for (int i = 0; i < kCachedTiles; ++i)
+    if (warp + 4 * i < tiles) conv1_patches(cached[i], p, plan, warp + 4 * i, lane, 2 * t2a);
+
+  for (int chunk = 0; chunk * kDK < D; ++chunk) {
+    const int stage = chunk & 1, c0 = chunk * kDK;
+    const uint32_t y1 = smem + stage * plan.stage_bytes, b = y1 + plan.y1_bytes;
+    if (chunk >= 2) named_sync(kEmpty + stage);
+    // w2[tap, e, c0 : c0 + 16] -> b[tap][e / 8][half][e % 8][8] (rows past D are zero).
+    for (int i = tid; i < 9 * N * 2; i += 128) {
+      const int row = i >> 1, h = i & 1, tap = row / N, e = row - tap * N;
+      const T* src = p.weight2 + (static_cast<int64_t>(tap) * D + min(e, D - 1)) * D + c0 + 8 * h;
+      cp_async_16(b + tap * N * kCell + (e >> 3) * 256 + h * 128 + (e & 7) * 16, src, e < D);
     }
-  }
-
-  float acc[4][8][4];
+    asm volatile("cp.async.commit_group;\n" ::);
+    uint32_t w[2][2];
 #pragma unroll
-  for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
-
-  const int y1_cells = plan.y1_rows * plan.y1_cols;
-  for (int c0 = 0; c0 < D; c0 += kDK) {
-    // 1. w2[:, :, :, c0:c0+16] -> bs, in flight during step 2.
-    for (int i = tid; i < 9 * D * 2; i += kSubThreads) {
-      const int row = i >> 1, half_ = i & 1;  // row = tap * D + e
-      cp_async_16(bs + row * kBStride + half_ * 8, prm.weight2 + static_cast<int64_t>(row) * D + c0 + half_ * 8);
+    for (int nb = 0; nb < 2; ++nb) {
+      const int c = c0 + 8 * nb + g;
+      w[nb][0] = pack_pair(conv1_weight(p, c, 2 * t), conv1_weight(p, c, 2 * t + 1));
+      w[nb][1] = pack_pair(conv1_weight(p, c, 2 * t + 8), conv1_weight(p, c, 2 * t + 9));
     }
-    __syncthreads();  // (the first chunk: w1s, xs staged)
-    // 2. y1 for channels c0 .. c0 + 15 over the tile's rows, rounded to T as torch stores it. A thread's
-    //    channel is fixed (tid % 16: the stride is a multiple of 16), so its 9 taps and bias sit in
-    //    registers; the 16 lanes of a cell read the same input samples (one broadcast each).
-    {
-      const int c = tid & (kDK - 1);
-      float w[9];
+    for (int i = 0, mt = warp; mt < tiles; ++i, mt += 4) {
+      uint32_t a[4];
+      if (i < kCachedTiles) {
 #pragma unroll
-      for (int j = 0; j < 9; ++j) w[j] = w1s[(c0 + c) * 9 + j];
-      const float bias = b1s[c0 + c];
-      for (int cell = tid >> 4; cell < y1_cells; cell += kSubThreads / kDK) {
-        const int r = cell / plan.y1_cols, col = cell - r * plan.y1_cols;
-        const float* xp = xs + (2 * r) * plan.x_cols + 2 * col;
-        float v = bias;
+        for (int j = 0; j < kCachedTiles; ++j)
+          if (j == i) a[0] = cached[j][0], a[1] = cached[j][1], a[2] = cached[j][2], a[3] = cached[j][3];
+      } else {
+        conv1_patches(a, p, plan, mt, lane, 2 * t2a);
+      }
 #pragma unroll
-        for (int ii = 0; ii < 3; ++ii)
-#pragma unroll
-          for (int jj = 0; jj < 3; ++jj) v = fmaf(xp[ii * plan.x_cols + jj], w[ii * 3 + jj], v);
-        as[cell * kAStride + c] = from_float<T>(fmaxf(v, 0.0f));
+      for (int nb = 0; nb < 2; ++nb) {
+        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        mma_16816(c, a, w[nb], T{});
+        const int s = mt * 16 + g;
+        const uint32_t lo = relu_pair<T>(c[0], c[1]), hi = relu_pair<T>(c[2], c[3]);
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s, nb) + 4 * t), "r"(lo));
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s + 8, nb) + 4 * t), "r"(hi));
       }
     }
-    cp_async_wait_all();
-    __syncthreads();
-    // 3. Nine k16 steps, one per tap.
-#pragma unroll 1
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // wgmma reads w2 through the async proxy
+    named_arrive(kFull + stage);
+  }
+}
+
+// Warpgroups 1 and 2: 64 pixels x N channels each, one wgmma per tap and chunk; then the epilogue.
+template <typename T, int N>
+__device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a,
+                                        int m0) {
+  const int tid = threadIdx.x - 128, lane = tid & 31, warp = tid >> 5;  // warp 0..7 of the consumers
+  const int D = p.channels, F2 = p.f2, pixels = p.t2 * F2, chunks = D / kDK;
+  // ldmatrix: lane 8 j + r gives row (j & 1) * 8 + r, half j >> 1 of its warp's 16 x 16 A block.
+  const int m = min(m0 + warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), pixels - 1);
+  const int m_t2 = m / F2, pix = (m_t2 - t2a) * plan.width + (m - m_t2 * F2), half_ = lane >> 4;
+
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+  uint32_t a[2][4];
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int stage = chunk & 1;
+    const uint32_t y1 = smem + stage * plan.stage_bytes, b = y1 + plan.y1_bytes;
+    named_sync(kFull + stage);
+#pragma unroll
     for (int tap = 0; tap < 9; ++tap) {
-      const int tap_off = ((tap / 3) * plan.y1_cols + tap % 3) * kAStride + 2 * tq;
-      uint32_t a[4][4];
-#pragma unroll
-      for (int mt = 0; mt < 4; ++mt) {
-        const T* lo = as + a_off[mt][0] + tap_off;
-        const T* hi = as + a_off[mt][1] + tap_off;
-        a[mt][0] = *reinterpret_cast<const uint32_t*>(lo);
-        a[mt][1] = *reinterpret_cast<const uint32_t*>(hi);
-        a[mt][2] = *reinterpret_cast<const uint32_t*>(lo + 8);
-        a[mt][3] = *reinterpret_cast<const uint32_t*>(hi + 8);
-      }
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int e = n_base + nt * 8 + g;
-        if (n_base + nt * 8 >= D) break;  // warp-uniform: D % 16 == 0
-        const T* bp = bs + (tap * D + e) * kBStride + 2 * tq;
-        uint32_t bf[2] = {*reinterpret_cast<const uint32_t*>(bp), *reinterpret_cast<const uint32_t*>(bp + 8)};
-#pragma unroll
-        for (int mt = 0; mt < 4; ++mt) mma_16816(acc[mt][nt], a[mt], bf, T{});
-      }
+      const int i = tap / 3, j = tap % 3;
+      const int s = pix + ((i & 1) * 2 + (j & 1)) * plan.plane + (i >> 1) * plan.width + (j >> 1);
+      load_matrices<4, false>(a[tap & 1], y1 + cell_offset(s, half_));
+      wgmma_fence();
+      wgmma_fence_registers(acc);
+      wgmma_m64k16<T, N>(acc, a[tap & 1], wgmma_desc(b + tap * N * kCell, 128, 256));
+      wgmma_commit();
+      wgmma_fence_registers(acc);
+      wgmma_wait<1>();  // the other A buffer is free
+      if (tap == 0 && chunk >= 1 && chunk + 1 < chunks) named_arrive(kEmpty + (stage ^ 1));  // chunk - 1 is done
     }
-    __syncthreads();  // as and bs are rewritten by the next chunk
   }
+  wgmma_wait<0>();
+  wgmma_fence_registers(acc);
 
-  // Epilogue: relu(acc + b2[e]) -> out[b, t2, e * F2 + f2].
-  T* out = prm.output + static_cast<int64_t>(b) * prm.t2 * D * F2;
+  // relu(acc + b2[e]) -> out[b, t2, e * F2 + f2].
+  const int g = lane >> 2, t = lane & 3;
+  T* out = p.output + static_cast<int64_t>(blockIdx.y) * p.t2 * D * F2;
 #pragma unroll
-  for (int mt = 0; mt < 4; ++mt) {
+  for (int h = 0; h < 2; ++h) {
+    const int mm = m0 + warp * 16 + g + 8 * h;
+    if (mm >= pixels) continue;
+    const int t2 = mm / F2;
+    T* row = out + static_cast<int64_t>(t2) * D * F2 + (mm - t2 * F2);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int m = m0 + m_base + mt * 16 + g + 8 * h;
-      if (m >= pixels) continue;
-      const int t2 = m / F2, f2 = m - t2 * F2;
-      T* row = out + static_cast<int64_t>(t2) * D * F2 + f2;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt) {
-        const int e = n_base + nt * 8 + 2 * tq;
-        if (e >= D) break;
-        row[static_cast<int64_t>(e) * F2] = from_float<T>(fmaxf(acc[mt][nt][2 * h] + to_float(prm.bias2[e]), 0.0f));
-        row[static_cast<int64_t>(e + 1) * F2] =
-            from_float<T>(fmaxf(acc[mt][nt][2 * h + 1] + to_float(prm.bias2[e + 1]), 0.0f));
-      }
+    for (int nb = 0; nb < N / 8; ++nb) {
+      const int e = nb * 8 + 2 * t;
+      if (e >= D) break;
+      row[static_cast<int64_t>(e) * F2] = from_float<T>(fmaxf(acc[4 * nb + 2 * h] + to_float(p.bias2[e]), 0.0f));
+      row[static_cast<int64_t>(e + 1) * F2] =
+          from_float<T>(fmaxf(acc[4 * nb + 2 * h + 1] + to_float(p.bias2[e + 1]), 0.0f));
     }
   }
+}
+
+template <typename T, int N>
+__global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingParams<T> p, SubsamplingPlan plan) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_bytes));
+  const int m0 = blockIdx.x * kBM, t2a = m0 / p.f2;
+  if (threadIdx.x < 128) {
+    produce<T, N>(p, plan, smem, t2a);
+  } else {
+    consume<T, N>(p, plan, smem, t2a, m0);
+  }
+#endif
 }
 
 }  // namespace detail
@@ -233,20 +281,30 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
 // ---------------------------------------------------------------------------------------
 
 // Shared memory one launch needs (bytes): the Python API refuses shapes beyond the GPU's opt-in limit.
-inline size_t SubsamplingSmemBytes(int t2, int f2, int d) { return detail::SubsamplingSmem(t2, f2, d).bytes; }
+inline size_t SubsamplingSmemBytes(int t2, int f2, int d) { return detail::SubsamplingPlan(t2, f2, d).bytes; }
+
+template <typename T, int N>
+cudaError_t SubsamplingLaunch(const SubsamplingParams<T>& p, const detail::SubsamplingPlan& plan, cudaStream_t stream) {
+  const auto kernel = detail::SubsamplingKernel<T, N>;
+  cudaError_t status =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.bytes));
+  if (status != cudaSuccess) return status;
+  const dim3 grid((p.t2 * p.f2 + detail::kBM - 1) / detail::kBM, p.batch);
+  kernel<<<grid, detail::kSubThreads, plan.bytes, stream>>>(p, plan);
+  return cudaGetLastError();
+}
 
 template <typename T>
 cudaError_t Subsampling(const SubsamplingParams<T>& p, cudaStream_t stream) {
   if (p.batch == 0 || p.t2 == 0 || p.f2 == 0) return cudaSuccess;
-  if (p.channels % detail::kDK != 0 || p.channels > detail::kMaxD) return cudaErrorInvalidValue;
-  const detail::SubsamplingSmem plan(p.t2, p.f2, p.channels);
-  cudaError_t status = cudaFuncSetAttribute(detail::SubsamplingKernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(plan.bytes));
-  if (status != cudaSuccess) return status;
-  const int pixels = p.t2 * p.f2;
-  dim3 grid((pixels + detail::kBM - 1) / detail::kBM, p.batch);
-  detail::SubsamplingKernel<T><<<grid, detail::kSubThreads, plan.bytes, stream>>>(p, plan);
-  return cudaGetLastError();
+  if (p.channels % detail::kDK != 0 || p.channels > 256) return cudaErrorInvalidValue;
+  const detail::SubsamplingPlan plan(p.t2, p.f2, p.channels);
+  switch (plan.n) {
+    case 64: return SubsamplingLaunch<T, 64>(p, plan, stream);
+    case 128: return SubsamplingLaunch<T, 128>(p, plan, stream);
+    case 192: return SubsamplingLaunch<T, 192>(p, plan, stream);
+    default: return SubsamplingLaunch<T, 256>(p, plan, stream);
+  }
 }
 
 }  // namespace conv2d

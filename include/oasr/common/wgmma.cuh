@@ -1,0 +1,78 @@
+// Warpgroup tensor-core products (wgmma, sm_90a): A from registers, B from shared memory, fp32
+// accumulators. The instruction strings are CuTe's (cute/arch/mma_sm90_gmma.hpp); this file picks the
+// one of a (type, N) pair and spells the fences around it.
+//
+// The four warps of a warpgroup each hold 16 rows of the 64-row A and D: warp w (= warp index % 4),
+// lane 4 g + t has A's registers of mma_16816 (common/mma.cuh) for rows 16 w + g, 16 w + g + 8, and
+// D's acc[4 j + {0, 1}] = D[16 w + g][8 j + 2 t, + 1], acc[4 j + {2, 3}] = D[16 w + g + 8][same].
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <utility>
+
+#include <cute/arch/mma_sm90_gmma.hpp>
+
+namespace oasr {
+
+// Descriptor of a K-major B tile in shared memory without swizzle: core matrices of 8 rows x 16 bytes
+// (contiguous), `k_stride` bytes apart along K and `row_stride` bytes apart along N.
+__device__ __forceinline__ uint64_t wgmma_desc(uint32_t address, uint32_t k_stride, uint32_t row_stride) {
+  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | (static_cast<uint64_t>(k_stride >> 4) << 16) |
+         (static_cast<uint64_t>(row_stride >> 4) << 32);
+}
+
+// Orders this thread's register writes (A fragments, accumulators) before the next wgmma.
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+
+// Waits until at most N committed groups are in flight.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Keeps the compiler from moving accumulator registers across a wgmma boundary.
+template <int N>
+__device__ __forceinline__ void wgmma_fence_registers(float (&acc)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+
+namespace detail {
+
+namespace gmma = cute::SM90::GMMA;
+template <typename T, int N>
+struct WgmmaRs;
+#define OASR_WGMMA_RS(T, N, NAME) \
+  template <>                     \
+  struct WgmmaRs<T, N> {          \
+    using type = gmma::NAME<gmma::Major::K, gmma::Major::K>; \
+  };
+OASR_WGMMA_RS(nv_bfloat16, 64, MMA_64x64x16_F32BF16BF16_RS)
+OASR_WGMMA_RS(nv_bfloat16, 128, MMA_64x128x16_F32BF16BF16_RS)
+OASR_WGMMA_RS(nv_bfloat16, 192, MMA_64x192x16_F32BF16BF16_RS)
+OASR_WGMMA_RS(nv_bfloat16, 256, MMA_64x256x16_F32BF16BF16_RS)
+OASR_WGMMA_RS(half, 64, MMA_64x64x16_F32F16F16_RS)
+OASR_WGMMA_RS(half, 128, MMA_64x128x16_F32F16F16_RS)
+OASR_WGMMA_RS(half, 192, MMA_64x192x16_F32F16F16_RS)
+OASR_WGMMA_RS(half, 256, MMA_64x256x16_F32F16F16_RS)
+#undef OASR_WGMMA_RS
+
+template <typename Atom, int... I>
+__device__ __forceinline__ void wgmma_rs(float* acc, const uint32_t (&a)[4], uint64_t b, std::integer_sequence<int, I...>) {
+  Atom::fma(a[0], a[1], a[2], a[3], b, acc[I]...);
+}
+
+}  // namespace detail
+
+// acc (64 x N) += A (64 x 16, registers) * B (16 x N, descriptor `b`), issued asynchronously.
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_m64k16(float (&acc)[N / 2], const uint32_t (&a)[4], uint64_t b) {
+  detail::wgmma_rs<typename detail::WgmmaRs<T, N>::type>(acc, a, b, std::make_integer_sequence<int, N / 2>{});
+}
+
+}  // namespace oasr
