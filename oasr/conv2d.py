@@ -288,6 +288,21 @@ def _conv2d(
     return out
 
 
+def pack_subsampling_weight2(weight2: Tensor) -> Tensor:
+    """torch's ``[D, D, 3, 3]`` second weight as the fused kernel's ``[D / 16, 9, N, 16]`` B operand.
+
+    For each chunk of 16 input channels and each tap, the wgmma's shared-memory image of ``w2[e, c]``:
+    8-row x 8-channel core matrices, ordered (e // 8, c // 8 within the chunk, e % 8, c % 8). N is D
+    rounded up to 64 (zero rows past D), so one bulk copy brings a chunk's nine taps.
+    """
+    d = weight2.shape[0]
+    n = -(-d // 64) * 64
+    if n != d:
+        weight2 = torch.nn.functional.pad(weight2, (0, 0, 0, 0, 0, 0, 0, n - d))
+    packed = weight2.reshape(n // 8, 8, d // 16, 2, 8, 3, 3).permute(2, 5, 6, 0, 3, 1, 4)  # (chunk, i, j, e8, h, e, c)
+    return packed.reshape(d // 16, 9, n, 16)
+
+
 def _subsampling(
     input: Tensor, weight1: Tensor, bias1: Tensor, weight2: Tensor, bias2: Tensor, out: Tensor | None
 ) -> Tensor:
@@ -305,8 +320,7 @@ def _subsampling(
     if out.numel() == 0:
         return out
     w1 = weight1.reshape(d, 3, 3).contiguous()
-    w2 = weight2.permute(2, 3, 0, 1).contiguous()  # [3, 3, D_out, D_in]: one tap's rows are K-contiguous
-    module.conv2d_subsampling(out, input, w1, bias1.contiguous(), w2, bias2.contiguous())
+    module.conv2d_subsampling(out, input, w1, bias1.contiguous(), pack_subsampling_weight2(weight2), bias2.contiguous())
     return out
 
 
@@ -406,8 +420,8 @@ def conv2d_subsampling(
     bias1 : torch.Tensor
         ``[D]``.
     weight2 : torch.Tensor
-        ``[D, D, 3, 3]``: ``nn.Conv2d(D, D, 3, 2).weight`` as torch stores it (repacked per call as
-        ``[3, 3, D, D]``, a 1.2 MB copy at D = 256).
+        ``[D, D, 3, 3]``: ``nn.Conv2d(D, D, 3, 2).weight`` as torch stores it (repacked per call by
+        :func:`pack_subsampling_weight2`, a 1.2 MB copy at D = 256).
     bias2 : torch.Tensor
         ``[D]``.
     out : torch.Tensor, optional

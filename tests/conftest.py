@@ -106,3 +106,9 @@ def gemm_tolerance(dtype: torch.dtype, k: int) -> tuple[float, float]:
     """
     rtol = 1e-2 if dtype == torch.bfloat16 else 2e-3
     return rtol, rtol / 4 + k * 2.0**-20
+
+
+def unpack_subsampling_weight2(packed: torch.Tensor, d: int) -> torch.Tensor:
+    """torch's ``[D, D, 3, 3]`` back from :func:`oasr.conv2d.pack_subsampling_weight2`'s image (for stand-ins)."""
+    n = packed.shape[2]
+    return packed.reshape(d // 16, 3, 3, n // 8, 2, 8, 8).permute(3, 5, 0, 4, 6, 1, 2).reshape(n, d, 3, 3)[:d]

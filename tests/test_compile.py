@@ -21,7 +21,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import get_rtol_atol
+from conftest import get_rtol_atol, unpack_subsampling_weight2
 
 import oasr
 from oasr import _checks
@@ -152,9 +152,10 @@ class TorchLaunchers:
     def conv2d_subsampling_smem_bytes(self, t2, f2, d):
         return 0
 
-    def conv2d_subsampling(self, out, input, weight1, bias1, weight2, bias2):  # weight2 [3, 3, D_out, D_in]
+    def conv2d_subsampling(self, out, input, weight1, bias1, weight2, bias2):  # weight2: the kernel's image
+        weight2 = unpack_subsampling_weight2(weight2, weight1.shape[0])
         y1 = F.relu(F.conv2d(input.float()[:, None], weight1.float()[:, None], bias1.float(), stride=2))
-        y2 = F.relu(F.conv2d(y1.to(input.dtype).float(), weight2.float().permute(2, 3, 0, 1), bias2.float(), stride=2))
+        y2 = F.relu(F.conv2d(y1.to(input.dtype).float(), weight2.float(), bias2.float(), stride=2))
         out.copy_(y2.transpose(1, 2).reshape(out.shape))
 
 

@@ -13,7 +13,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import gemm_tolerance, poisoned
+from conftest import gemm_tolerance, poisoned, unpack_subsampling_weight2
 
 import oasr
 from oasr import _checks
@@ -136,10 +136,11 @@ class TorchConv2d:
             def conv2d_subsampling(self, out, x, w1, b1, w2, b2):
                 calls.append("subsampling")
                 d = w1.shape[0]
-                assert w1.shape == (d, 3, 3) and w2.shape == (3, 3, d, d) and w2.is_contiguous()
-                # The kernel's contract: w2[i, j, e, c] is torch's weight[e, c, i, j].
+                n = -(-d // 64) * 64
+                assert w1.shape == (d, 3, 3) and w2.shape == (d // 16, 9, n, 16) and w2.is_contiguous()
+                w2 = unpack_subsampling_weight2(w2, d)  # the kernel's contract: the image of torch's weight
                 y1 = F.relu(F.conv2d(x.double()[:, None], w1.double()[:, None], b1.double(), stride=2)).to(x.dtype)
-                y2 = F.relu(F.conv2d(y1.double(), w2.double().permute(2, 3, 0, 1), b2.double(), stride=2))
+                y2 = F.relu(F.conv2d(y1.double(), w2.double(), b2.double(), stride=2))
                 bb, _, t2, f2 = y2.shape
                 # out[b, t2, e * F2 + f2] = y2[b, e, t2, f2]
                 out.copy_(y2.permute(0, 2, 1, 3).reshape(bb, t2, d * f2).to(out.dtype))

@@ -6,7 +6,7 @@
 # test:  tests/test_conv2d.py with its GPU tests                       -> $OUT/conv2d-pytest.log
 # bench: dev/conv2d/bench.py, oasr vs torch channels-last vs NCHW      -> $OUT/conv2d-bench.txt, conv2d-bench.csv
 # front: (not by default) the fused front end alone: its GPU tests, its timing, compute-sanitizer memcheck
-#        and racecheck on a small front end                           -> $OUT/front.txt
+#        and racecheck on a small front end, ncu on the issue's shape -> $OUT/front.txt, front-ncu.txt
 # ncu:   (not by default) conv #1's few-taps kernel and conv #2's implicit GEMM under Nsight Compute
 #        (speed of light, occupancy, memory, warp stalls; after build) -> $OUT/conv2d-ncu.txt
 set -uo pipefail
@@ -30,7 +30,14 @@ for s in ${*:-build test bench}; do
                timeout 120 compute-sanitizer --tool $tool python3 -c "import sys; sys.path.insert(0, 'tests'); import torch, oasr, test_conv2d as t
 x, w1, b1, w2, b2 = t.front_end(1, 37, 41, 144, torch.bfloat16, 'cuda'); oasr.conv2d_subsampling(x, w1, b1, w2, b2)
 torch.cuda.synchronize()" 2>&1 | grep -E "SUMMARY|rror" | head -5
-             done; } 2>&1 | tee -a "$OUT/front.txt" || status=1 ;;
+             done
+             timeout 120 ncu --clock-control none -k regex:Subsampling -c 1 --section SpeedOfLight --section Occupancy \
+               --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+               python3 -c "import sys; sys.path.insert(0, 'tests'); import torch, oasr, test_conv2d as t
+x, w1, b1, w2, b2 = t.front_end(16, 1500, 80, 256, torch.bfloat16, 'cuda'); oasr.conv2d_subsampling(x, w1, b1, w2, b2)
+torch.cuda.synchronize()" > "$OUT/front-ncu.txt" 2>&1
+             grep -E "Duration|Throughput|Registers|Occupancy|Stall|Issued|Eligible|Active Warps" "$OUT/front-ncu.txt" | head -40
+             } 2>&1 | tee -a "$OUT/front.txt" || status=1 ;;
     ncu) if ! command -v ncu > /dev/null; then echo "ncu not found: put Nsight Compute's ncu on PATH"; status=1; continue; fi
          timeout 240 ncu --clock-control none -k 'regex:FewTaps|device_kernel' -c 4 --section SpeedOfLight \
            --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis --section WarpStateStats \

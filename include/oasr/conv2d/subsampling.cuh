@@ -13,8 +13,8 @@
 // channel, and walks the input channels in chunks of 16 through a two-stage shared-memory ring:
 //   - a producer warpgroup computes the chunk's y1 over the rows the pixels need (halo included) on
 //     tensor cores (mma.sync: the 9 taps and the bias as a 10th tap are the K of a 16-deep product
-//     whose A, the input patches, stays in registers across chunks), and copies the chunk's slice of
-//     w2 ([9][N][16]) with cp.async;
+//     whose A, the input patches, stays in registers across chunks), while one bulk copy (TMA) brings
+//     the chunk's slice of w2, packed by the caller as its shared-memory image;
 //   - two consumer warpgroups (64 pixels each) run one wgmma m64nNk16 per tap: A from registers
 //     (ldmatrix gathers each pixel's window from the y1 tile), B = the tap's w2 slice.
 // The y1 tile is stored as four parity planes (even/odd row x even/odd column), so the pixels of a tap
@@ -47,7 +47,8 @@ struct SubsamplingParams {
   const T* input = nullptr;     // [B, T, F], element strides below
   const T* weight1 = nullptr;   // [D, 3, 3] (torch's [D, 1, 3, 3]), contiguous
   const T* bias1 = nullptr;     // [D]
-  const T* weight2 = nullptr;   // [3, 3, D (out), D (in)], contiguous (torch's [D, D, 3, 3] permuted)
+  const T* weight2 = nullptr;   // [D / 16][9][N / 8][2][8][8]: per chunk of 16 input channels c and tap, the
+                                //   wgmma's B image of w2[e, c] (N = D rounded up to 64, zero rows past D)
   const T* bias2 = nullptr;     // [D]
   int64_t input_b_stride = 0, input_t_stride = 0, input_f_stride = 0;
   int batch = 0, frames = 0, features = 0, channels = 0;
@@ -72,7 +73,9 @@ struct SubsamplingPlan {
   int plane = 0;      // cells per plane: (rows the pixels span + 1) x width
   int cells = 0;      // the four planes, rounded up to a 16-cell conv1 tile
   int n = 0;          // output channels of the wgmma (D rounded up to 64)
-  size_t y1_bytes = 0, stage_bytes = 0, bytes = 0;
+  size_t y1_bytes = 0, b_bytes = 0, stage_bytes = 0;
+  size_t table_off = 0;  // conv1's B fragments: [D / 16][2][32 lanes] x 8 bytes
+  size_t barrier_off = 0, bytes = 0;  // then one mbarrier per stage (the w2 copy)
 
   SubsamplingPlan(int t2, int f2, int d) {
     const int nt2 = std::min(t2, (kBM - 1) / f2 + 2);
@@ -81,16 +84,38 @@ struct SubsamplingPlan {
     cells = (4 * plane + 15) / 16 * 16;
     n = subsampling_n(d);
     y1_bytes = static_cast<size_t>(cells) * kCell;
-    stage_bytes = y1_bytes + static_cast<size_t>(9) * n * kCell;
-    bytes = 2 * stage_bytes;
+    b_bytes = static_cast<size_t>(9) * n * kCell;
+    stage_bytes = y1_bytes + b_bytes;
+    table_off = 2 * stage_bytes;
+    barrier_off = table_off + static_cast<size_t>(d / kDK) * 2 * 32 * 8;
+    bytes = barrier_off + 2 * 8;
   }
 };
+
+// The dynamic shared memory of the launch.
+__device__ __forceinline__ unsigned char* smem_base() {
+  extern __shared__ __align__(128) unsigned char smem_bytes[];
+  return smem_bytes;
+}
 
 // Byte offset of the 16-byte half `h` of y1 cell `s` (halves swap every four cells).
 __device__ __forceinline__ uint32_t cell_offset(int s, int h) { return s * kCell + ((h ^ ((s >> 2) & 1)) << 4); }
 
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+// One bulk copy (TMA) of `bytes` (a multiple of 16) into shared memory, completing on mbarrier `bar`.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 
 __device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kSubThreads)); }
@@ -140,6 +165,14 @@ __device__ __forceinline__ void conv1_patches(uint32_t (&a)[4], const Subsamplin
   a[3] = pack_pair(v[1][2], v[1][3]);
 }
 
+// conv1's B fragments of chunk `chunk`, pair `nb` (channels 16 chunk + 8 nb + g) for one lane.
+template <typename T>
+__device__ __forceinline__ uint2 conv1_weights(const SubsamplingParams<T>& p, int chunk, int nb, int lane) {
+  const int g = lane >> 2, t = lane & 3, c = chunk * kDK + 8 * nb + g;
+  return make_uint2(pack_pair(conv1_weight(p, c, 2 * t), conv1_weight(p, c, 2 * t + 1)),
+                    pack_pair(conv1_weight(p, c, 2 * t + 8), conv1_weight(p, c, 2 * t + 9)));
+}
+
 // relu(lo), relu(hi) rounded to T, as one register (lo in the low half).
 template <typename T>
 __device__ __forceinline__ uint32_t relu_pair(float lo, float hi) {
@@ -151,56 +184,45 @@ __device__ __forceinline__ uint32_t relu_pair(float lo, float hi) {
 // Kernel
 // ---------------------------------------------------------------------------------------
 
-// Warpgroup 0: y1 and the w2 slice of each chunk into the stage's buffers.
-template <typename T, int N>
+// conv1 for cells 16 mt .. 16 mt + 15 and the chunk's 16 channels (B fragments w) into the y1 tile.
+template <typename T>
+__device__ __forceinline__ void conv1_tile(const uint32_t (&a)[4], const uint2 (&w)[2], int mt, int lane, uint32_t y1) {
+  const int g = lane >> 2, t = lane & 3, s = mt * 16 + g;
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb) {
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint32_t b[2] = {w[nb].x, w[nb].y};
+    mma_16816(c, a, b, T{});
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s, nb) + 4 * t), "r"(relu_pair<T>(c[0], c[1])));
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s + 8, nb) + 4 * t), "r"(relu_pair<T>(c[2], c[3])));
+  }
+}
+
+// Warpgroup 0: each chunk's y1 and w2 slice into the stage's buffers.
+template <typename T>
 __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a) {
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int g = lane >> 2, t = lane & 3;
-  const int D = p.channels, tiles = plan.cells / 16;
+  const int tiles = plan.cells / 16;
+  const uint2* table = reinterpret_cast<const uint2*>(smem_base() + plan.table_off);
   uint32_t cached[kCachedTiles][4];
 #pragma unroll
   for (int i = 0; i < kCachedTiles; ++i)
     if (warp + 4 * i < tiles) conv1_patches(cached[i], p, plan, warp + 4 * i, lane, 2 * t2a);
 
-  for (int chunk = 0; chunk * kDK < D; ++chunk) {
-    const int stage = chunk & 1, c0 = chunk * kDK;
-    const uint32_t y1 = smem + stage * plan.stage_bytes, b = y1 + plan.y1_bytes;
+  for (int chunk = 0; chunk * kDK < p.channels; ++chunk) {
+    const int stage = chunk & 1;
+    const uint32_t y1 = smem + stage * plan.stage_bytes, bar = smem + plan.barrier_off + 8 * stage;
     if (chunk >= 2) named_sync(kEmpty + stage);
-    // w2[tap, e, c0 : c0 + 16] -> b[tap][e / 8][half][e % 8][8] (rows past D are zero).
-    for (int i = tid; i < 9 * N * 2; i += 128) {
-      const int row = i >> 1, h = i & 1, tap = row / N, e = row - tap * N;
-      const T* src = p.weight2 + (static_cast<int64_t>(tap) * D + min(e, D - 1)) * D + c0 + 8 * h;
-      cp_async_16(b + tap * N * kCell + (e >> 3) * 256 + h * 128 + (e & 7) * 16, src, e < D);
-    }
-    asm volatile("cp.async.commit_group;\n" ::);
-    uint32_t w[2][2];
+    if (tid == 0) bulk_copy(y1 + plan.y1_bytes, p.weight2 + chunk * plan.b_bytes / sizeof(T), plan.b_bytes, bar);
+    const uint2 w[2] = {table[(chunk * 2) * 32 + lane], table[(chunk * 2 + 1) * 32 + lane]};
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb) {
-      const int c = c0 + 8 * nb + g;
-      w[nb][0] = pack_pair(conv1_weight(p, c, 2 * t), conv1_weight(p, c, 2 * t + 1));
-      w[nb][1] = pack_pair(conv1_weight(p, c, 2 * t + 8), conv1_weight(p, c, 2 * t + 9));
-    }
-    for (int i = 0, mt = warp; mt < tiles; ++i, mt += 4) {
+    for (int i = 0; i < kCachedTiles; ++i)
+      if (warp + 4 * i < tiles) conv1_tile<T>(cached[i], w, warp + 4 * i, lane, y1);
+    for (int mt = warp + 4 * kCachedTiles; mt < tiles; mt += 4) {
       uint32_t a[4];
-      if (i < kCachedTiles) {
-#pragma unroll
-        for (int j = 0; j < kCachedTiles; ++j)
-          if (j == i) a[0] = cached[j][0], a[1] = cached[j][1], a[2] = cached[j][2], a[3] = cached[j][3];
-      } else {
-        conv1_patches(a, p, plan, mt, lane, 2 * t2a);
-      }
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-        float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        mma_16816(c, a, w[nb], T{});
-        const int s = mt * 16 + g;
-        const uint32_t lo = relu_pair<T>(c[0], c[1]), hi = relu_pair<T>(c[2], c[3]);
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s, nb) + 4 * t), "r"(lo));
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s + 8, nb) + 4 * t), "r"(hi));
-      }
+      conv1_patches(a, p, plan, mt, lane, 2 * t2a);
+      conv1_tile<T>(a, w, mt, lane, y1);
     }
-    asm volatile("cp.async.wait_group 0;\n" ::);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // wgmma reads w2 through the async proxy
     named_arrive(kFull + stage);
   }
 }
@@ -223,6 +245,7 @@ __device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const Sub
     const int stage = chunk & 1;
     const uint32_t y1 = smem + stage * plan.stage_bytes, b = y1 + plan.y1_bytes;
     named_sync(kFull + stage);
+    mbarrier_wait(smem + plan.barrier_off + 8 * stage, (chunk >> 1) & 1);
 #pragma unroll
     for (int tap = 0; tap < 9; ++tap) {
       const int i = tap / 3, j = tap % 3;
@@ -263,11 +286,17 @@ __device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const Sub
 template <typename T, int N>
 __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingParams<T> p, SubsamplingPlan plan) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ __align__(128) unsigned char smem_bytes[];
-  const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_bytes));
+  const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_base()));
   const int m0 = blockIdx.x * kBM, t2a = m0 / p.f2;
+  uint2* table = reinterpret_cast<uint2*>(smem_base() + plan.table_off);
+  for (int i = threadIdx.x; i < p.channels / kDK * 64; i += kSubThreads) table[i] = conv1_weights(p, i >> 6, (i >> 5) & 1, i & 31);
+  if (threadIdx.x < 2) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem + static_cast<uint32_t>(plan.barrier_off) + 8 * threadIdx.x));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
   if (threadIdx.x < 128) {
-    produce<T, N>(p, plan, smem, t2a);
+    produce<T>(p, plan, smem, t2a);
   } else {
     consume<T, N>(p, plan, smem, t2a, m0);
   }
