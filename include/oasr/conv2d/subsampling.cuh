@@ -10,13 +10,15 @@
 //
 // The second convolution is an implicit GEMM: M = the output pixels (t2, f2) of one utterance, N = the
 // D output channels, K = 9 taps x D channels. A CTA owns 128 consecutive pixels and every output
-// channel, and walks the input channels in chunks of 16 through a two-stage shared-memory ring:
-//   - a producer warpgroup computes the chunk's y1 over the rows the pixels need (halo included) on
-//     tensor cores (mma.sync: the 9 taps and the bias as a 10th tap are the K of a 16-deep product
-//     whose A, the input patches, stays in registers across chunks), while one bulk copy (TMA) brings
-//     the chunk's slice of w2, packed by the caller as its shared-memory image;
+// channel, and walks the input channels in chunks of 16. Its warps split the work:
+//   - warp 0 streams w2, packed by the caller as the wgmma's shared-memory image of each chunk, in
+//     slices of three taps (one bulk copy, TMA, each) through a ring of six slots, as far ahead as the
+//     slots allow;
+//   - warps 1-3 compute each chunk's y1 over the rows the pixels need (halo included) into one of two
+//     y1 buffers, on tensor cores (mma.sync: the 9 taps and the bias as a 10th tap are the K of a
+//     16-deep product whose A, the input patches, stays in registers across chunks);
 //   - two consumer warpgroups (64 pixels each) run one wgmma m64nNk16 per tap: A from registers
-//     (ldmatrix gathers each pixel's window from the y1 tile), B = the tap's w2 slice.
+//     (ldmatrix gathers each pixel's window from the y1 buffer), B = the tap's w2 slice.
 // The y1 tile is stored as four parity planes (even/odd row x even/odd column), so the pixels of a tap
 // read consecutive cells; the two 16-byte halves of a cell swap every four cells (conflict-free ldmatrix).
 // The epilogue adds b2, applies ReLU and writes out[b, t2, e * F2 + f2]. Requires D % 16 == 0,
@@ -57,25 +59,27 @@ struct SubsamplingParams {
 
 namespace detail {
 
-constexpr int kSubThreads = 384;  // warpgroup 0 produces, 1 and 2 consume
-constexpr int kBM = 128;          // pixels per CTA
-constexpr int kDK = 16;           // input channels per chunk: one k16 step per tap
-constexpr int kCell = kDK * 2;    // bytes of one y1 cell (16 channels)
-constexpr int kCachedTiles = 12;  // conv1 patch tiles a producer warp keeps in registers (F = 80 needs 12)
+constexpr int kSubThreads = 384;   // warp 0 loads w2, warps 1-3 compute y1, warpgroups 1 and 2 consume
+constexpr int kY1Threads = 352;    // the threads of the y1 handshake: warps 1-3 and the consumers
+constexpr int kBM = 128;           // pixels per CTA
+constexpr int kDK = 16;            // input channels per chunk: one k16 step per tap
+constexpr int kCell = kDK * 2;     // bytes of one y1 cell (16 channels)
+constexpr int kCachedTiles = 15;   // conv1 patch tiles a y1 warp keeps in registers (F = 80 needs 15)
+constexpr int kSliceTaps = 3;      // taps per w2 slice (one bulk copy)
+constexpr int kSlots = 6;          // w2 slices in flight or in use
 
 // Output channels rounded up to a wgmma width.
 inline int subsampling_n(int d) { return (d + 63) / 64 * 64; }
 
-// Shared-memory plan of one launch: two stages of [y1 tile | w2 chunk], 16-byte aligned.
+// Shared-memory plan of one launch (byte offsets, 16-byte aligned): two y1 buffers, the w2 ring, conv1's
+// B fragments ([D / 16][2][32 lanes] x 8 bytes), the ring's mbarriers (full, then empty, per slot).
 struct SubsamplingPlan {
   SubsamplingPlan() = default;
   int width = 0;      // cells per plane row: F2 + 1
   int plane = 0;      // cells per plane: (rows the pixels span + 1) x width
   int cells = 0;      // the four planes, rounded up to a 16-cell conv1 tile
   int n = 0;          // output channels of the wgmma (D rounded up to 64)
-  size_t y1_bytes = 0, b_bytes = 0, stage_bytes = 0;
-  size_t table_off = 0;  // conv1's B fragments: [D / 16][2][32 lanes] x 8 bytes
-  size_t barrier_off = 0, bytes = 0;  // then one mbarrier per stage (the w2 copy)
+  size_t y1_bytes = 0, slice_bytes = 0, ring_off = 0, table_off = 0, barrier_off = 0, bytes = 0;
 
   SubsamplingPlan(int t2, int f2, int d) {
     const int nt2 = std::min(t2, (kBM - 1) / f2 + 2);
@@ -84,11 +88,11 @@ struct SubsamplingPlan {
     cells = (4 * plane + 15) / 16 * 16;
     n = subsampling_n(d);
     y1_bytes = static_cast<size_t>(cells) * kCell;
-    b_bytes = static_cast<size_t>(9) * n * kCell;
-    stage_bytes = y1_bytes + b_bytes;
-    table_off = 2 * stage_bytes;
+    slice_bytes = static_cast<size_t>(kSliceTaps) * n * kCell;
+    ring_off = 2 * y1_bytes;
+    table_off = ring_off + kSlots * slice_bytes;
     barrier_off = table_off + static_cast<size_t>(d / kDK) * 2 * 32 * 8;
-    bytes = barrier_off + 2 * 8;
+    bytes = barrier_off + 2 * kSlots * 8;
   }
 };
 
@@ -118,11 +122,15 @@ __device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
-__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kSubThreads)); }
-__device__ __forceinline__ void named_arrive(int id) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kSubThreads) : "memory");
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Named barriers: stage s is full (1 + s), stage s is free again (3 + s).
+
+__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kY1Threads)); }
+__device__ __forceinline__ void named_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kY1Threads) : "memory");
+}
+// Named barriers: y1 buffer s is full (1 + s), y1 buffer s is free again (3 + s).
 constexpr int kFull = 1, kEmpty = 3;
 
 // The 16-bit pattern of conv1's K entry k for channel c: taps 0..8, the bias at 9, zeros after.
@@ -198,27 +206,39 @@ __device__ __forceinline__ void conv1_tile(const uint32_t (&a)[4], const uint2 (
   }
 }
 
-// Warpgroup 0: each chunk's y1 and w2 slice into the stage's buffers.
+// Warp 0 (one lane): every w2 slice in order into the ring, once its slot is free.
+template <typename T>
+__device__ __forceinline__ void load_weights(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem) {
+  const int slices = p.channels / kDK * (9 / kSliceTaps);
+  const uint32_t full = smem + plan.barrier_off, empty = full + 8 * kSlots;
+  for (int q = 0; q < slices; ++q) {
+    const int slot = q % kSlots, use = q / kSlots;
+    if (use > 0) mbarrier_wait(empty + 8 * slot, (use - 1) & 1);
+    bulk_copy(smem + plan.ring_off + slot * plan.slice_bytes, p.weight2 + q * plan.slice_bytes / sizeof(T),
+              plan.slice_bytes, full + 8 * slot);
+  }
+}
+
+// Warps 1-3: each chunk's y1 into one of the two buffers.
 template <typename T>
 __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a) {
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) - 1;  // 0..2
   const int tiles = plan.cells / 16;
   const uint2* table = reinterpret_cast<const uint2*>(smem_base() + plan.table_off);
   uint32_t cached[kCachedTiles][4];
 #pragma unroll
   for (int i = 0; i < kCachedTiles; ++i)
-    if (warp + 4 * i < tiles) conv1_patches(cached[i], p, plan, warp + 4 * i, lane, 2 * t2a);
+    if (warp + 3 * i < tiles) conv1_patches(cached[i], p, plan, warp + 3 * i, lane, 2 * t2a);
 
   for (int chunk = 0; chunk * kDK < p.channels; ++chunk) {
     const int stage = chunk & 1;
-    const uint32_t y1 = smem + stage * plan.stage_bytes, bar = smem + plan.barrier_off + 8 * stage;
+    const uint32_t y1 = smem + stage * plan.y1_bytes;
     if (chunk >= 2) named_sync(kEmpty + stage);
-    if (tid == 0) bulk_copy(y1 + plan.y1_bytes, p.weight2 + chunk * plan.b_bytes / sizeof(T), plan.b_bytes, bar);
     const uint2 w[2] = {table[(chunk * 2) * 32 + lane], table[(chunk * 2 + 1) * 32 + lane]};
 #pragma unroll
     for (int i = 0; i < kCachedTiles; ++i)
-      if (warp + 4 * i < tiles) conv1_tile<T>(cached[i], w, warp + 4 * i, lane, y1);
-    for (int mt = warp + 4 * kCachedTiles; mt < tiles; mt += 4) {
+      if (warp + 3 * i < tiles) conv1_tile<T>(cached[i], w, warp + 3 * i, lane, y1);
+    for (int mt = warp + 3 * kCachedTiles; mt < tiles; mt += 3) {
       uint32_t a[4];
       conv1_patches(a, p, plan, mt, lane, 2 * t2a);
       conv1_tile<T>(a, w, mt, lane, y1);
@@ -241,23 +261,28 @@ __device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const Sub
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
   uint32_t a[2][4];
+  const uint32_t full = smem + plan.barrier_off, empty = full + 8 * kSlots;
+  const int slices = chunks * (9 / kSliceTaps);
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int stage = chunk & 1;
-    const uint32_t y1 = smem + stage * plan.stage_bytes, b = y1 + plan.y1_bytes;
+    const uint32_t y1 = smem + stage * plan.y1_bytes;
     named_sync(kFull + stage);
-    mbarrier_wait(smem + plan.barrier_off + 8 * stage, (chunk >> 1) & 1);
 #pragma unroll
     for (int tap = 0; tap < 9; ++tap) {
+      const int q = chunk * (9 / kSliceTaps) + tap / kSliceTaps, slot = q % kSlots;
+      if (tap % kSliceTaps == 0) mbarrier_wait(full + 8 * slot, (q / kSlots) & 1);
       const int i = tap / 3, j = tap % 3;
       const int s = pix + ((i & 1) * 2 + (j & 1)) * plan.plane + (i >> 1) * plan.width + (j >> 1);
       load_matrices<4, false>(a[tap & 1], y1 + cell_offset(s, half_));
       wgmma_fence();
       wgmma_fence_registers(acc);
-      wgmma_m64k16<T, N>(acc, a[tap & 1], wgmma_desc(b + tap * N * kCell, 128, 256));
+      const uint32_t b = smem + plan.ring_off + slot * plan.slice_bytes + (tap % kSliceTaps) * N * kCell;
+      wgmma_m64k16<T, N>(acc, a[tap & 1], wgmma_desc(b, 128, 256));
       wgmma_commit();
       wgmma_fence_registers(acc);
-      wgmma_wait<1>();  // the other A buffer is free
-      if (tap == 0 && chunk >= 1 && chunk + 1 < chunks) named_arrive(kEmpty + (stage ^ 1));  // chunk - 1 is done
+      wgmma_wait<1>();  // the previous tap's product is done: its A buffer, slice and y1 buffer are free
+      if (tap % kSliceTaps == 0 && q >= 1 && q - 1 + kSlots < slices) mbarrier_arrive(empty + 8 * ((q - 1) % kSlots));
+      if (tap == 0 && chunk >= 1 && chunk + 1 < chunks) named_arrive(kEmpty + (stage ^ 1));
     }
   }
   wgmma_wait<0>();
@@ -290,12 +315,16 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
   const int m0 = blockIdx.x * kBM, t2a = m0 / p.f2;
   uint2* table = reinterpret_cast<uint2*>(smem_base() + plan.table_off);
   for (int i = threadIdx.x; i < p.channels / kDK * 64; i += kSubThreads) table[i] = conv1_weights(p, i >> 6, (i >> 5) & 1, i & 31);
-  if (threadIdx.x < 2) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(smem + static_cast<uint32_t>(plan.barrier_off) + 8 * threadIdx.x));
+  if (threadIdx.x < kSlots) {
+    const uint32_t full = smem + static_cast<uint32_t>(plan.barrier_off) + 8 * threadIdx.x;
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 256;\n" ::"r"(full + 8 * kSlots));  // every consumer thread
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  if (threadIdx.x < 128) {
+  if (threadIdx.x < 32) {
+    if (threadIdx.x == 0) load_weights<T>(p, plan, smem);
+  } else if (threadIdx.x < 128) {
     produce<T>(p, plan, smem, t2a);
   } else {
     consume<T, N>(p, plan, smem, t2a, m0);
