@@ -11,17 +11,18 @@
 // The second convolution is an implicit GEMM: M = the output pixels (t2, f2) of one utterance, N = the
 // D output channels, K = 9 taps x D channels. A CTA owns 128 consecutive pixels and every output
 // channel, and walks the input channels in chunks of 16. Its warps split the work:
-//   - warp 0 streams w2, packed by the caller as the wgmma's shared-memory image of each chunk, in
-//     slices of three taps (one bulk copy, TMA, each) through a ring of six slots, as far ahead as the
-//     slots allow;
-//   - warps 1-3 compute each chunk's y1 over the rows the pixels need (halo included) into one of two
-//     y1 buffers on the CUDA cores, which the products leave idle (a thread keeps the 3x3 input patches
-//     of its cells in registers across chunks; mma.sync here would queue behind the wgmma work);
+//   - a producer warpgroup computes each chunk's y1 over the rows the pixels need (halo included) into
+//     one of two y1 buffers on the CUDA cores, which the products leave idle (a thread keeps the 3x3
+//     input patches of its cells in registers across chunks; mma.sync here would queue behind the
+//     wgmma work); its first thread streams w2, packed by the caller as the wgmma's shared-memory image
+//     of each chunk, in slices of three taps (one bulk copy, TMA, each) through a ring of six slots,
+//     a chunk ahead;
 //   - two consumer warpgroups (64 pixels each) run one wgmma m64nNk16 per tap: A from registers
-//     (ldmatrix gathers each pixel's window from the y1 buffer), B = the tap's w2 slice.
+//     (ldmatrix gathers each pixel's window from the y1 buffer), B = the tap's w2 slice; at the end
+//     they stage relu(acc + b2) in shared memory as [e][pixel], for stores along f2.
 // The y1 tile is stored as four parity planes (even/odd row x even/odd column), so the pixels of a tap
 // read consecutive cells; the two 16-byte halves of a cell swap every four cells (conflict-free ldmatrix).
-// The epilogue adds b2, applies ReLU and writes out[b, t2, e * F2 + f2]. Requires D % 16 == 0,
+// The output is out[b, t2, e * F2 + f2]. Requires D % 16 == 0,
 // D <= 256, an sm_90a GPU.
 #pragma once
 
@@ -59,13 +60,12 @@ struct SubsamplingParams {
 
 namespace detail {
 
-constexpr int kSubThreads = 384;   // warp 0 loads w2, warps 1-3 compute y1, warpgroups 1 and 2 consume
-constexpr int kY1Threads = 352;    // the threads of the y1 handshake: warps 1-3 and the consumers
+constexpr int kSubThreads = 384;   // warpgroup 0 produces, 1 and 2 consume
 constexpr int kBM = 128;           // pixels per CTA
 constexpr int kDK = 16;            // input channels per chunk: one k16 step per tap
 constexpr int kCell = kDK * 2;     // bytes of one y1 cell (16 channels)
-constexpr int kY1Warps = 3;
-constexpr int kCachedCells = 8;    // y1 cells whose input patches a y1 thread keeps in registers (F = 80: 720 cells)
+constexpr int kCachedCells = 6;    // y1 cells whose input patches a producer keeps in registers (F = 80: 720 cells)
+constexpr int kOutPitch = 136;     // halves per output channel of the staged output tile (conflict-free writes)
 constexpr int kSliceTaps = 3;      // taps per w2 slice (one bulk copy)
 constexpr int kSlots = 6;          // w2 slices in flight or in use
 
@@ -73,8 +73,8 @@ constexpr int kSlots = 6;          // w2 slices in flight or in use
 inline int subsampling_n(int d) { return (d + 63) / 64 * 64; }
 
 // Shared-memory plan of one launch (byte offsets, 16-byte aligned): two y1 buffers, the w2 ring, conv1's
-// weights (fp32 [D / 16][10][16]: per chunk, the 9 taps then the bias of its 16 channels), the ring's
-// mbarriers (full, then empty, per slot).
+// weights (fp32 [D / 16][10][16]: per chunk, the 9 taps then the bias of its 16 channels) and b2 (fp32
+// [D]), the ring's mbarriers (full, then empty, per slot). The output tile reuses the ring.
 struct SubsamplingPlan {
   SubsamplingPlan() = default;
   int width = 0;      // cells per plane row: F2 + 1
@@ -93,7 +93,7 @@ struct SubsamplingPlan {
     slice_bytes = static_cast<size_t>(kSliceTaps) * n * kCell;
     ring_off = 2 * y1_bytes;
     table_off = ring_off + kSlots * slice_bytes;
-    barrier_off = table_off + static_cast<size_t>(d / kDK) * 10 * kDK * sizeof(float);
+    barrier_off = table_off + static_cast<size_t>(d) * 11 * sizeof(float);
     bytes = barrier_off + 2 * kSlots * 8;
   }
 };
@@ -128,12 +128,14 @@ __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
 
-__device__ __forceinline__ void named_sync(int id) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(kY1Threads)); }
-__device__ __forceinline__ void named_arrive(int id) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kY1Threads) : "memory");
+__device__ __forceinline__ void named_sync(int id, int threads = kSubThreads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads));
 }
-// Named barriers: y1 buffer s is full (1 + s), y1 buffer s is free again (3 + s).
-constexpr int kFull = 1, kEmpty = 3;
+__device__ __forceinline__ void named_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kSubThreads) : "memory");
+}
+// Named barriers: y1 buffer s is full (1 + s), y1 buffer s is free again (3 + s), the consumers are done (5).
+constexpr int kFull = 1, kEmpty = 3, kDone = 5;
 
 // The 3x3 input patch of y1 cell `s` (zeros for the cells past the edges, whose outputs nobody reads).
 template <typename T>
@@ -205,12 +207,12 @@ __device__ __forceinline__ void conv1_cells(const float (&x0)[9], const float (&
 // Kernel
 // ---------------------------------------------------------------------------------------
 
-// Warp 0 (one lane): every w2 slice in order into the ring, once its slot is free.
+// The three w2 slices of `chunk` into their ring slots, once the slots are free (one thread).
 template <typename T>
-__device__ __forceinline__ void load_weights(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem) {
-  const int slices = p.channels / kDK * (9 / kSliceTaps);
+__device__ __forceinline__ void load_slices(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int chunk) {
   const uint32_t full = smem + plan.barrier_off, empty = full + 8 * kSlots;
-  for (int q = 0; q < slices; ++q) {
+#pragma unroll
+  for (int q = chunk * (9 / kSliceTaps); q < (chunk + 1) * (9 / kSliceTaps); ++q) {
     const int slot = q % kSlots, use = q / kSlots;
     if (use > 0) mbarrier_wait(empty + 8 * slot, (use - 1) & 1);
     bulk_copy(smem + plan.ring_off + slot * plan.slice_bytes, p.weight2 + q * plan.slice_bytes / sizeof(T),
@@ -218,11 +220,11 @@ __device__ __forceinline__ void load_weights(const SubsamplingParams<T>& p, cons
   }
 }
 
-// Warps 1-3: each chunk's y1 into one of the two buffers; thread i owns cells i, i + 96, ...
+// Warpgroup 0: each chunk's w2 slices and y1 (thread i owns cells i, i + 128, ...).
 template <typename T>
 __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a) {
-  constexpr int kThreads = kY1Warps * 32;
-  const int i0 = threadIdx.x - 32, cells = plan.cells;
+  constexpr int kThreads = 128;
+  const int i0 = threadIdx.x, cells = plan.cells;
   const float* table = reinterpret_cast<const float*>(smem_base() + plan.table_off);
   float cached[kCachedCells][9] = {};
 #pragma unroll
@@ -233,7 +235,8 @@ __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const Sub
     const int stage = chunk & 1;
     const uint32_t y1 = smem + stage * plan.y1_bytes;
     const float* w = table + chunk * 10 * kDK;
-    if (chunk >= 2) named_sync(kEmpty + stage);
+    if (chunk >= 2) named_sync(kEmpty + stage);  // chunk - 2's y1 buffer and w2 slots are free
+    if (threadIdx.x == 0) load_slices(p, plan, smem, chunk);
 #pragma unroll
     for (int i = 0; i < kCachedCells; i += 2)
       if (i0 + kThreads * i < cells)
@@ -288,24 +291,29 @@ __device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const Sub
   wgmma_wait<0>();
   wgmma_fence_registers(acc);
 
-  // relu(acc + b2[e]) -> out[b, t2, e * F2 + f2].
+  // relu(acc + b2[e]) -> the tile [e][pixel] in the ring (both warpgroups done with it), then along f2 to
+  // out[b, t2, e * F2 + f2].
+  named_sync(kDone, 256);
   const int g = lane >> 2, t = lane & 3;
-  T* out = p.output + static_cast<int64_t>(blockIdx.y) * p.t2 * D * F2;
+  const float* b2 = reinterpret_cast<const float*>(smem_base() + plan.table_off) + D * 10;
+  T* tile = reinterpret_cast<T*>(smem_base() + plan.ring_off);
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int mm = m0 + warp * 16 + g + 8 * h;
-    if (mm >= pixels) continue;
-    const int t2 = mm / F2;
-    T* row = out + static_cast<int64_t>(t2) * D * F2 + (mm - t2 * F2);
+  for (int nb = 0; nb < N / 8; ++nb) {
+    const int e = nb * 8 + 2 * t;
+    const float bias0 = b2[min(e, D - 1)], bias1 = b2[min(e + 1, D - 1)];
 #pragma unroll
-    for (int nb = 0; nb < N / 8; ++nb) {
-      const int e = nb * 8 + 2 * t;
-      if (e >= D) break;
-      row[static_cast<int64_t>(e) * F2] = from_float<T>(fmaxf(acc[4 * nb + 2 * h] + to_float(p.bias2[e]), 0.0f));
-      row[static_cast<int64_t>(e + 1) * F2] =
-          from_float<T>(fmaxf(acc[4 * nb + 2 * h + 1] + to_float(p.bias2[e + 1]), 0.0f));
+    for (int h = 0; h < 2; ++h) {
+      const int row = warp * 16 + g + 8 * h;
+      tile[e * kOutPitch + row] = from_float<T>(fmaxf(acc[4 * nb + 2 * h] + bias0, 0.0f));
+      tile[(e + 1) * kOutPitch + row] = from_float<T>(fmaxf(acc[4 * nb + 2 * h + 1] + bias1, 0.0f));
     }
   }
+  named_sync(kDone, 256);
+  const int row = tid & (kBM - 1), mm = m0 + row;
+  if (mm >= pixels) return;
+  const int t2 = mm / F2;
+  T* out = p.output + (static_cast<int64_t>(blockIdx.y) * p.t2 + t2) * D * F2 + (mm - t2 * F2);
+  for (int e = tid >> 7; e < D; e += 2) out[static_cast<int64_t>(e) * F2] = tile[e * kOutPitch + row];
 }
 
 template <typename T, int N>
@@ -318,6 +326,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
     const int chunk = i / (10 * kDK), k = i / kDK % 10, c = chunk * kDK + i % kDK;
     table[i] = to_float(k < 9 ? p.weight1[c * 9 + k] : p.bias1[c]);
   }
+  for (int i = threadIdx.x; i < p.channels; i += kSubThreads) table[p.channels * 10 + i] = to_float(p.bias2[i]);
   if (threadIdx.x < kSlots) {
     const uint32_t full = smem + static_cast<uint32_t>(plan.barrier_off) + 8 * threadIdx.x;
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full));
@@ -325,9 +334,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  if (threadIdx.x < 32) {
-    if (threadIdx.x == 0) load_weights<T>(p, plan, smem);
-  } else if (threadIdx.x < 128) {
+  if (threadIdx.x < 128) {
     produce<T>(p, plan, smem, t2a);
   } else {
     consume<T, N>(p, plan, smem, t2a, m0);
