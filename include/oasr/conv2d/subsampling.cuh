@@ -12,9 +12,10 @@
 // D output channels, K = 9 taps x D channels. A CTA owns 128 consecutive pixels and every output
 // channel, and walks the input channels in chunks of 16. Its warps split the work:
 //   - a producer warpgroup computes each chunk's y1 over the rows the pixels need (halo included) into
-//     one of two y1 buffers on the CUDA cores, which the products leave idle (a thread keeps the 3x3
-//     input patches of its cells in registers across chunks; mma.sync here would queue behind the
-//     wgmma work); its first thread streams w2, packed by the caller as the wgmma's shared-memory image
+//     one of two y1 buffers on tensor cores (mma.sync: the 9 taps and the bias as a 10th tap are the K
+//     of a 16-deep product whose A, the input patches, stays in registers across chunks; a warp issues
+//     six tiles' products before it reads any, so they queue behind the wgmma work once, not one by
+//     one); its first thread streams w2, packed by the caller as the wgmma's shared-memory image
 //     of each chunk, in slices of three taps (one bulk copy, TMA, each) through a ring of six slots,
 //     a chunk ahead;
 //   - two consumer warpgroups (64 pixels each) run one wgmma m64nNk16 per tap: A from registers
@@ -64,7 +65,8 @@ constexpr int kSubThreads = 384;   // warpgroup 0 produces, 1 and 2 consume
 constexpr int kBM = 128;           // pixels per CTA
 constexpr int kDK = 16;            // input channels per chunk: one k16 step per tap
 constexpr int kCell = kDK * 2;     // bytes of one y1 cell (16 channels)
-constexpr int kCachedCells = 6;    // y1 cells whose input patches a producer keeps in registers (F = 80: 720 cells)
+constexpr int kCachedTiles = 12;   // 16-cell conv1 tiles whose patches a producer warp keeps (F = 80: 45 tiles)
+constexpr int kBatch = 6;          // conv1 tiles whose products a warp issues together
 constexpr int kOutPitch = 136;     // halves per output channel of the staged output tile (conflict-free writes)
 constexpr int kSliceTaps = 3;      // taps per w2 slice (one bulk copy)
 constexpr int kSlots = 6;          // w2 slices in flight or in use
@@ -73,8 +75,8 @@ constexpr int kSlots = 6;          // w2 slices in flight or in use
 inline int subsampling_n(int d) { return (d + 63) / 64 * 64; }
 
 // Shared-memory plan of one launch (byte offsets, 16-byte aligned): two y1 buffers, the w2 ring, conv1's
-// weights (fp32 [D / 16][10][16]: per chunk, the 9 taps then the bias of its 16 channels) and b2 (fp32
-// [D]), the ring's mbarriers (full, then empty, per slot). The output tile reuses the ring.
+// B fragments ([D / 16][2][32 lanes] x 8 bytes) and b2 (fp32 [D]), the ring's mbarriers (full, then
+// empty, per slot). The output tile reuses the ring.
 struct SubsamplingPlan {
   SubsamplingPlan() = default;
   int width = 0;      // cells per plane row: F2 + 1
@@ -93,7 +95,7 @@ struct SubsamplingPlan {
     slice_bytes = static_cast<size_t>(kSliceTaps) * n * kCell;
     ring_off = 2 * y1_bytes;
     table_off = ring_off + kSlots * slice_bytes;
-    barrier_off = table_off + static_cast<size_t>(d) * 11 * sizeof(float);
+    barrier_off = table_off + static_cast<size_t>(d / kDK) * 2 * 32 * 8 + static_cast<size_t>(d) * sizeof(float);
     bytes = barrier_off + 2 * kSlots * 8;
   }
 };
@@ -137,20 +139,53 @@ __device__ __forceinline__ void named_arrive(int id) {
 // Named barriers: y1 buffer s is full (1 + s), y1 buffer s is free again (3 + s), the consumers are done (5).
 constexpr int kFull = 1, kEmpty = 3, kDone = 5;
 
-// The 3x3 input patch of y1 cell `s` (zeros for the cells past the edges, whose outputs nobody reads).
+// The 16-bit pattern of conv1's K entry k for channel c: taps 0..8, the bias at 9, zeros after.
 template <typename T>
-__device__ __forceinline__ void cell_patch(float (&x)[9], const SubsamplingParams<T>& p, const SubsamplingPlan& plan, int s,
-                                           int y1_row0) {
-  const int pl = s / plan.plane, rem = s - pl * plan.plane, r = rem / plan.width;
-  const int row = y1_row0 + 2 * r + (pl >> 1), col = 2 * (rem - r * plan.width) + (pl & 1);
-  const bool valid = pl < 4 && row < (p.frames - 1) / 2 && col < (p.features - 1) / 2;
-  const T* in = p.input + static_cast<int64_t>(blockIdx.y) * p.input_b_stride;
-#pragma unroll
-  for (int k = 0; k < 9; ++k)
-    x[k] = valid ? to_float(in[(2 * row + k / 3) * p.input_t_stride + (2 * col + k % 3) * p.input_f_stride]) : 0.0f;
+__device__ __forceinline__ uint16_t conv1_weight(const SubsamplingParams<T>& p, int c, int k) {
+  const T* src = k < 9 ? p.weight1 + c * 9 + k : p.bias1 + c;
+  return k <= 9 ? *reinterpret_cast<const uint16_t*>(src) : uint16_t{0};
 }
 
-// relu(hi), relu(lo) rounded to T, as one register (lo in the low half).
+// conv1's B fragments of chunk `chunk`, pair `nb` (channels 16 chunk + 8 nb + g) for one lane.
+template <typename T>
+__device__ __forceinline__ uint2 conv1_weights(const SubsamplingParams<T>& p, int chunk, int nb, int lane) {
+  const int g = lane >> 2, t = lane & 3, c = chunk * kDK + 8 * nb + g;
+  return make_uint2(pack_pair(conv1_weight(p, c, 2 * t), conv1_weight(p, c, 2 * t + 1)),
+                    pack_pair(conv1_weight(p, c, 2 * t + 8), conv1_weight(p, c, 2 * t + 9)));
+}
+
+// conv1's A fragment for cells 16 mt + g and + 8: each cell's 3x3 input patch (K = tap), 1 for the bias;
+// zeros for the cells past the edges, whose outputs nobody reads.
+template <typename T>
+__device__ __forceinline__ void conv1_patches(uint32_t (&a)[4], const SubsamplingParams<T>& p, const SubsamplingPlan& plan,
+                                              int mt, int lane, int y1_row0) {
+  const int g = lane >> 2, t = lane & 3;
+  const T* x = p.input + static_cast<int64_t>(blockIdx.y) * p.input_b_stride;
+  uint16_t v[2][4];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int s = mt * 16 + g + 8 * h;
+    const int pl = s / plan.plane, rem = s - pl * plan.plane, r = rem / plan.width;
+    const int row = y1_row0 + 2 * r + (pl >> 1), col = 2 * (rem - r * plan.width) + (pl & 1);
+    const bool valid = pl < 4 && row < (p.frames - 1) / 2 && col < (p.features - 1) / 2;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int k = 2 * t + (q & 1) + 8 * (q >> 1);
+      uint16_t bits = k == 9 ? one_bits<T>() : uint16_t{0};
+      if (k < 9 && valid) {
+        const T value = x[(2 * row + k / 3) * p.input_t_stride + (2 * col + k % 3) * p.input_f_stride];
+        bits = *reinterpret_cast<const uint16_t*>(&value);
+      }
+      v[h][q] = bits;
+    }
+  }
+  a[0] = pack_pair(v[0][0], v[0][1]);
+  a[1] = pack_pair(v[1][0], v[1][1]);
+  a[2] = pack_pair(v[0][2], v[0][3]);
+  a[3] = pack_pair(v[1][2], v[1][3]);
+}
+
+// relu(lo), relu(hi) rounded to T, as one register (lo in the low half).
 __device__ __forceinline__ uint32_t relu_pack(float lo, float hi, nv_bfloat16) {
   uint32_t r;
   asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
@@ -162,43 +197,33 @@ __device__ __forceinline__ uint32_t relu_pack(float lo, float hi, half) {
   return r;
 }
 
-// y1 of cells s0 and s1 (stored when below `cells`) for the chunk's 16 channels, weights `w` ([10][16]).
-template <typename T>
-__device__ __forceinline__ void conv1_cells(const float (&x0)[9], const float (&x1)[9], int s0, int s1, int cells,
-                                            const float* w, uint32_t y1) {
-  const float4* w4 = reinterpret_cast<const float4*>(w);  // row k, channels 4 j .. 4 j + 3: w4[4 k + j]
+// conv1 of the 16-cell tiles `mt[0..n)` (A fragments a) for the chunk's 16 channels (B fragments w) into
+// the y1 buffer: every product first, then the stores.
+template <typename T, int kN>
+__device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], const int (&mt)[kN], int n, const uint2 (&w)[2],
+                                            int lane, uint32_t y1) {
+  const int g = lane >> 2, t = lane & 3;
+  float c[kN][2][4];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {  // channels 8 h .. 8 h + 7: one 16-byte half of each cell
-    float acc[2][8];
+  for (int i = 0; i < kN; ++i) {
+    if (i >= n) break;
 #pragma unroll
-    for (int j = 0; j < 2; ++j) {
-      const float4 b = w4[9 * 4 + 2 * h + j];  // the bias row
-      const float bias[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[0][4 * j + c] = acc[1][4 * j + c] = bias[c];
+    for (int nb = 0; nb < 2; ++nb) {
+      const uint32_t b[2] = {w[nb].x, w[nb].y};
+      c[i][nb][0] = c[i][nb][1] = c[i][nb][2] = c[i][nb][3] = 0.0f;
+      mma_16816(c[i][nb], a[i], b, T{});
     }
+  }
 #pragma unroll
-    for (int k = 0; k < 9; ++k) {
+  for (int i = 0; i < kN; ++i) {
+    if (i >= n) break;
+    const int s = mt[i] * 16 + g;
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const float4 v = w4[4 * k + 2 * h + j];
-        const float wk[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          acc[0][4 * j + c] = fmaf(x0[k], wk[c], acc[0][4 * j + c]);
-          acc[1][4 * j + c] = fmaf(x1[k], wk[c], acc[1][4 * j + c]);
-        }
-      }
-    }
-#pragma unroll
-    for (int cell = 0; cell < 2; ++cell) {
-      const int s = cell == 0 ? s0 : s1;
-      if (s >= cells) break;
-      uint32_t v[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) v[i] = relu_pack(acc[cell][2 * i], acc[cell][2 * i + 1], T{});
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(y1 + cell_offset(s, h)), "r"(v[0]), "r"(v[1]),
-                   "r"(v[2]), "r"(v[3]));
+    for (int nb = 0; nb < 2; ++nb) {
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s, nb) + 4 * t),
+                   "r"(relu_pack(c[i][nb][0], c[i][nb][1], T{})));
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s + 8, nb) + 4 * t),
+                   "r"(relu_pack(c[i][nb][2], c[i][nb][3], T{})));
     }
   }
 }
@@ -220,31 +245,33 @@ __device__ __forceinline__ void load_slices(const SubsamplingParams<T>& p, const
   }
 }
 
-// Warpgroup 0: each chunk's w2 slices and y1 (thread i owns cells i, i + 128, ...).
+// Warpgroup 0: each chunk's w2 slices and y1 (warp w owns the 16-cell tiles w, w + 4, ...).
 template <typename T>
 __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a) {
-  constexpr int kThreads = 128;
-  const int i0 = threadIdx.x, cells = plan.cells;
-  const float* table = reinterpret_cast<const float*>(smem_base() + plan.table_off);
-  float cached[kCachedCells][9] = {};
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tiles = plan.cells / 16;
+  const uint2* table = reinterpret_cast<const uint2*>(smem_base() + plan.table_off);
+  const int cached = min(kCachedTiles, (tiles - warp + 3) / 4);
+  uint32_t a[kCachedTiles / kBatch][kBatch][4];
+  int mt[kCachedTiles / kBatch][kBatch];
 #pragma unroll
-  for (int i = 0; i < kCachedCells; ++i)
-    if (i0 + kThreads * i < cells) cell_patch(cached[i], p, plan, i0 + kThreads * i, 2 * t2a);
+  for (int i = 0; i < kCachedTiles; ++i) {
+    mt[i / kBatch][i % kBatch] = warp + 4 * i;
+    if (i < cached) conv1_patches(a[i / kBatch][i % kBatch], p, plan, warp + 4 * i, lane, 2 * t2a);
+  }
 
   for (int chunk = 0; chunk * kDK < p.channels; ++chunk) {
     const int stage = chunk & 1;
     const uint32_t y1 = smem + stage * plan.y1_bytes;
-    const float* w = table + chunk * 10 * kDK;
     if (chunk >= 2) named_sync(kEmpty + stage);  // chunk - 2's y1 buffer and w2 slots are free
     if (threadIdx.x == 0) load_slices(p, plan, smem, chunk);
+    const uint2 w[2] = {table[(chunk * 2) * 32 + lane], table[(chunk * 2 + 1) * 32 + lane]};
 #pragma unroll
-    for (int i = 0; i < kCachedCells; i += 2)
-      if (i0 + kThreads * i < cells)
-        conv1_cells<T>(cached[i], cached[i + 1], i0 + kThreads * i, i0 + kThreads * (i + 1), cells, w, y1);
-    for (int s = i0 + kThreads * kCachedCells; s < cells; s += kThreads) {
-      float x[9];
-      cell_patch(x, p, plan, s, 2 * t2a);
-      conv1_cells<T>(x, x, s, cells, cells, w, y1);
+    for (int b = 0; b < kCachedTiles / kBatch; ++b) conv1_tiles<T>(a[b], mt[b], cached - b * kBatch, w, lane, y1);
+    for (int t = warp + 4 * kCachedTiles; t < tiles; t += 4) {  // tiles past the cached ones (F > 80)
+      uint32_t extra[1][4];
+      const int extra_mt[1] = {t};
+      conv1_patches(extra[0], p, plan, t, lane, 2 * t2a);
+      conv1_tiles<T>(extra, extra_mt, 1, w, lane, y1);
     }
     named_arrive(kFull + stage);
   }
@@ -295,7 +322,7 @@ __device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const Sub
   // out[b, t2, e * F2 + f2].
   named_sync(kDone, 256);
   const int g = lane >> 2, t = lane & 3;
-  const float* b2 = reinterpret_cast<const float*>(smem_base() + plan.table_off) + D * 10;
+  const float* b2 = reinterpret_cast<const float*>(smem_base() + plan.table_off + D / kDK * 64 * 8);
   T* tile = reinterpret_cast<T*>(smem_base() + plan.ring_off);
 #pragma unroll
   for (int nb = 0; nb < N / 8; ++nb) {
@@ -321,12 +348,10 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_base()));
   const int m0 = blockIdx.x * kBM, t2a = m0 / p.f2;
-  float* table = reinterpret_cast<float*>(smem_base() + plan.table_off);
-  for (int i = threadIdx.x; i < p.channels * 10; i += kSubThreads) {
-    const int chunk = i / (10 * kDK), k = i / kDK % 10, c = chunk * kDK + i % kDK;
-    table[i] = to_float(k < 9 ? p.weight1[c * 9 + k] : p.bias1[c]);
-  }
-  for (int i = threadIdx.x; i < p.channels; i += kSubThreads) table[p.channels * 10 + i] = to_float(p.bias2[i]);
+  uint2* table = reinterpret_cast<uint2*>(smem_base() + plan.table_off);
+  for (int i = threadIdx.x; i < p.channels / kDK * 64; i += kSubThreads) table[i] = conv1_weights(p, i >> 6, (i >> 5) & 1, i & 31);
+  float* b2 = reinterpret_cast<float*>(table + p.channels / kDK * 64);
+  for (int i = threadIdx.x; i < p.channels; i += kSubThreads) b2[i] = to_float(p.bias2[i]);
   if (threadIdx.x < kSlots) {
     const uint32_t full = smem + static_cast<uint32_t>(plan.barrier_off) + 8 * threadIdx.x;
     asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full));
