@@ -31,7 +31,7 @@ def main() -> int:
     modules = {"prod": CONV2D.module()}
     for arg in sys.argv[1:]:
         name, folder = arg.split("=", 1)
-        modules[name] = CONV2D.jit_spec(name=f"conv2d_variant_{name}", include_dir=Path(folder)).build_and_load()
+        modules[name] = CONV2D.jit_spec(name=f"conv2d_variant_{name}", include_dir=Path(folder).resolve()).build_and_load()
     failed = 0
     for b, t in ((16, 1500), (64, 250)):
         x, w1, b1, w2, b2 = front_end(b, t, 80, 256, torch.bfloat16, "cuda")
