@@ -23,8 +23,7 @@
 //     they stage relu(acc + b2) in shared memory as [e][pixel], for stores along f2.
 // The y1 tile is stored as four parity planes (even/odd row x even/odd column), so the pixels of a tap
 // read consecutive cells; the two 16-byte halves of a cell swap every four cells (conflict-free ldmatrix).
-// The output is out[b, t2, e * F2 + f2]. Requires D % 16 == 0,
-// D <= 256, an sm_90a GPU.
+// Requires D % 16 == 0, D <= 256, an sm_90a GPU.
 #pragma once
 
 #include <cuda_bf16.h>
