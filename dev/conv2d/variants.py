@@ -20,10 +20,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 
+from test_conv2d import front_end, subsampling_reference
+
 from oasr.conv2d import pack_subsampling_weight2  # (after the checkout is on the path)
 from oasr.jit.families import CONV2D
 from profiling.harness import timing
-from test_conv2d import front_end, subsampling_reference
 
 
 def main() -> int:
@@ -31,7 +32,8 @@ def main() -> int:
     modules = {"prod": CONV2D.module()}
     for arg in sys.argv[1:]:
         name, folder = arg.split("=", 1)
-        modules[name] = CONV2D.jit_spec(name=f"conv2d_variant_{name}", include_dir=Path(folder).resolve()).build_and_load()
+        spec = CONV2D.jit_spec(name=f"conv2d_variant_{name}", include_dir=Path(folder).resolve())
+        modules[name] = spec.build_and_load()
     failed = 0
     for b, t in ((16, 1500), (64, 250)):
         x, w1, b1, w2, b2 = front_end(b, t, 80, 256, torch.bfloat16, "cuda")

@@ -63,7 +63,8 @@ OASR_WGMMA_RS(half, 256, MMA_64x256x16_F32F16F16_RS)
 #undef OASR_WGMMA_RS
 
 template <typename Atom, int... I>
-__device__ __forceinline__ void wgmma_rs(float* acc, const uint32_t (&a)[4], uint64_t b, std::integer_sequence<int, I...>) {
+__device__ __forceinline__ void wgmma_rs(float* acc, const uint32_t (&a)[4], uint64_t b,
+                                         std::integer_sequence<int, I...>) {
   Atom::fma(a[0], a[1], a[2], a[3], b, acc[I]...);
 }
 

@@ -156,8 +156,8 @@ __device__ __forceinline__ uint2 conv1_weights(const SubsamplingParams<T>& p, in
 // conv1's A fragment for cells 16 mt + g and + 8: each cell's 3x3 input patch (K = tap), 1 for the bias;
 // zeros for the cells past the edges, whose outputs nobody reads.
 template <typename T>
-__device__ __forceinline__ void conv1_patches(uint32_t (&a)[4], const SubsamplingParams<T>& p, const SubsamplingPlan& plan,
-                                              int mt, int lane, int y1_row0) {
+__device__ __forceinline__ void conv1_patches(uint32_t (&a)[4], const SubsamplingParams<T>& p,
+                                              const SubsamplingPlan& plan, int mt, int lane, int y1_row0) {
   const int g = lane >> 2, t = lane & 3;
   const T* x = p.input + static_cast<int64_t>(blockIdx.y) * p.input_b_stride;
   uint16_t v[2][4];
@@ -233,7 +233,8 @@ __device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], const in
 
 // The three w2 slices of `chunk` into their ring slots, once the slots are free (one thread).
 template <typename T>
-__device__ __forceinline__ void load_slices(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int chunk) {
+__device__ __forceinline__ void load_slices(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
+                                            int chunk) {
   const uint32_t full = smem + plan.barrier_off, empty = full + 8 * kSlots;
 #pragma unroll
   for (int q = chunk * (9 / kSliceTaps); q < (chunk + 1) * (9 / kSliceTaps); ++q) {
@@ -246,7 +247,8 @@ __device__ __forceinline__ void load_slices(const SubsamplingParams<T>& p, const
 
 // Warpgroup 0: each chunk's w2 slices and y1 (warp w owns the 16-cell tiles w, w + 4, ...).
 template <typename T>
-__device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a) {
+__device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
+                                        int t2a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tiles = plan.cells / 16;
   const uint2* table = reinterpret_cast<const uint2*>(smem_base() + plan.table_off);
   const int cached = min(kCachedTiles, (tiles - warp + 3) / 4);
@@ -278,8 +280,8 @@ __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const Sub
 
 // Warpgroups 1 and 2: 64 pixels x N channels each, one wgmma per tap and chunk; then the epilogue.
 template <typename T, int N>
-__device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem, int t2a,
-                                        int m0) {
+__device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
+                                        int t2a, int m0) {
   const int tid = threadIdx.x - 128, lane = tid & 31, warp = tid >> 5;  // warp 0..7 of the consumers
   const int D = p.channels, F2 = p.f2, pixels = p.t2 * F2, chunks = D / kDK;
   // ldmatrix: lane 8 j + r gives row (j & 1) * 8 + r, half j >> 1 of its warp's 16 x 16 A block.
@@ -348,7 +350,8 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_base()));
   const int m0 = blockIdx.x * kBM, t2a = m0 / p.f2;
   uint2* table = reinterpret_cast<uint2*>(smem_base() + plan.table_off);
-  for (int i = threadIdx.x; i < p.channels / kDK * 64; i += kSubThreads) table[i] = conv1_weights(p, i >> 6, (i >> 5) & 1, i & 31);
+  for (int i = threadIdx.x; i < p.channels / kDK * 64; i += kSubThreads)
+    table[i] = conv1_weights(p, i >> 6, (i >> 5) & 1, i & 31);
   float* b2 = reinterpret_cast<float*>(table + p.channels / kDK * 64);
   for (int i = threadIdx.x; i < p.channels; i += kSubThreads) b2[i] = to_float(p.bias2[i]);
   if (threadIdx.x < kSlots) {
