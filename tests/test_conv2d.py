@@ -210,6 +210,24 @@ def test_python_layer_copies_views_for_the_implicit_gemm_on_cpu(torch_conv):
     assert_close(out, reference(x, wt), torch.bfloat16, 144)
 
 
+@pytest.mark.parametrize("d", [16, 144, 256])
+def test_subsampling_weight2_is_the_wgmma_image(d):
+    """Per chunk of 16 input channels and tap, w2[e, c] sits in 8 x 8 core matrices ordered (e // 8, c // 8, e % 8,
+    c % 8), with zero rows up to N = D rounded to 64 (the kernel's B descriptor: 128 bytes along K, 256 along N)."""
+    w2 = torch.randn(d, d, 3, 3)
+    packed = conv2d_module.pack_subsampling_weight2(w2)
+    n = -(-d // 64) * 64
+    assert packed.shape == (d // 16, 9, n, 16) and packed.is_contiguous()
+    flat = packed.reshape(-1)
+    g = torch.Generator().manual_seed(0)
+    for e, c, i, j in torch.randint(0, d, (200, 4), generator=g).tolist():
+        i, j = i % 3, j % 3
+        offset = (c // 16 * 9 + 3 * i + j) * n * 16 + e // 8 * 128 + c % 16 // 8 * 64 + e % 8 * 8 + c % 8
+        assert flat[offset] == w2[e, c, i, j]
+    assert not packed[:, :, d:].any()
+    assert torch.equal(unpack_subsampling_weight2(packed, d), w2)
+
+
 def test_subsampling_python_layer_packs_torch_weights_on_cpu(torch_conv):
     x, w1, b1, w2, b2 = front_end(2, 19, 17, 16, torch.bfloat16, "cpu")
     out = oasr.conv2d_subsampling(x, w1, b1, w2, b2)
