@@ -61,6 +61,7 @@ struct SubsamplingParams {
 namespace detail {
 
 constexpr int kSubThreads = 384;   // warpgroup 0 produces, 1 and 2 consume
+constexpr int kProducerWarps = 4;
 constexpr int kBM = 128;           // pixels per CTA
 constexpr int kDK = 16;            // input channels per chunk: one k16 step per tap
 constexpr int kCell = kDK * 2;     // bytes of one y1 cell (16 channels)
@@ -196,10 +197,10 @@ __device__ __forceinline__ uint32_t relu_pack(float lo, float hi, half) {
   return r;
 }
 
-// conv1 of the 16-cell tiles `mt[0..n)` (A fragments a) for the chunk's 16 channels (B fragments w) into
-// the y1 buffer: every product first, then the stores.
+// conv1 of the 16-cell tiles first, first + kProducerWarps, ... (n of them, A fragments a) for the chunk's
+// 16 channels (B fragments w) into the y1 buffer: every product first, then the stores.
 template <typename T, int kN>
-__device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], const int (&mt)[kN], int n, const uint2 (&w)[2],
+__device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], int first, int n, const uint2 (&w)[2],
                                             int lane, uint32_t y1) {
   const int g = lane >> 2, t = lane & 3;
   float c[kN][2][4];
@@ -216,7 +217,7 @@ __device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], const in
 #pragma unroll
   for (int i = 0; i < kN; ++i) {
     if (i >= n) break;
-    const int s = mt[i] * 16 + g;
+    const int s = (first + kProducerWarps * i) * 16 + g;
 #pragma unroll
     for (int nb = 0; nb < 2; ++nb) {
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s, nb) + 4 * t),
@@ -245,20 +246,17 @@ __device__ __forceinline__ void load_slices(const SubsamplingParams<T>& p, const
   }
 }
 
-// Warpgroup 0: each chunk's w2 slices and y1 (warp w owns the 16-cell tiles w, w + 4, ...).
+// Warpgroup 0: each chunk's w2 slices and y1 (warp w owns the 16-cell tiles w, w + kProducerWarps, ...).
 template <typename T>
 __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
                                         int t2a) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tiles = plan.cells / 16;
   const uint2* table = reinterpret_cast<const uint2*>(smem_base() + plan.table_off);
-  const int cached = min(kCachedTiles, (tiles - warp + 3) / 4);
+  const int cached = min(kCachedTiles, (tiles - warp + kProducerWarps - 1) / kProducerWarps);
   uint32_t a[kCachedTiles / kBatch][kBatch][4];
-  int mt[kCachedTiles / kBatch][kBatch];
 #pragma unroll
-  for (int i = 0; i < kCachedTiles; ++i) {
-    mt[i / kBatch][i % kBatch] = warp + 4 * i;
-    if (i < cached) conv1_patches(a[i / kBatch][i % kBatch], p, plan, warp + 4 * i, lane, 2 * t2a);
-  }
+  for (int i = 0; i < kCachedTiles; ++i)
+    if (i < cached) conv1_patches(a[i / kBatch][i % kBatch], p, plan, warp + kProducerWarps * i, lane, 2 * t2a);
 
   for (int chunk = 0; chunk * kDK < p.channels; ++chunk) {
     const int stage = chunk & 1;
@@ -267,12 +265,12 @@ __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const Sub
     if (threadIdx.x == 0) load_slices(p, plan, smem, chunk);
     const uint2 w[2] = {table[(chunk * 2) * 32 + lane], table[(chunk * 2 + 1) * 32 + lane]};
 #pragma unroll
-    for (int b = 0; b < kCachedTiles / kBatch; ++b) conv1_tiles<T>(a[b], mt[b], cached - b * kBatch, w, lane, y1);
-    for (int t = warp + 4 * kCachedTiles; t < tiles; t += 4) {  // tiles past the cached ones (F > 80)
+    for (int b = 0; b < kCachedTiles / kBatch; ++b)
+      conv1_tiles<T>(a[b], warp + kProducerWarps * kBatch * b, cached - b * kBatch, w, lane, y1);
+    for (int t = warp + kProducerWarps * kCachedTiles; t < tiles; t += kProducerWarps) {  // past the cached tiles
       uint32_t extra[1][4];
-      const int extra_mt[1] = {t};
       conv1_patches(extra[0], p, plan, t, lane, 2 * t2a);
-      conv1_tiles<T>(extra, extra_mt, 1, w, lane, y1);
+      conv1_tiles<T>(extra, t, 1, w, lane, y1);
     }
     named_arrive(kFull + stage);
   }
@@ -282,7 +280,7 @@ __device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const Sub
 template <typename T, int N>
 __device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
                                         int t2a, int m0) {
-  const int tid = threadIdx.x - 128, lane = tid & 31, warp = tid >> 5;  // warp 0..7 of the consumers
+  const int tid = threadIdx.x - 32 * kProducerWarps, lane = tid & 31, warp = tid >> 5;  // consumer warp 0..7
   const int D = p.channels, F2 = p.f2, pixels = p.t2 * F2, chunks = D / kDK;
   // ldmatrix: lane 8 j + r gives row (j & 1) * 8 + r, half j >> 1 of its warp's 16 x 16 A block.
   const int m = min(m0 + warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), pixels - 1);
@@ -361,7 +359,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
-  if (threadIdx.x < 128) {
+  if (threadIdx.x < 32 * kProducerWarps) {
     produce<T>(p, plan, smem, t2a);
   } else {
     consume<T, N>(p, plan, smem, t2a, m0);
