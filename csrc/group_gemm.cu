@@ -3,6 +3,7 @@
 // OASR_GROUP_GEMM_BIAS 0 or 1, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API (oasr/group_gemm.py) validates the
 // arguments, hands over [1, L, K], [G, N, K] and [1, L, N] views and caches the workspace.
 #include <oasr/gemm/sm90_group_gemm.cuh>
+#include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
 #include "gemm_sm90.h"
 
@@ -12,20 +13,35 @@ constexpr DLDataType kInt32{kDLInt, 32, 1};
 #ifndef OASR_GROUP_GEMM_BIAS
 #error "a group_gemm module is built with or without a bias: oasr/jit/gemm_config.py passes -DOASR_GROUP_GEMM_BIAS"
 #endif
+// Schedules: cooperative (0) and ping-pong (1) run CUTLASS's ptr-array kernel after a setup kernel; direct (3)
+// runs sm90_group_gemm_direct.cuh's single kernel.
+#define OASR_GROUP_GEMM_DIRECT (OASR_GEMM_SCHEDULE == 3)
+#if OASR_GROUP_GEMM_DIRECT
+static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_K == 64 && OASR_GEMM_CLUSTER_M == 1 &&
+                  OASR_GEMM_CLUSTER_N == 1,
+              "the direct grouped GEMM's tiles are 128 x N x 64, without clusters");
+// Three stages of 128 x 128 tiles leave room for two CTAs per SM; 128 x 256 tiles take one with four.
+constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : (OASR_GEMM_TILE_N == 128 ? 3 : 4);
+#else
 static_assert(OASR_GEMM_SCHEDULE == 0 || OASR_GEMM_SCHEDULE == 1,
-              "the grouped GEMM is persistent: cooperative (0) or ping-pong (1)");
+              "the grouped GEMM is persistent: cooperative (0), ping-pong (1) or direct (3)");
 using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, oasr::gemm::Cooperative, oasr::gemm::PingPong>;
 using GroupGemm = oasr::gemm::Sm90GroupGemm<oasr::gemm::config::Element, oasr::gemm::config::Tile,
                                             oasr::gemm::config::Cluster, Schedule, OASR_GROUP_GEMM_BIAS == 1>;
+#endif
 
 }  // namespace
 
 // Bytes of workspace a call with `groups` groups on `device` needs.
 int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
   TVM_FFI_ICHECK(groups > 0 && groups < (1LL << 31)) << "`groups` must be positive and below 2^31";
+#if OASR_GROUP_GEMM_DIRECT
+  return 0;  // the direct kernel reads the offsets itself
+#else
   const int id = static_cast<int>(device);
   return static_cast<int64_t>(
       oasr::gemm::GroupWorkspaceSize<GroupGemm>(static_cast<int>(groups), id, oasr::multiprocessor_count(id)));
+#endif
 }
 
 // output [1, L, N], input [1, L, K], weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
@@ -80,6 +96,11 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
   p.error = data_ptr<int>(error);
   p.device = input.device().device_id;
   p.sm_count = oasr::multiprocessor_count(p.device);
+#if OASR_GROUP_GEMM_DIRECT
+  cudaError_t status = oasr::gemm::RunDirectGroup<Element, OASR_GEMM_TILE_N, kDirectStages, OASR_GROUP_GEMM_BIAS == 1>(
+      p, pdl, get_stream(input.device()));
+#else
   cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), pdl, get_stream(input.device()));
+#endif
   CHECK_CUDA_SUCCESS(status, "group_gemm kernel launch");
 }

@@ -36,9 +36,11 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
-epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop."""
+epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Direct (group_gemm
+only): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group offsets itself, tiles
+of 128 x 128 or 128 x 256 x 64 without clusters."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -68,6 +70,9 @@ class GemmConfig:
             raise ValueError(f"GemmConfig: schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.schedule == "cooperative" and self.tile_m % 128:
             raise ValueError("GemmConfig: the cooperative schedule needs a tile_m that is a multiple of 128")
+        direct_tile = (self.tile_m, self.tile_k, self.cluster_m, self.cluster_n) == (128, 64, 1, 1)
+        if self.schedule == "direct" and not (direct_tile and self.tile_n in (128, 256)):
+            raise ValueError("GemmConfig: the direct schedule takes 128x128x64 or 128x256x64 tiles without clusters")
 
     @property
     def name(self) -> str:
@@ -168,8 +173,14 @@ SiLU epilogue 1.6-3.3x the plain GEMM on the H200 (tanh: 1.1-1.3x; ``dev/gemm/re
 fp16 keeps the accurate form: its finer rounding would show the approximation on small outputs."""
 
 
+def _cutlass_schedule(config: GemmConfig, family: str) -> None:
+    if config.schedule == "direct":
+        raise ValueError(f"{family}: the direct schedule is group_gemm's own kernel; pick a CUTLASS schedule")
+
+
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
     """The gemm module for ``dtype`` ("float16", "bfloat16"), ``epilogue`` (of :data:`EPILOGUES`) and ``config``."""
+    _cutlass_schedule(config, "gemm_variant")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{epilogue}_{config.name}",
         cuda_cflags=(
@@ -184,6 +195,7 @@ def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
 
 def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
     """The bmm module for ``dtype``, B's layout (``[batch, K, N]`` when ``b_n_major``) and ``config``."""
+    _cutlass_schedule(config, "bmm_variant")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'nn' if b_n_major else 'nt'}_{config.name}",
         cuda_cflags=(
@@ -206,6 +218,8 @@ GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 256, 64, 2, 1, "cooperative"),
     GemmConfig(128, 256, 64, 1, 2, "cooperative"),
     GemmConfig(256, 128, 64, 1, 1, "cooperative"),
+    GemmConfig(128, 128, 64, 1, 1, "direct"),
+    GemmConfig(128, 256, 64, 1, 1, "direct"),
 )
 """The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
 scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``: the picks,
@@ -242,8 +256,8 @@ def choose_group(n: int, k: int) -> GemmConfig:
 def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
     """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
     (``bias``: a per-group bias added to the accumulators)."""
-    if config.schedule not in ("cooperative", "pingpong"):
-        raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative or ping-pong schedules only")
+    if config.schedule not in ("cooperative", "pingpong", "direct"):
+        raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative, ping-pong or direct schedules only")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",
         cuda_cflags=(

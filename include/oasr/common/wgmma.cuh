@@ -1,5 +1,5 @@
-// Warpgroup tensor-core products (wgmma, sm_90a): A from registers, B from shared memory, fp32
-// accumulators. The instruction strings are CuTe's (cute/arch/mma_sm90_gmma.hpp); this file picks the
+// Warpgroup tensor-core products (wgmma, sm_90a): A from registers or shared memory, B from shared memory,
+// fp32 accumulators. The instruction strings are CuTe's (cute/arch/mma_sm90_gmma.hpp); this file picks the
 // one of a (type, N) pair and spells the fences around it.
 //
 // The four warps of a warpgroup each hold 16 rows of the 64-row A and D: warp w (= warp index % 4),
@@ -22,6 +22,14 @@ namespace oasr {
 __device__ __forceinline__ uint64_t wgmma_desc(uint32_t address, uint32_t k_stride, uint32_t row_stride) {
   return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | (static_cast<uint64_t>(k_stride >> 4) << 16) |
          (static_cast<uint64_t>(row_stride >> 4) << 32);
+}
+
+// Descriptor of a K-major tile in shared memory as TMA writes it with the 128-byte swizzle: rows of 64
+// 16-bit elements (128 bytes), 8-row atoms 1024 bytes apart, the tile 1024-byte aligned. The k-th 16-element
+// slice of a row starts 32 k bytes in (`address` + 32 k).
+__device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t address) {
+  return static_cast<uint64_t>((address & 0x3FFFF) >> 4) | (uint64_t{1} << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
 }
 
 // Orders this thread's register writes (A fragments, accumulators) before the next wgmma.
@@ -62,10 +70,29 @@ OASR_WGMMA_RS(half, 192, MMA_64x192x16_F32F16F16_RS)
 OASR_WGMMA_RS(half, 256, MMA_64x256x16_F32F16F16_RS)
 #undef OASR_WGMMA_RS
 
+template <typename T, int N>
+struct WgmmaSs;
+#define OASR_WGMMA_SS(T, N, NAME) \
+  template <>                     \
+  struct WgmmaSs<T, N> {          \
+    using type = gmma::NAME<gmma::Major::K, gmma::Major::K>; \
+  };
+OASR_WGMMA_SS(nv_bfloat16, 128, MMA_64x128x16_F32BF16BF16_SS)
+OASR_WGMMA_SS(nv_bfloat16, 256, MMA_64x256x16_F32BF16BF16_SS)
+OASR_WGMMA_SS(half, 128, MMA_64x128x16_F32F16F16_SS)
+OASR_WGMMA_SS(half, 256, MMA_64x256x16_F32F16F16_SS)
+#undef OASR_WGMMA_SS
+
 template <typename Atom, int... I>
 __device__ __forceinline__ void wgmma_rs(float* acc, const uint32_t (&a)[4], uint64_t b,
                                          std::integer_sequence<int, I...>) {
   Atom::fma(a[0], a[1], a[2], a[3], b, acc[I]...);
+}
+
+template <typename Atom, int... I>
+__device__ __forceinline__ void wgmma_ss(float* acc, uint64_t a, uint64_t b, bool accumulate,
+                                         std::integer_sequence<int, I...>) {
+  Atom::fma(a, b, acc[I]..., accumulate ? gmma::ScaleOut::One : gmma::ScaleOut::Zero);
 }
 
 }  // namespace detail
@@ -74,6 +101,14 @@ __device__ __forceinline__ void wgmma_rs(float* acc, const uint32_t (&a)[4], uin
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_m64k16(float (&acc)[N / 2], const uint32_t (&a)[4], uint64_t b) {
   detail::wgmma_rs<typename detail::WgmmaRs<T, N>::type>(acc, a, b, std::make_integer_sequence<int, N / 2>{});
+}
+
+// acc (64 x N) = A (64 x 16, descriptor `a`) * B (16 x N, descriptor `b`) + (accumulate ? acc : 0), issued
+// asynchronously.
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss_m64k16(float (&acc)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
+  detail::wgmma_ss<typename detail::WgmmaSs<T, N>::type>(acc, a, b, accumulate,
+                                                         std::make_integer_sequence<int, N / 2>{});
 }
 
 }  // namespace oasr

@@ -35,6 +35,7 @@
 
 #include "oasr/common/math.cuh"
 #include "oasr/common/mma.cuh"
+#include "oasr/common/tma.cuh"
 #include "oasr/common/wgmma.cuh"
 
 namespace oasr {
@@ -108,27 +109,6 @@ __device__ __forceinline__ unsigned char* smem_base() {
 
 // Byte offset of the 16-byte half `h` of y1 cell `s` (halves swap every four cells).
 __device__ __forceinline__ uint32_t cell_offset(int s, int h) { return s * kCell + ((h ^ ((s >> 2) & 1)) << 4); }
-
-// One bulk copy (TMA) of `bytes` (a multiple of 16) into shared memory, completing on mbarrier `bar`.
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_wait(uint32_t bar, uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-
-__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
 
 __device__ __forceinline__ void named_sync(int id, int threads = kSubThreads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads));
@@ -354,9 +334,9 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
   for (int i = threadIdx.x; i < p.channels; i += kSubThreads) b2[i] = to_float(p.bias2[i]);
   if (threadIdx.x < kSlots) {
     const uint32_t full = smem + static_cast<uint32_t>(plan.barrier_off) + 8 * threadIdx.x;
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(full));
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 256;\n" ::"r"(full + 8 * kSlots));  // every consumer thread
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    mbarrier_init(full, 1);
+    mbarrier_init(full + 8 * kSlots, 256);  // every consumer thread
+    mbarrier_init_fence();
   }
   __syncthreads();
   if (threadIdx.x < 32 * kProducerWarps) {

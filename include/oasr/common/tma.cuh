@@ -1,0 +1,67 @@
+// TMA (sm90) copies from global into shared memory, each completing on an mbarrier (common/mbarrier.cuh):
+// a plain bulk copy of contiguous bytes, and tiled copies of a box of a 2-D or 3-D tensor described by a
+// CUtensorMap (encoded on the host by encode_tensor_map, passed as a __grid_constant__ kernel parameter).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "mbarrier.cuh"
+
+namespace oasr {
+
+// Copies `bytes` (a multiple of 16) from `src` to shared address `dst`, announced on `bar` (one arrival).
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
+  mbarrier_arrive_expect_tx(bar, bytes);
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+               "l"(src), "r"(bytes), "r"(bar)
+               : "memory");
+}
+
+// The box of `map` at element coordinates (c0 innermost, c1[, c2]) into `dst`; out-of-bounds elements read 0.
+// The caller announces the box's bytes on `bar` (mbarrier_arrive_expect_tx).
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+          dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+}
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::
+          "r"(dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
+// Fetches a descriptor into the TMA unit's cache ahead of its first copy.
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
+}
+
+// A row-major tensor of 16-bit elements, `rank` (2 or 3) dimensions innermost first: `dims` elements,
+// `strides` bytes between consecutive indices of dimensions 1.. (multiples of 16), boxes of `box` elements
+// landing in shared memory with the 128-byte swizzle (box[0] * 2 must be 128: one swizzle row).
+// Returns false when the driver refuses it (or has no cuTensorMapEncodeTiled).
+inline bool encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, int rank,
+                              const uint64_t* dims, const uint64_t* strides, const uint32_t* box) {
+  static const auto encode = [] {  // the driver's entry point, looked up once (no -lcuda)
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    const cudaError_t error = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                               cudaEnableDefault, &found);
+    return error == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<decltype(&::cuTensorMapEncodeTiled)>(fn)
+               : nullptr;
+  }();
+  if (encode == nullptr) return false;
+  const cuuint32_t unit[3] = {1, 1, 1};
+  return encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box, unit,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+}  // namespace oasr

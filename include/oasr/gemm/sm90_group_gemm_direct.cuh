@@ -1,0 +1,310 @@
+// Hopper (sm90a) grouped GEMM that reads the group offsets itself: D[rows of g] = A[rows of g] . B[g]^T
+// (+ bias[g]), one kernel, no setup kernel and no per-group TMA descriptors.
+//
+// Layout: as sm90_group_gemm.cuh. A is [L, K] row-major (the groups' rows concatenated), `offsets` [G] int32
+// each group's end row (cumulative, on the device), B is [G, N, K] K-major, D is [L, N] row-major, bias [G, N].
+//
+// A tile is 128 consecutive rows starting at a row of its group: group g's tiles start at its first row, so
+// its last tile may run into the next group's rows, which are computed and not stored. So A is one 2-D TMA
+// descriptor over [L, K] read at any row, B one 3-D descriptor over [G, N, K], and D is stored from the
+// accumulators under a row predicate (TMA could not clip a store at a group's end).
+//
+// Each CTA first turns the offsets into a table of every group's first tile, start and end row in shared
+// memory (one block-wide scan; offsets that decrease or leave [0, L] are clamped as group_rows does and
+// raise the error flag), then walks the tiles u = blockIdx.x, + gridDim.x, ... with the N tiles of a row
+// block consecutive (they share its A rows in L2). A producer warp streams the (A, B) k-blocks by TMA into
+// a ring of stages, each with a "full" and an "empty" mbarrier; two consumer warpgroups take 64 rows each
+// with wgmma (m64 nBN k16, both operands from shared memory, 128-byte swizzle), keep one k-block's
+// products in flight, and store their rows with the bias added in fp32.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "oasr/common/grid_dependency.cuh"
+#include "oasr/common/mbarrier.cuh"
+#include "oasr/common/tma.cuh"
+#include "oasr/common/wgmma.cuh"
+#include "sm90_group_gemm.cuh"
+
+namespace oasr::gemm {
+
+namespace direct {
+
+constexpr int kBM = 128, kBK = 64;  // kBK: one 128-byte swizzle row of 16-bit elements
+constexpr int kConsumers = 256;     // two warpgroups, 64 rows each
+constexpr int kThreads = kConsumers + 32;  // and the producer warp
+
+// The CUDA type of a CUTLASS 16-bit element (the kernel's arithmetic is CUDA's, the API's types CUTLASS's).
+template <class Element>
+using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
+
+// Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the
+// full and empty mbarriers, then the group table: first tile [G + 1], start row [G], end row [G].
+template <class Element, int BN, int Stages>
+struct Plan {
+  static constexpr uint32_t kABytes = kBM * kBK * sizeof(Element);
+  static constexpr uint32_t kBBytes = BN * kBK * sizeof(Element);
+  static constexpr uint32_t kStageBytes = kABytes + kBBytes;
+  static constexpr uint32_t kBOffset = Stages * kABytes;
+  static constexpr uint32_t kBarriers = Stages * kStageBytes;
+  static constexpr uint32_t kTable = kBarriers + 2 * Stages * 8;
+  static size_t bytes(int groups) { return 1024 + kTable + 4 * (3 * static_cast<size_t>(groups) + 1); }
+};
+
+template <class Element>
+struct Params {
+  CUtensorMap a;  // [L, K]: boxes of kBK x kBM
+  CUtensorMap b;  // [G, N, K]: boxes of kBK x BN x 1
+  const int32_t* offsets;
+  Element* d;
+  int64_t ldd;
+  const Element* bias;  // [G][N] or null
+  int64_t group_stride_bias;
+  int* error;
+  int groups, rows, n, k;
+};
+
+// Fills the group table; returns the total number of row tiles. Every thread takes part (block barriers).
+template <class Element>
+__device__ __forceinline__ int group_table(const Params<Element>& p, int* first, int* start, int* end) {
+  constexpr int kWarps = kThreads / 32;
+  __shared__ int warp_sums[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int carry = 0;
+  bool bad = false;
+  for (int base = 0; base < p.groups; base += kThreads) {
+    const int g = base + threadIdx.x;
+    int count = 0;
+    if (g < p.groups) {
+      int s, e;
+      bool clamped;
+      group_rows(p.offsets, g, p.rows, s, e, clamped);
+      bad |= clamped;
+      start[g] = s;
+      end[g] = e;
+      count = (e - s + kBM - 1) / kBM;
+    }
+    int inclusive = count;  // a warp's inclusive scan, then the warps before it
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int x = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d) inclusive += x;
+    }
+    if (lane == 31) warp_sums[warp] = inclusive;
+    __syncthreads();
+    int before = carry, total = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      before += w < warp ? warp_sums[w] : 0;
+      total += warp_sums[w];
+    }
+    if (g < p.groups) first[g + 1] = before + inclusive;
+    carry += total;
+    __syncthreads();  // warp_sums is rewritten by the next chunk
+  }
+  if (threadIdx.x == 0) first[0] = 0;
+  if (__syncthreads_or(bad) && blockIdx.x == 0 && threadIdx.x == 0) atomicOr(p.error, 1);
+  return carry;
+}
+
+// Tile u: group g, its first row, the group's end row, the first column.
+struct Tile {
+  int g, row0, end, n0;
+};
+
+template <int BN>
+__device__ __forceinline__ Tile locate(int u, int n_tiles, int groups, const int* first, const int* start,
+                                       const int* end) {
+  const int m = u / n_tiles;
+  int lo = 0, hi = groups - 1;  // the last group whose first tile is <= m (empty groups share their successor's)
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) >> 1;
+    if (first[mid] <= m) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return Tile{lo, start[lo] + (m - first[lo]) * kBM, end[lo], (u - m * n_tiles) * BN};
+}
+
+template <class Element, int BN, int Stages>
+__device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
+                                        int k_blocks, const int* first, const int* start, const int* end) {
+  using P = Plan<Element, BN, Stages>;
+  const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
+  int it = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const Tile t = locate<BN>(u, n_tiles, p.groups, first, start, end);
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const int slot = it % Stages;
+      if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);
+      mbarrier_arrive_expect_tx(full + 8 * slot, P::kStageBytes);
+      tma_load(smem + slot * P::kABytes, &p.a, full + 8 * slot, kb * kBK, t.row0);
+      tma_load(smem + P::kBOffset + slot * P::kBBytes, &p.b, full + 8 * slot, kb * kBK, t.n0, t.g);
+    }
+  }
+}
+
+// Rounds two fp32 values into one 32-bit pair of 16-bit elements.
+__device__ __forceinline__ uint32_t pack(float lo, float hi, nv_bfloat16) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ uint32_t pack(float lo, float hi, half) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <class Element, int BN, bool Bias>
+__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, const float (&acc)[BN / 2]) {
+  using T = Native<Element>;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r = t.row0 + 16 * warp + (lane >> 2);  // and r + 8 (common/wgmma.cuh's accumulator layout)
+  const bool row_a = r < t.end, row_b = r + 8 < t.end;
+  T* d0 = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
+  T* d1 = d0 + 8 * p.ldd;
+  const T* bias = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
+#pragma unroll
+  for (int j = 0; j < BN / 8; ++j) {
+    const int c = t.n0 + 8 * j + 2 * (lane & 3);
+    float b0 = 0.f, b1 = 0.f;
+    if constexpr (Bias) {
+      if (c < p.n) b0 = static_cast<float>(bias[c]);
+      if (c + 1 < p.n) b1 = static_cast<float>(bias[c + 1]);
+    }
+    if (c + 1 < p.n) {
+      if (row_a) *reinterpret_cast<uint32_t*>(d0 + c) = pack(acc[4 * j] + b0, acc[4 * j + 1] + b1, T{});
+      if (row_b) *reinterpret_cast<uint32_t*>(d1 + c) = pack(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1, T{});
+    } else if (c < p.n) {
+      if (row_a) d0[c] = T(acc[4 * j] + b0);
+      if (row_b) d1[c] = T(acc[4 * j + 2] + b0);
+    }
+  }
+}
+
+template <class Element, int BN, int Stages, bool Bias>
+__device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
+                                        int k_blocks, const int* first, const int* start, const int* end) {
+  using P = Plan<Element, BN, Stages>;
+  using T = Native<Element>;
+  const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
+  const uint32_t a_rows = (threadIdx.x >> 7) * 64 * kBK * sizeof(Element);  // this warpgroup's 64 rows of A
+  const bool releases = (threadIdx.x & 31) == 0;                              // one arrival per warp
+  float acc[BN / 2];
+  int it = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+    const Tile t = locate<BN>(u, n_tiles, p.groups, first, start, end);
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const int slot = it % Stages;
+      mbarrier_wait(full + 8 * slot, (it / Stages) & 1);
+      const uint32_t a = smem + slot * P::kABytes + a_rows, b = smem + P::kBOffset + slot * P::kBBytes;
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks) {
+        wgmma_ss_m64k16<T, BN>(acc, wgmma_desc_sw128(a + 32 * ks), wgmma_desc_sw128(b + 32 * ks), kb > 0 || ks > 0);
+      }
+      wgmma_commit();
+      if (kb > 0) {  // the k-block before this one is done with its stage
+        wgmma_wait<1>();
+        if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
+      }
+    }
+    wgmma_wait<0>();
+    if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
+    wgmma_fence_registers(acc);
+    store<Element, BN, Bias>(p, t, acc);
+  }
+}
+
+template <class Element, int BN, int Stages, bool Bias>
+__global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using P = Plan<Element, BN, Stages>;
+  extern __shared__ unsigned char smem_bytes[];
+  unsigned char* base = smem_bytes + ((1024 - __cvta_generic_to_shared(smem_bytes) % 1024) % 1024);
+  const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(base));
+  int* first = reinterpret_cast<int*>(base + P::kTable);
+  int* start = first + p.groups + 1;
+  int* end = start + p.groups;
+  if (threadIdx.x == kConsumers) {
+    tma_prefetch(&p.a);
+    tma_prefetch(&p.b);
+    for (int s = 0; s < Stages; ++s) {
+      mbarrier_init(smem + P::kBarriers + 8 * s, 1);                               // full: the producer's arrival
+      mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kConsumers / 32);  // empty: one per consumer warp
+    }
+    mbarrier_init_fence();
+  }
+  grid_dependency_wait();  // the offsets and A may come from the kernel before; D may still be read by it
+  grid_dependency_trigger();
+  const int tiles = group_table(p, first, start, end);  // its barriers also publish the mbarriers
+  const int n_tiles = (p.n + BN - 1) / BN, k_blocks = (p.k + kBK - 1) / kBK;
+  const int units = tiles * n_tiles;
+  if (threadIdx.x >= kConsumers) {
+    if (threadIdx.x == kConsumers) produce<Element, BN, Stages>(p, smem, units, n_tiles, k_blocks, first, start, end);
+  } else {
+    consume<Element, BN, Stages, Bias>(p, smem, units, n_tiles, k_blocks, first, start, end);
+  }
+#endif
+}
+
+}  // namespace direct
+
+// Launches the grouped GEMM on `stream` with tiles of 128 x BN and `Stages` pipeline stages: no workspace, no
+// allocation, no host synchronisation. `pdl`: with programmatic dependent launch (it waits on the kernel
+// before it on the device).
+template <class Element, int BN, int Stages, bool Bias>
+cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStream_t stream) {
+  static_assert(BN == 128 || BN == 256, "the direct grouped GEMM's tiles are 128 x 128 or 128 x 256");
+  using P = direct::Plan<Element, BN, Stages>;
+  direct::Params<Element> params{};
+  const CUtensorMapDataType type =
+      std::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const uint64_t a_dims[2] = {static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.rows)};
+  const uint64_t a_strides[1] = {static_cast<uint64_t>(p.lda) * sizeof(Element)};
+  const uint32_t a_box[2] = {direct::kBK, direct::kBM};
+  const uint64_t b_dims[3] = {static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.n),
+                              static_cast<uint64_t>(p.groups)};
+  const uint64_t b_strides[2] = {static_cast<uint64_t>(p.ldb) * sizeof(Element),
+                                 static_cast<uint64_t>(p.group_stride_b) * sizeof(Element)};
+  const uint32_t b_box[3] = {direct::kBK, BN, 1};
+  if (!encode_tensor_map(&params.a, type, p.a, 2, a_dims, a_strides, a_box) ||
+      !encode_tensor_map(&params.b, type, p.b, 3, b_dims, b_strides, b_box)) {
+    return cudaErrorInvalidValue;
+  }
+  params.offsets = p.offsets;
+  params.d = p.d;
+  params.ldd = p.ldd;
+  params.bias = p.bias;
+  params.group_stride_bias = p.group_stride_bias;
+  params.error = p.error;
+  params.groups = p.groups;
+  params.rows = p.rows;
+  params.n = p.n;
+  params.k = p.k;
+
+  const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, BN, Stages, Bias>);
+  const size_t smem = P::bytes(p.groups);
+  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (error != cudaSuccess) return error;
+  int per_sm = 0;
+  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, direct::kThreads, smem);
+  if (error != cudaSuccess) return error;
+  if (per_sm == 0) return cudaErrorInvalidConfiguration;  // too many groups for the table in shared memory
+  // Tiles: at most one partial tile per non-empty group beyond the rows' own.
+  const int64_t n_tiles = (p.n + BN - 1) / BN;
+  const int64_t tiles = ((p.rows + direct::kBM - 1) / direct::kBM + std::min(p.groups, p.rows)) * n_tiles;
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, static_cast<int64_t>(per_sm) * p.sm_count));
+  void* args[] = {&params};
+  return launch_kernel(kernel, grid, direct::kThreads, smem, stream, pdl, args);
+}
+
+}  // namespace oasr::gemm
