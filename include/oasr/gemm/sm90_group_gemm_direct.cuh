@@ -163,30 +163,80 @@ __device__ __forceinline__ uint32_t pack(float lo, float hi, half) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// v[i] for a lane-dependent i, as selects (a dynamic index would put v in local memory).
+__device__ __forceinline__ uint32_t pick(const uint32_t (&v)[4], int i) {
+  return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
+}
+
+// Stores 8 consecutive elements (four pairs `w`) of one row at column `c`, those before column `n` only.
+template <class T>
+__device__ __forceinline__ void store_row(T* row, int c, int n, const uint32_t (&w)[4]) {
+  if (c + 8 <= n) {
+    *reinterpret_cast<uint4*>(row + c) = make_uint4(w[0], w[1], w[2], w[3]);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (c + e < n) {
+      const uint32_t pair = w[e / 2];
+      const auto bits = static_cast<unsigned short>(e % 2 ? pair >> 16 : pair & 0xffff);
+      if constexpr (std::is_same_v<T, half>) {
+        row[c + e] = __ushort_as_half(bits);
+      } else {
+        row[c + e] = __ushort_as_bfloat16(bits);
+      }
+    }
+  }
+}
+
+// One row's pairs of four 8-column blocks (accumulators acc[first + 4 i], + 1, bias b[2 i], + 1) exchanged
+// among the row's four lanes: lane q ends with block q whole in `w`. Round k: lane q sends its pair of block
+// (q + k) % 4 and receives, from lane (q - k) % 4, that lane's pair of block q.
+template <class T, int N>
+__device__ __forceinline__ void exchange(uint32_t (&w)[4], const float (&acc)[N], int first, const float (&b)[8],
+                                         int q, int lane) {
+  uint32_t v[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) w[i] = 0;  // each is set by exactly one round
+#pragma unroll
+  for (int i = 0; i < 4; ++i) v[i] = pack(acc[first + 4 * i] + b[2 * i], acc[first + 4 * i + 1] + b[2 * i + 1], T{});
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint32_t y = __shfl_sync(0xffffffffu, pick(v, (q + k) & 3), (lane & ~3) | ((q - k) & 3));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = i == ((q - k) & 3) ? y : w[i];
+  }
+}
+
+// The warp's 16 rows of the tile, bias added, rounded once. The accumulators hold pairs of columns (lane 4 g + t:
+// columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of a row swap their pairs of four 8-column blocks so
+// that each stores one block whole: 16-byte stores covering whole 32-byte sectors, where the pairs' 4-byte
+// stores would leave each sector half written per instruction.
 template <class Element, int BN, bool Bias>
 __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, const float (&acc)[BN / 2]) {
   using T = Native<Element>;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
   const int r = t.row0 + 16 * warp + (lane >> 2);  // and r + 8 (common/wgmma.cuh's accumulator layout)
-  const bool row_a = r < t.end, row_b = r + 8 < t.end;
-  T* d0 = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
-  T* d1 = d0 + 8 * p.ldd;
+  T* row_a = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
+  T* row_b = row_a + 8 * p.ldd;
+  const bool live_a = r < t.end, live_b = r + 8 < t.end;
   const T* bias = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
 #pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const int c = t.n0 + 8 * j + 2 * (lane & 3);
-    float b0 = 0.f, b1 = 0.f;
+  for (int jj = 0; jj < BN / 32; ++jj) {  // four 8-column blocks 4 jj .. 4 jj + 3
+    float b[8] = {};                       // the bias of this lane's pair in each block
     if constexpr (Bias) {
-      if (c < p.n) b0 = static_cast<float>(bias[c]);
-      if (c + 1 < p.n) b1 = static_cast<float>(bias[c + 1]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int c = t.n0 + 8 * (4 * jj + i / 2) + 2 * q + i % 2;
+        if (c < p.n) b[i] = static_cast<float>(bias[c]);
+      }
     }
-    if (c + 1 < p.n) {
-      if (row_a) *reinterpret_cast<uint32_t*>(d0 + c) = pack(acc[4 * j] + b0, acc[4 * j + 1] + b1, T{});
-      if (row_b) *reinterpret_cast<uint32_t*>(d1 + c) = pack(acc[4 * j + 2] + b0, acc[4 * j + 3] + b1, T{});
-    } else if (c < p.n) {
-      if (row_a) d0[c] = T(acc[4 * j] + b0);
-      if (row_b) d1[c] = T(acc[4 * j + 2] + b0);
-    }
+    const int c = t.n0 + 8 * (4 * jj + q);  // this lane's block after the exchange
+    uint32_t w[4];
+    exchange<T>(w, acc, 16 * jj, b, q, lane);
+    if (live_a) store_row(row_a, c, p.n, w);
+    exchange<T>(w, acc, 16 * jj + 2, b, q, lane);
+    if (live_b) store_row(row_b, c, p.n, w);
   }
 }
 
