@@ -2,6 +2,7 @@
 
     python dev/group_gemm/bench.py --build [--jobs 14]   # build every module the tests and the sweep use, in parallel
     python dev/group_gemm/bench.py [--csv out.csv] [--dtype bfloat16]   # the sweep (H100/H200)
+    python dev/group_gemm/bench.py --only direct --shapes 3   # some candidates on the first shapes
 
 The shapes are the harness op's sweep (``profiling/harness/ops/group_gemm.py``: the issue's 8 x 1000 rows
 at N=1024, K=256, then upstream Oasr's list with group sizes drawn uniformly from [m/2, 2m)). Backends:
@@ -56,10 +57,11 @@ def build(jobs: int) -> None:
         raise SystemExit(1)
 
 
-def backends(dtype: torch.dtype) -> dict[str, Callable[[dict], torch.Tensor]]:
-    """Name -> callable on one input set (the harness op's inputs)."""
+def backends(dtype: torch.dtype, only: str = "") -> dict[str, Callable[[dict], torch.Tensor]]:
+    """Name -> callable on one input set (the harness op's inputs); ``only``: the candidates whose name
+    contains it."""
     fns: dict[str, Callable[[dict], torch.Tensor]] = {"oasr": OP.backends["oasr"]}
-    for config in gemm_config.GROUP_CANDIDATES:
+    for config in (c for c in gemm_config.GROUP_CANDIDATES if only in c.name):
         for pdl in (False, True):
             fns[f"oasr:{config.name}{'+pdl' if pdl else ''}"] = lambda i, c=config, p=pdl: _launch(i, c, p)
     if dtype == torch.bfloat16:
@@ -75,15 +77,15 @@ def _launch(i: dict, config: gemm_config.GemmConfig, pdl: bool) -> torch.Tensor:
     return i["out"]
 
 
-def sweep(dtype_name: str, csv_path: str | None) -> int:
+def sweep(dtype_name: str, csv_path: str | None, only: str = "", shapes: int | None = None) -> int:
     dtype = getattr(torch, dtype_name)
     rows, failed = [], 0
-    for config in OP.default_sweep:
+    for config in OP.default_sweep[:shapes]:
         label = OP.config_label(config)
         sets = op_input_sets(OP, config, dtype, max_sets=8)
         for i in sets:
             i["bias"] = torch.randn(config["g"], config["n"], device="cuda").to(dtype)
-        fns = backends(dtype)
+        fns = backends(dtype, only)
         expected = OP.reference(sets[0])
         sizes = torch.tensor(sets[0]["sizes"], device="cuda")
         with_bias = expected + sets[0]["bias"].double().repeat_interleave(sizes, dim=0)
@@ -135,11 +137,13 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--csv")
     parser.add_argument("--dtype", default="bfloat16", choices=gemm_config.DTYPES)
+    parser.add_argument("--only", default="", help="time the candidates whose name contains this (e.g. direct)")
+    parser.add_argument("--shapes", type=int, help="the first SHAPES shapes of the sweep only")
     args = parser.parse_args()
     if args.build:
         build(args.jobs)
         return 0
-    return sweep(args.dtype, args.csv)
+    return sweep(args.dtype, args.csv, args.only, args.shapes)
 
 
 if __name__ == "__main__":
