@@ -7,7 +7,9 @@
 # bench: dev/group_gemm/bench.py, the issue's shapes: oasr (default, and every candidate with and without
 #        programmatic dependent launch) next to torch._grouped_mm, a loop of F.linear and one dense GEMM,
 #        CUDA-graph device time
-#        -> $OUT/group-bench.txt and $OUT/group-bench.csv.
+#        -> $OUT/group-bench.txt and $OUT/group-bench.csv;
+# ncu:   (not by default) the issue's shape under the direct candidates and the CUTLASS pick, each
+#        launched twice (speed of light, memory, occupancy, warp stalls) -> $OUT/group-ncu.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-group-out}; mkdir -p "$OUT"
@@ -22,7 +24,11 @@ for s in ${*:-build test bench}; do
             >> "$OUT/group-pytest.log" 2>&1 || status=1
           tail -30 "$OUT/group-pytest.log" ;;
     bench) python3 dev/group_gemm/bench.py --csv "$OUT/group-bench.csv" 2>&1 | tee "$OUT/group-bench.txt" || status=1 ;;
-    *) echo "unknown step $s (steps: build test bench)"; status=1 ;;
+    ncu) timeout 240 ncu --clock-control none -k regex:'GroupGemm(Kernel|AfterSetup)' \
+           --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+           --section SchedulerStats python3 dev/group_gemm/ncu_targets.py > "$OUT/group-ncu.txt" 2>&1 || status=1
+         grep -E "GroupGemm|Duration|Throughput|Busy|Stall|Issued|Eligible|Active Warps|Hit Rate" "$OUT/group-ncu.txt" ;;
+    *) echo "unknown step $s (steps: build test bench ncu)"; status=1 ;;
   esac
 done
 exit $status
