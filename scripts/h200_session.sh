@@ -9,7 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
-source scripts/device_env.sh
+source scripts/device_env.sh .whl  # named: a sourced script would take our first argument for its folder
 steps=${*:-tests sanitize crosscheck conformer overhead reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }

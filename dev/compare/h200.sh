@@ -13,7 +13,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-issue20}; mkdir -p "$OUT"
-source scripts/device_env.sh
+source scripts/device_env.sh .whl  # named: a sourced script would take our first argument for its folder
 OPS="scale layer_norm rms_norm add_layer_norm add_rms_norm gemm gemm_glu"
 status=0
 exec > >(tee "$OUT/h200_issue20.log") 2>&1

@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
-source scripts/device_env.sh
+source scripts/device_env.sh .whl  # named: a sourced script would take our first argument for its folder
 jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
 status=0
 for s in ${*:-build test tune epilogue}; do
