@@ -14,17 +14,18 @@ constexpr DLDataType kInt32{kDLInt, 32, 1};
 #error "a group_gemm module is built with or without a bias: oasr/jit/gemm_config.py passes -DOASR_GROUP_GEMM_BIAS"
 #endif
 // Schedules: cooperative (0) and ping-pong (1) run CUTLASS's ptr-array kernel after a setup kernel; direct (3)
-// runs sm90_group_gemm_direct.cuh's single kernel.
-#define OASR_GROUP_GEMM_DIRECT (OASR_GEMM_SCHEDULE == 3)
+// and direct ping-pong (4) sm90_group_gemm_direct.cuh's single kernel.
+#define OASR_GROUP_GEMM_DIRECT (OASR_GEMM_SCHEDULE == 3 || OASR_GEMM_SCHEDULE == 4)
 #if OASR_GROUP_GEMM_DIRECT
-static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_K == 64 && OASR_GEMM_CLUSTER_M == 1 &&
-                  OASR_GEMM_CLUSTER_N == 1,
-              "the direct grouped GEMM's tiles are 128 x N x 64, without clusters");
-// Three stages of 128 x 128 tiles leave room for two CTAs per SM; 128 x 256 tiles take one with four.
-constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : (OASR_GEMM_TILE_N == 128 ? 3 : 4);
+static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
+                  OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
+              "the direct grouped GEMM's tiles are 128 x 128 x 64, without clusters");
+constexpr bool kDirectPingPong = OASR_GEMM_SCHEDULE == 4;
+// Sharing a tile, three stages leave room for two CTAs per SM; taking turns, one CTA holds six.
+constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : (kDirectPingPong ? 6 : 3);
 #else
 static_assert(OASR_GEMM_SCHEDULE == 0 || OASR_GEMM_SCHEDULE == 1,
-              "the grouped GEMM is persistent: cooperative (0), ping-pong (1) or direct (3)");
+              "the grouped GEMM is persistent: cooperative (0), ping-pong (1) or direct (3, 4)");
 using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, oasr::gemm::Cooperative, oasr::gemm::PingPong>;
 using GroupGemm = oasr::gemm::Sm90GroupGemm<oasr::gemm::config::Element, oasr::gemm::config::Tile,
                                             oasr::gemm::config::Cluster, Schedule, OASR_GROUP_GEMM_BIAS == 1>;
@@ -97,7 +98,7 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
   p.device = input.device().device_id;
   p.sm_count = oasr::multiprocessor_count(p.device);
 #if OASR_GROUP_GEMM_DIRECT
-  cudaError_t status = oasr::gemm::RunDirectGroup<Element, OASR_GEMM_TILE_N, kDirectStages, OASR_GROUP_GEMM_BIAS == 1>(
+  cudaError_t status = oasr::gemm::RunDirectGroup<Element, kDirectStages, OASR_GROUP_GEMM_BIAS == 1, kDirectPingPong>(
       p, pdl, get_stream(input.device()));
 #else
   cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), pdl, get_stream(input.device()));

@@ -97,11 +97,11 @@ def test_configurations_are_persistent_modules_of_their_own():
     assert len(names) == len(gemm_config.DTYPES) * len(gemm_config.GROUP_CANDIDATES)
     with pytest.raises(ValueError, match="cooperative, ping-pong or direct"):
         gemm_config.group_gemm_variant("bfloat16", gemm_config.ONE_WAVE)
-    direct = gemm_config.GemmConfig(128, 256, 64, 1, 1, "direct")
+    direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct_pingpong")
     with pytest.raises(ValueError, match="group_gemm's own kernel"):
         gemm_config.gemm_variant("bfloat16", "plain", direct)
-    with pytest.raises(ValueError, match="direct schedule takes"):
-        gemm_config.GemmConfig(128, 192, 64, 1, 1, "direct")
+    with pytest.raises(ValueError, match="direct schedules take"):
+        gemm_config.GemmConfig(128, 256, 64, 1, 1, "direct")
     picks = {gemm_config.choose_group(n, k) for n in (8, 64, 65, 1024) for k in (8, 256, 2048, 4096)}
     assert picks <= set(gemm_config.GROUP_CANDIDATES) and all(c.schedule != "nonpersistent" for c in picks)
     assert len(set(gemm_config.GROUP_CANDIDATES)) == len(gemm_config.GROUP_CANDIDATES)

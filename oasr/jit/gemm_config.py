@@ -36,11 +36,12 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct", "direct_pingpong")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
-epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Direct (group_gemm
-only): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group offsets itself, tiles
-of 128 x 128 or 128 x 256 x 64 without clusters."""
+epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Direct and direct
+ping-pong (group_gemm only): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group
+offsets itself, 128x128x64 tiles without clusters, shared by the two warpgroups or taken in turns."""
+DIRECT_SCHEDULES = ("direct", "direct_pingpong")
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -70,9 +71,9 @@ class GemmConfig:
             raise ValueError(f"GemmConfig: schedule must be one of {SCHEDULES}, got {self.schedule!r}")
         if self.schedule == "cooperative" and self.tile_m % 128:
             raise ValueError("GemmConfig: the cooperative schedule needs a tile_m that is a multiple of 128")
-        direct_tile = (self.tile_m, self.tile_k, self.cluster_m, self.cluster_n) == (128, 64, 1, 1)
-        if self.schedule == "direct" and not (direct_tile and self.tile_n in (128, 256)):
-            raise ValueError("GemmConfig: the direct schedule takes 128x128x64 or 128x256x64 tiles without clusters")
+        direct_tile = (self.tile_m, self.tile_n, self.tile_k, self.cluster_m, self.cluster_n) == (128, 128, 64, 1, 1)
+        if self.schedule in DIRECT_SCHEDULES and not direct_tile:
+            raise ValueError("GemmConfig: the direct schedules take 128x128x64 tiles without clusters")
 
     @property
     def name(self) -> str:
@@ -174,8 +175,8 @@ fp16 keeps the accurate form: its finer rounding would show the approximation on
 
 
 def _cutlass_schedule(config: GemmConfig, family: str) -> None:
-    if config.schedule == "direct":
-        raise ValueError(f"{family}: the direct schedule is group_gemm's own kernel; pick a CUTLASS schedule")
+    if config.schedule in DIRECT_SCHEDULES:
+        raise ValueError(f"{family}: the direct schedules are group_gemm's own kernel; pick a CUTLASS schedule")
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
@@ -219,7 +220,8 @@ GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 256, 64, 1, 2, "cooperative"),
     GemmConfig(256, 128, 64, 1, 1, "cooperative"),
     GemmConfig(128, 128, 64, 1, 1, "direct"),
-    GemmConfig(128, 256, 64, 1, 1, "direct"),
+    GemmConfig(128, 128, 64, 1, 1, "direct_pingpong"),
+    GemmConfig(128, 128, 64, 1, 1, "direct_pingpong", 4),
 )
 """The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
 scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``: the picks,
@@ -256,7 +258,7 @@ def choose_group(n: int, k: int) -> GemmConfig:
 def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
     """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
     (``bias``: a per-group bias added to the accumulators)."""
-    if config.schedule not in ("cooperative", "pingpong", "direct"):
+    if config.schedule not in ("cooperative", "pingpong", *DIRECT_SCHEDULES):
         raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative, ping-pong or direct schedules only")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",

@@ -12,10 +12,13 @@
 // Each CTA first turns the offsets into a table of every group's first tile, start and end row in shared
 // memory (one block-wide scan; offsets that decrease or leave [0, L] are clamped as group_rows does and
 // raise the error flag), then walks the tiles u = blockIdx.x, + gridDim.x, ... with the N tiles of a row
-// block consecutive (they share its A rows in L2). A producer warp streams the (A, B) k-blocks by TMA into
-// a ring of stages, each with a "full" and an "empty" mbarrier; two consumer warpgroups take 64 rows each
-// with wgmma (m64 nBN k16, both operands from shared memory, 128-byte swizzle), keep one k-block's
-// products in flight, and store their rows with the bias added in fp32.
+// block consecutive (they share its A rows in L2). Tiles are 128 x 128. A producer warp streams the (A, B)
+// k-blocks by TMA into a ring of stages, each with a "full" and an "empty" mbarrier. Two consumer
+// warpgroups run wgmma (m64 n128 k16, both operands from shared memory, 128-byte swizzle), keep one
+// k-block's products in flight and store their rows with the bias added in fp32, either
+//   - sharing each tile, 64 rows each (two CTAs per SM, three stages each), or
+//   - ping-pong: each owning every other tile of the CTA whole (two m64 products per k-step), so that one
+//     warpgroup's stores overlap the other's products (one CTA per SM, six stages).
 #pragma once
 
 #include <cuda.h>
@@ -37,9 +40,9 @@ namespace oasr::gemm {
 
 namespace direct {
 
-constexpr int kBM = 128, kBK = 64;  // kBK: one 128-byte swizzle row of 16-bit elements
-constexpr int kConsumers = 256;     // two warpgroups, 64 rows each
-constexpr int kThreads = kConsumers + 32;  // and the producer warp
+constexpr int kBM = 128, kBN = 128, kBK = 64;  // kBK: one 128-byte swizzle row of 16-bit elements
+constexpr int kConsumers = 256;                // two warpgroups
+constexpr int kThreads = kConsumers + 32;      // and the producer warp
 
 // The CUDA type of a CUTLASS 16-bit element (the kernel's arithmetic is CUDA's, the API's types CUTLASS's).
 template <class Element>
@@ -47,10 +50,10 @@ using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the
 // full and empty mbarriers, then the group table: first tile [G + 1], start row [G], end row [G].
-template <class Element, int BN, int Stages>
+template <class Element, int Stages>
 struct Plan {
   static constexpr uint32_t kABytes = kBM * kBK * sizeof(Element);
-  static constexpr uint32_t kBBytes = BN * kBK * sizeof(Element);
+  static constexpr uint32_t kBBytes = kBN * kBK * sizeof(Element);
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   static constexpr uint32_t kBOffset = Stages * kABytes;
   static constexpr uint32_t kBarriers = Stages * kStageBytes;
@@ -61,7 +64,7 @@ struct Plan {
 template <class Element>
 struct Params {
   CUtensorMap a;  // [L, K]: boxes of kBK x kBM
-  CUtensorMap b;  // [G, N, K]: boxes of kBK x BN x 1
+  CUtensorMap b;  // [G, N, K]: boxes of kBK x kBN x 1
   const int32_t* offsets;
   Element* d;
   int64_t ldd;
@@ -119,7 +122,6 @@ struct Tile {
   int g, row0, end, n0;
 };
 
-template <int BN>
 __device__ __forceinline__ Tile locate(int u, int n_tiles, int groups, const int* first, const int* start,
                                        const int* end) {
   const int m = u / n_tiles;
@@ -132,17 +134,17 @@ __device__ __forceinline__ Tile locate(int u, int n_tiles, int groups, const int
       hi = mid - 1;
     }
   }
-  return Tile{lo, start[lo] + (m - first[lo]) * kBM, end[lo], (u - m * n_tiles) * BN};
+  return Tile{lo, start[lo] + (m - first[lo]) * kBM, end[lo], (u - m * n_tiles) * kBN};
 }
 
-template <class Element, int BN, int Stages>
+template <class Element, int Stages>
 __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
-  using P = Plan<Element, BN, Stages>;
+  using P = Plan<Element, Stages>;
   const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
   int it = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const Tile t = locate<BN>(u, n_tiles, p.groups, first, start, end);
+    const Tile t = locate(u, n_tiles, p.groups, first, start, end);
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
       if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);
@@ -208,21 +210,21 @@ __device__ __forceinline__ void exchange(uint32_t (&w)[4], const float (&acc)[N]
   }
 }
 
-// The warp's 16 rows of the tile, bias added, rounded once. The accumulators hold pairs of columns (lane 4 g + t:
+// The warp's 16 rows from row `rows` of the tile, bias added, rounded once. The accumulators hold pairs of columns (lane 4 g + t:
 // columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of a row swap their pairs of four 8-column blocks so
 // that each stores one block whole: 16-byte stores covering whole 32-byte sectors, where the pairs' 4-byte
 // stores would leave each sector half written per instruction.
-template <class Element, int BN, bool Bias>
-__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, const float (&acc)[BN / 2]) {
+template <class Element, bool Bias>
+__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2]) {
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
-  const int r = t.row0 + 16 * warp + (lane >> 2);  // and r + 8 (common/wgmma.cuh's accumulator layout)
+  const int r = t.row0 + rows + 16 * (warp & 3) + (lane >> 2);  // and r + 8 (common/wgmma.cuh's layout)
   T* row_a = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
   T* row_b = row_a + 8 * p.ldd;
   const bool live_a = r < t.end, live_b = r + 8 < t.end;
   const T* bias = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
 #pragma unroll
-  for (int jj = 0; jj < BN / 32; ++jj) {  // four 8-column blocks 4 jj .. 4 jj + 3
+  for (int jj = 0; jj < kBN / 32; ++jj) {  // four 8-column blocks 4 jj .. 4 jj + 3
     float b[8] = {};                       // the bias of this lane's pair in each block
     if constexpr (Bias) {
 #pragma unroll
@@ -240,18 +242,27 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, c
   }
 }
 
-template <class Element, int BN, int Stages, bool Bias>
+// Products of the tiles this warpgroup takes: with `PingPong`, every other tile of the CTA whole (`acc` rows 0-63
+// and 64-127), else its 64 rows of every tile (acc[0]).
+template <class Element, int Stages, bool Bias, bool PingPong>
 __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
-  using P = Plan<Element, BN, Stages>;
+  using P = Plan<Element, Stages>;
   using T = Native<Element>;
+  constexpr int kHalves = PingPong ? 2 : 1;  // m64 products per k-step
+  constexpr uint32_t kHalfBytes = 64 * kBK * sizeof(Element);
   const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
-  const uint32_t a_rows = (threadIdx.x >> 7) * 64 * kBK * sizeof(Element);  // this warpgroup's 64 rows of A
-  const bool releases = (threadIdx.x & 31) == 0;                              // one arrival per warp
-  float acc[BN / 2];
-  int it = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const Tile t = locate<BN>(u, n_tiles, p.groups, first, start, end);
+  const int wg = threadIdx.x >> 7;
+  const uint32_t a_rows = PingPong ? 0 : wg * kHalfBytes;  // where this warpgroup's rows of A start
+  const bool releases = (threadIdx.x & 31) == 0;           // one arrival per warp
+  float acc[kHalves][kBN / 2];
+  int it = 0, j = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x, ++j) {
+    if (PingPong && (j & 1) != wg) {  // the other warpgroup's tile
+      it += k_blocks;
+      continue;
+    }
+    const Tile t = locate(u, n_tiles, p.groups, first, start, end);
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
       mbarrier_wait(full + 8 * slot, (it / Stages) & 1);
@@ -259,7 +270,11 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBK / 16; ++ks) {
-        wgmma_ss_m64k16<T, BN>(acc, wgmma_desc_sw128(a + 32 * ks), wgmma_desc_sw128(b + 32 * ks), kb > 0 || ks > 0);
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          wgmma_ss_m64k16<T, kBN>(acc[h], wgmma_desc_sw128(a + h * kHalfBytes + 32 * ks),
+                                  wgmma_desc_sw128(b + 32 * ks), kb > 0 || ks > 0);
+        }
       }
       wgmma_commit();
       if (kb > 0) {  // the k-block before this one is done with its stage
@@ -269,15 +284,18 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
     }
     wgmma_wait<0>();
     if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
-    wgmma_fence_registers(acc);
-    store<Element, BN, Bias>(p, t, acc);
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      wgmma_fence_registers(acc[h]);
+      store<Element, Bias>(p, t, PingPong ? 64 * h : 64 * wg, acc[h]);
+    }
   }
 }
 
-template <class Element, int BN, int Stages, bool Bias>
-__global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
+template <class Element, int Stages, bool Bias, bool PingPong>
+__global__ void __launch_bounds__(kThreads, PingPong ? 1 : 2) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using P = Plan<Element, BN, Stages>;
+  using P = Plan<Element, Stages>;
   extern __shared__ unsigned char smem_bytes[];
   unsigned char* base = smem_bytes + ((1024 - __cvta_generic_to_shared(smem_bytes) % 1024) % 1024);
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(base));
@@ -287,34 +305,34 @@ __global__ void __launch_bounds__(kThreads, BN == 128 ? 2 : 1) GroupGemmKernel(c
   if (threadIdx.x == kConsumers) {
     tma_prefetch(&p.a);
     tma_prefetch(&p.b);
+    constexpr uint32_t kReleases = (PingPong ? kConsumers / 2 : kConsumers) / 32;  // the warps of a stage's tile
     for (int s = 0; s < Stages; ++s) {
-      mbarrier_init(smem + P::kBarriers + 8 * s, 1);                               // full: the producer's arrival
-      mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kConsumers / 32);  // empty: one per consumer warp
+      mbarrier_init(smem + P::kBarriers + 8 * s, 1);                    // full: the producer's arrival
+      mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kReleases);  // empty: one per consuming warp
     }
     mbarrier_init_fence();
   }
   grid_dependency_wait();  // the offsets and A may come from the kernel before; D may still be read by it
   grid_dependency_trigger();
   const int tiles = group_table(p, first, start, end);  // its barriers also publish the mbarriers
-  const int n_tiles = (p.n + BN - 1) / BN, k_blocks = (p.k + kBK - 1) / kBK;
+  const int n_tiles = (p.n + kBN - 1) / kBN, k_blocks = (p.k + kBK - 1) / kBK;
   const int units = tiles * n_tiles;
   if (threadIdx.x >= kConsumers) {
-    if (threadIdx.x == kConsumers) produce<Element, BN, Stages>(p, smem, units, n_tiles, k_blocks, first, start, end);
+    if (threadIdx.x == kConsumers) produce<Element, Stages>(p, smem, units, n_tiles, k_blocks, first, start, end);
   } else {
-    consume<Element, BN, Stages, Bias>(p, smem, units, n_tiles, k_blocks, first, start, end);
+    consume<Element, Stages, Bias, PingPong>(p, smem, units, n_tiles, k_blocks, first, start, end);
   }
 #endif
 }
 
 }  // namespace direct
 
-// Launches the grouped GEMM on `stream` with tiles of 128 x BN and `Stages` pipeline stages: no workspace, no
-// allocation, no host synchronisation. `pdl`: with programmatic dependent launch (it waits on the kernel
-// before it on the device).
-template <class Element, int BN, int Stages, bool Bias>
+// Launches the grouped GEMM on `stream` with `Stages` pipeline stages, the consumer warpgroups sharing each
+// tile or (`PingPong`) taking turns: no workspace, no allocation, no host synchronisation. `pdl`: with
+// programmatic dependent launch (it waits on the kernel before it on the device).
+template <class Element, int Stages, bool Bias, bool PingPong>
 cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStream_t stream) {
-  static_assert(BN == 128 || BN == 256, "the direct grouped GEMM's tiles are 128 x 128 or 128 x 256");
-  using P = direct::Plan<Element, BN, Stages>;
+  using P = direct::Plan<Element, Stages>;
   direct::Params<Element> params{};
   const CUtensorMapDataType type =
       std::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -325,7 +343,7 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
                               static_cast<uint64_t>(p.groups)};
   const uint64_t b_strides[2] = {static_cast<uint64_t>(p.ldb) * sizeof(Element),
                                  static_cast<uint64_t>(p.group_stride_b) * sizeof(Element)};
-  const uint32_t b_box[3] = {direct::kBK, BN, 1};
+  const uint32_t b_box[3] = {direct::kBK, direct::kBN, 1};
   if (!encode_tensor_map(&params.a, type, p.a, 2, a_dims, a_strides, a_box) ||
       !encode_tensor_map(&params.b, type, p.b, 3, b_dims, b_strides, b_box)) {
     return cudaErrorInvalidValue;
@@ -341,7 +359,7 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
   params.n = p.n;
   params.k = p.k;
 
-  const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, BN, Stages, Bias>);
+  const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, Stages, Bias, PingPong>);
   const size_t smem = P::bytes(p.groups);
   cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (error != cudaSuccess) return error;
@@ -350,7 +368,7 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
   if (error != cudaSuccess) return error;
   if (per_sm == 0) return cudaErrorInvalidConfiguration;  // too many groups for the table in shared memory
   // Tiles: at most one partial tile per non-empty group beyond the rows' own.
-  const int64_t n_tiles = (p.n + BN - 1) / BN;
+  const int64_t n_tiles = (p.n + direct::kBN - 1) / direct::kBN;
   const int64_t tiles = ((p.rows + direct::kBM - 1) / direct::kBM + std::min(p.groups, p.rows)) * n_tiles;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, static_cast<int64_t>(per_sm) * p.sm_count));
   void* args[] = {&params};
