@@ -74,6 +74,8 @@ class GemmConfig:
         direct_tile = (self.tile_m, self.tile_n, self.tile_k, self.cluster_m, self.cluster_n) == (128, 128, 64, 1, 1)
         if self.schedule in DIRECT_SCHEDULES and not direct_tile:
             raise ValueError("GemmConfig: the direct schedules take 128x128x64 tiles without clusters")
+        if self.schedule == "direct_pingpong" and self.stages % 2:
+            raise ValueError("GemmConfig: direct ping-pong splits its stages between two rings: give an even count")
 
     @property
     def name(self) -> str:

@@ -137,21 +137,38 @@ __device__ __forceinline__ Tile locate(int u, int n_tiles, int groups, const int
   return Tile{lo, start[lo] + (m - first[lo]) * kBM, end[lo], (u - m * n_tiles) * kBN};
 }
 
-template <class Element, int Stages>
+// The stages form one ring per consuming warpgroup set: one shared ring, or (ping-pong) one ring per warpgroup,
+// so that every stage has a single consumer and no waiter can run a whole phase ahead of its barrier. A
+// ring's n-th k-block goes to its stage n % kRingStages, that stage's (n / kRingStages)-th use.
+template <int Stages, bool PingPong>
+struct Rings {
+  static constexpr int kRings = PingPong ? 2 : 1;
+  static constexpr int kRingStages = Stages / kRings;
+  static_assert(kRingStages * kRings == Stages && kRingStages >= 2, "each ring needs two stages or more");
+  __device__ static int slot(int ring, int n) { return ring * kRingStages + n % kRingStages; }
+  __device__ static uint32_t parity(int n) { return (n / kRingStages) & 1; }
+};
+
+template <class Element, int Stages, bool PingPong>
 __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
   using P = Plan<Element, Stages>;
+  using R = Rings<Stages, PingPong>;
   const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
-  int it = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+  int filled[2] = {0, 0};  // k-blocks sent into each ring
+  int j = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x, ++j) {
+    const int ring = PingPong ? j & 1 : 0;
     const Tile t = locate(u, n_tiles, p.groups, first, start, end);
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const int slot = it % Stages;
-      if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);
+    int n = filled[ring];
+    for (int kb = 0; kb < k_blocks; ++kb, ++n) {
+      const int slot = R::slot(ring, n);
+      if (n >= R::kRingStages) mbarrier_wait(empty + 8 * slot, R::parity(n) ^ 1);  // its last use was released
       mbarrier_arrive_expect_tx(full + 8 * slot, P::kStageBytes);
       tma_load(smem + slot * P::kABytes, &p.a, full + 8 * slot, kb * kBK, t.row0);
       tma_load(smem + P::kBOffset + slot * P::kBBytes, &p.b, full + 8 * slot, kb * kBK, t.n0, t.g);
     }
+    filled[ring] = n;
   }
 }
 
@@ -255,17 +272,16 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   const int wg = threadIdx.x >> 7;
   const uint32_t a_rows = PingPong ? 0 : wg * kHalfBytes;  // where this warpgroup's rows of A start
   const bool releases = (threadIdx.x & 31) == 0;           // one arrival per warp
+  using R = Rings<Stages, PingPong>;
+  const int ring = PingPong ? wg : 0;
   float acc[kHalves][kBN / 2];
-  int it = 0, j = 0;
+  int n = 0, j = 0;  // k-blocks taken from the ring, tiles of the CTA seen
   for (int u = blockIdx.x; u < units; u += gridDim.x, ++j) {
-    if (PingPong && (j & 1) != wg) {  // the other warpgroup's tile
-      it += k_blocks;
-      continue;
-    }
+    if (PingPong && (j & 1) != wg) continue;  // the other warpgroup's tile
     const Tile t = locate(u, n_tiles, p.groups, first, start, end);
-    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
-      const int slot = it % Stages;
-      mbarrier_wait(full + 8 * slot, (it / Stages) & 1);
+    for (int kb = 0; kb < k_blocks; ++kb, ++n) {
+      const int slot = R::slot(ring, n);
+      mbarrier_wait(full + 8 * slot, R::parity(n));
       const uint32_t a = smem + slot * P::kABytes + a_rows, b = smem + P::kBOffset + slot * P::kBBytes;
       wgmma_fence();
 #pragma unroll
@@ -279,11 +295,11 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
       wgmma_commit();
       if (kb > 0) {  // the k-block before this one is done with its stage
         wgmma_wait<1>();
-        if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
+        if (releases) mbarrier_arrive(empty + 8 * R::slot(ring, n - 1));
       }
     }
     wgmma_wait<0>();
-    if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
+    if (releases) mbarrier_arrive(empty + 8 * R::slot(ring, n - 1));
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
       wgmma_fence_registers(acc[h]);
@@ -318,7 +334,9 @@ __global__ void __launch_bounds__(kThreads, PingPong ? 1 : 2) GroupGemmKernel(co
   const int n_tiles = (p.n + kBN - 1) / kBN, k_blocks = (p.k + kBK - 1) / kBK;
   const int units = tiles * n_tiles;
   if (threadIdx.x >= kConsumers) {
-    if (threadIdx.x == kConsumers) produce<Element, Stages>(p, smem, units, n_tiles, k_blocks, first, start, end);
+    if (threadIdx.x == kConsumers) {
+      produce<Element, Stages, PingPong>(p, smem, units, n_tiles, k_blocks, first, start, end);
+    }
   } else {
     consume<Element, Stages, Bias, PingPong>(p, smem, units, n_tiles, k_blocks, first, start, end);
   }
