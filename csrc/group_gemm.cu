@@ -1,7 +1,8 @@
 // TVM-FFI launchers of the group_gemm family: out[rows of g] = input[rows of g] . weight[g]^T (+ bias[g]) on
 // Hopper tensor cores, the groups' row ranges read from device offsets. One module per (dtype, epilogue:
-// OASR_GROUP_GEMM_BIAS 0 or 1, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API (oasr/group_gemm.py) validates the
-// arguments, hands over [1, L, K], [G, N, K] and [1, L, N] views and caches the workspace.
+// OASR_GROUP_GEMM_BIAS 0 or 1, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API
+// (oasr/group_gemm.py) validates the arguments, hands over [1, L, K], [G, N, K] and [1, L, N] views and caches
+// the workspace.
 #include <oasr/gemm/sm90_group_gemm.cuh>
 #include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
@@ -14,18 +15,17 @@ constexpr DLDataType kInt32{kDLInt, 32, 1};
 #error "a group_gemm module is built with or without a bias: oasr/jit/gemm_config.py passes -DOASR_GROUP_GEMM_BIAS"
 #endif
 // Schedules: cooperative (0) and ping-pong (1) run CUTLASS's ptr-array kernel after a setup kernel; direct (3)
-// and direct ping-pong (4) sm90_group_gemm_direct.cuh's single kernel.
-#define OASR_GROUP_GEMM_DIRECT (OASR_GEMM_SCHEDULE == 3 || OASR_GEMM_SCHEDULE == 4)
+// sm90_group_gemm_direct.cuh's single kernel.
+#define OASR_GROUP_GEMM_DIRECT (OASR_GEMM_SCHEDULE == 3)
 #if OASR_GROUP_GEMM_DIRECT
 static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
                   OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
               "the direct grouped GEMM's tiles are 128 x 128 x 64, without clusters");
-constexpr bool kDirectPingPong = OASR_GEMM_SCHEDULE == 4;
-// Sharing a tile, three stages leave room for two CTAs per SM; taking turns, one CTA holds six.
-constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : (kDirectPingPong ? 6 : 3);
+// Three stages leave room for two CTAs per SM.
+constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : 3;
 #else
 static_assert(OASR_GEMM_SCHEDULE == 0 || OASR_GEMM_SCHEDULE == 1,
-              "the grouped GEMM is persistent: cooperative (0), ping-pong (1) or direct (3, 4)");
+              "the grouped GEMM is persistent: cooperative (0), ping-pong (1) or direct (3)");
 using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, oasr::gemm::Cooperative, oasr::gemm::PingPong>;
 using GroupGemm = oasr::gemm::Sm90GroupGemm<oasr::gemm::config::Element, oasr::gemm::config::Tile,
                                             oasr::gemm::config::Cluster, Schedule, OASR_GROUP_GEMM_BIAS == 1>;
@@ -98,7 +98,7 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
   p.device = input.device().device_id;
   p.sm_count = oasr::multiprocessor_count(p.device);
 #if OASR_GROUP_GEMM_DIRECT
-  cudaError_t status = oasr::gemm::RunDirectGroup<Element, kDirectStages, OASR_GROUP_GEMM_BIAS == 1, kDirectPingPong>(
+  cudaError_t status = oasr::gemm::RunDirectGroup<Element, kDirectStages, OASR_GROUP_GEMM_BIAS == 1>(
       p, pdl, get_stream(input.device()));
 #else
   cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), pdl, get_stream(input.device()));

@@ -4,14 +4,20 @@
 consecutive groups, group g being rows ``offsets[g-1]:offsets[g]`` (the first group starting at row 0),
 and go through ``F.linear(rows, weight[g], bias[g])``. float16 and bfloat16 storage, fp32 accumulation.
 
-The offsets stay on the device: a setup kernel turns them into the grouped GEMM's problem shapes and
-pointers, in a workspace cached per (device, configuration, G), so a call (given ``out``) neither
-synchronises with the host nor allocates, and a CUDA graph replayed with other offsets (same L) computes the new groups.
-Each kernel waits on the device for the one before it, so both may be launched with programmatic dependent
+The offsets stay on the device, so a call (given ``out``) neither synchronises with the host nor allocates,
+and a CUDA graph replayed with other offsets (same L) computes the new groups. Two kernels do it
+(``gemm_config.choose_group`` picks, ``include/oasr/gemm/``):
+
+* the direct kernel (below K=2048, up to 1024 groups): one launch that reads the offsets itself, its tiles
+  starting at each group's first row, with one TMA descriptor per operand and no workspace;
+* CUTLASS's grouped kernel: a setup kernel turns the offsets into problem shapes and pointers, in a workspace
+  cached per (device, configuration, G), and the grouped kernel reads them.
+
+Each kernel waits on the device for the one before it, so all may be launched with programmatic dependent
 launch, hiding their launch gaps (``gemm_config.GROUP_PDL``; a CUDA graph captures those edges too).
 Offsets that decrease, are negative or end past L cannot be seen from the host without a
-synchronisation: the setup kernel clamps them (each group keeps the part of its rows inside
-``[previous end, L)``) and sets a flag in host-mapped memory; the next ``group_gemm`` call raises a
+synchronisation: the kernels clamp them (each group keeps the part of its rows inside
+``[previous end, L)``) and set a flag in host-mapped memory; the next ``group_gemm`` call raises a
 ValueError for it, and :func:`group_gemm_check` waits for the device and raises it at once.
 
 The workspace is shared by the calls of one (device, configuration, G): calls on two streams at once
@@ -57,7 +63,7 @@ _WORKSPACES: dict[tuple[torch.device, str, int], Tensor] = {}
 
 @functools.cache
 def _error_flag() -> Tensor:
-    """One int32 the setup kernels set when they clamp offsets: pinned (so the device writes it without a
+    """One int32 the kernels set when they clamp offsets: pinned (so the device writes it without a
     copy and the host reads it without a synchronisation) where CUDA is present."""
     return torch.zeros(1, dtype=torch.int32, pin_memory=torch.cuda.is_available())
 
@@ -176,7 +182,7 @@ def _launch(
         offsets = offsets.contiguous()
     if bias is not None and n > 1 and bias.stride(1) != 1:
         bias = bias.contiguous()
-    variant = _variant(input.dtype, config or gemm_config.choose_group(n, k), bias is not None)
+    variant = _variant(input.dtype, config or gemm_config.choose_group(n, k, groups), bias is not None)
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)
     pdl = gemm_config.GROUP_PDL if pdl is None else pdl

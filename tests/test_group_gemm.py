@@ -82,10 +82,14 @@ SIZES = {
 # ---------------------------------------------------------------------------
 
 
-def test_default_instantiation_builds_for_sm90a_and_exports_group_gemm():
-    spec = GROUP_GEMM.jit_spec()
+@pytest.mark.parametrize(
+    "config,schedule", [(None, 3), (gemm_config.GROUP_WIDE, 0)], ids=["default-direct", "cutlass-wide"]
+)
+def test_instantiations_build_for_sm90a_and_export_group_gemm(config, schedule):
+    """The default (the direct kernel, the issue's shape's pick) and one of CUTLASS's grouped kernels."""
+    spec = GROUP_GEMM.jit_spec(variant=config and gemm_config.group_gemm_variant("bfloat16", config))
     assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags and "-DNDEBUG" in spec.nvcc_flags
-    assert "-DOASR_GEMM_SCHEDULE=0" in spec.nvcc_flags and "-DOASR_GEMM_TILE_N=256" in spec.nvcc_flags  # the issue's
+    assert f"-DOASR_GEMM_SCHEDULE={schedule}" in spec.nvcc_flags
     module = spec.build_and_load()
     assert callable(module.group_gemm) and callable(module.group_gemm_workspace_size)
 
@@ -97,27 +101,32 @@ def test_configurations_are_persistent_modules_of_their_own():
     assert len(names) == len(gemm_config.DTYPES) * len(gemm_config.GROUP_CANDIDATES)
     with pytest.raises(ValueError, match="cooperative, ping-pong or direct"):
         gemm_config.group_gemm_variant("bfloat16", gemm_config.ONE_WAVE)
-    direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct_pingpong")
+    direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct")
     with pytest.raises(ValueError, match="group_gemm's own kernel"):
         gemm_config.gemm_variant("bfloat16", "plain", direct)
-    with pytest.raises(ValueError, match="direct schedules take"):
+    with pytest.raises(ValueError, match="direct schedule takes"):
         gemm_config.GemmConfig(128, 256, 64, 1, 1, "direct")
-    picks = {gemm_config.choose_group(n, k) for n in (8, 64, 65, 1024) for k in (8, 256, 2048, 4096)}
+    picks = {
+        gemm_config.choose_group(n, k, g) for n in (8, 64, 65, 1024) for k in (8, 256, 2048, 4096) for g in (1, 2000)
+    }
     assert picks <= set(gemm_config.GROUP_CANDIDATES) and all(c.schedule != "nonpersistent" for c in picks)
     assert len(set(gemm_config.GROUP_CANDIDATES)) == len(gemm_config.GROUP_CANDIDATES)
 
 
 def test_choice_follows_the_h200_sweep():
-    """dev/group_gemm/results/bench_h200.txt: 128x256 cooperative where N fills it, 128x128 ping-pong from
-    K=2048, 128x128 2x1 cooperative below N=256."""
+    """dev/group_gemm/results/direct_h200.txt and bench_h200.txt: the direct kernel below K=2048 (up to 1024
+    groups), 128x128 ping-pong from K=2048; beyond 1024 groups 128x256 cooperative where N fills it, else 128x128
+    2x1 cooperative."""
+    direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct")
     wide = gemm_config.GemmConfig(128, 256, 64, 1, 1, "cooperative")
     narrow = gemm_config.GemmConfig(128, 128, 64, 2, 1, "cooperative")
     long_k = gemm_config.GemmConfig(128, 128, 64, 1, 1, "pingpong")
-    assert gemm_config.choose_group(1024, 256) == wide == gemm_config.GROUP_DEFAULT  # 8 x 1000
-    assert gemm_config.choose_group(256, 2048) == gemm_config.choose_group(512, 2048) == long_k
-    assert gemm_config.choose_group(64, 64) == gemm_config.choose_group(128, 64) == gemm_config.choose_group(255, 8)
-    assert gemm_config.choose_group(128, 4096) == narrow
-    assert set(gemm_config.GROUP_PICKS) == {wide, narrow, long_k}
+    assert gemm_config.choose_group(1024, 256, 8) == direct == gemm_config.GROUP_DEFAULT  # 8 x 1000
+    assert gemm_config.choose_group(64, 64, 32) == gemm_config.choose_group(128, 64, 1024) == direct
+    assert gemm_config.choose_group(256, 2048, 64) == gemm_config.choose_group(512, 2048) == long_k
+    assert gemm_config.choose_group(128, 4096, 2) == long_k
+    assert gemm_config.choose_group(1024, 256, 1025) == wide and gemm_config.choose_group(255, 8, 4096) == narrow
+    assert set(gemm_config.GROUP_PICKS) == {direct, wide, narrow, long_k}
 
 
 class TorchGroupGemm:
@@ -426,15 +435,17 @@ class TestGroupGemm:
             assert_close(outs[1], reference(x, w, reversed_offsets, b), torch.bfloat16, 128)
         oasr.group_gemm_check()
 
+    @pytest.mark.parametrize("config", [None, gemm_config.GROUP_WIDE], ids=["pick", "cutlass-wide"])
     @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
-    def test_back_to_back_calls_sharing_the_workspace(self, pdl):
-        """Call 2's setup kernel rewrites the workspace call 1's grouped kernel reads: it must wait for it."""
+    def test_back_to_back_calls_sharing_the_workspace(self, pdl, config):
+        """CUTLASS's: call 2's setup kernel rewrites the workspace call 1's grouped kernel reads, so it must wait
+        for it; the direct kernel (the pick here) reads offsets that the next call's may not overwrite."""
         rows = 4000
         x, w, _, _ = operands(random_sizes(16, rows, seed=11), 512, 256, torch.bfloat16, "cuda", seed=12)
         ends = [ends_of(random_sizes(16, rows, seed=s)).cuda() for s in (13, 14, 15)]
         outs = [poisoned((rows, 512), torch.bfloat16) for _ in ends]
         for offsets, out in zip(ends, outs, strict=True):  # no synchronisation in between
-            group_module._launch(x, w, offsets, None, out, None, pdl)
+            group_module._launch(x, w, offsets, None, out, config, pdl)
         torch.cuda.synchronize()
         for offsets, out in zip(ends, outs, strict=True):
             assert_close(out, reference(x, w, offsets), torch.bfloat16, 256)
@@ -453,17 +464,18 @@ class TestGroupGemm:
         torch.cuda.synchronize()
         assert_close(out, reference(x, w, offsets, b), torch.bfloat16, 64)
 
-    def test_bad_offsets_are_clamped_and_flagged(self):
+    @pytest.mark.parametrize("config", [gemm_config.GROUP_DIRECT, gemm_config.GROUP_WIDE], ids=lambda c: c.name)
+    def test_bad_offsets_are_clamped_and_flagged(self, config):
         x, w, _, _ = operands([50, 50], 64, 64, torch.bfloat16, "cuda")
         oasr.group_gemm_check()
         bad = torch.tensor([60, 40], dtype=torch.int32, device="cuda")  # decreasing: group 1 is empty
         out = poisoned((100, 64), torch.bfloat16)
-        oasr.group_gemm(x, w, bad, out=out)
+        group_module._launch(x, w, bad, None, out, config)
         with pytest.raises(ValueError, match="not non-decreasing"):
             oasr.group_gemm_check()
         assert_close(out[:60], reference(x[:60], w[:1], bad[:1]), torch.bfloat16, 64)
         past = torch.tensor([50, 130], dtype=torch.int32, device="cuda")  # past L: group 1 clamped to L
-        oasr.group_gemm(x, w, past, out=out)
+        group_module._launch(x, w, past, None, out, config)
         with pytest.raises(ValueError, match="not non-decreasing"):
             oasr.group_gemm_check()
         assert_close(out, reference(x, w, torch.tensor([50, 100], dtype=torch.int32)), torch.bfloat16, 64)

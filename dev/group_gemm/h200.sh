@@ -8,7 +8,9 @@
 #        programmatic dependent launch) next to torch._grouped_mm, a loop of F.linear and one dense GEMM,
 #        CUDA-graph device time
 #        -> $OUT/group-bench.txt and $OUT/group-bench.csv;
-# ncu:   (not by default) the issue's shape under the direct candidates and the CUTLASS pick, each
+# sanitize: compute-sanitizer memcheck and racecheck over dev/group_gemm/sanitize.py's odd problems (both
+#        kernels) -> $OUT/group-sanitize-{memcheck,racecheck}.log;
+# ncu:   (not by default) the issue's shape under the direct kernel and CUTLASS's 128x256 cooperative, each
 #        launched twice (speed of light, memory, occupancy, warp stalls) -> $OUT/group-ncu.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -24,11 +26,17 @@ for s in ${*:-build test bench}; do
             >> "$OUT/group-pytest.log" 2>&1 || status=1
           tail -30 "$OUT/group-pytest.log" ;;
     bench) python3 dev/group_gemm/bench.py --csv "$OUT/group-bench.csv" 2>&1 | tee "$OUT/group-bench.txt" || status=1 ;;
+    sanitize) for tool in memcheck racecheck; do
+                timeout 300 compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 \
+                  python3 dev/group_gemm/sanitize.py > "$OUT/group-sanitize-$tool.log" 2>&1 || status=1
+                echo "$tool: $(grep -E "(ERROR|RACECHECK) SUMMARY" "$OUT/group-sanitize-$tool.log" | tail -1)"
+                grep -c " ok$" "$OUT/group-sanitize-$tool.log" | sed "s/^/$tool: cases ok: /"
+              done ;;
     ncu) timeout 240 ncu --clock-control none -k regex:'GroupGemm(Kernel|AfterSetup)' \
            --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
            --section SchedulerStats python3 dev/group_gemm/ncu_targets.py > "$OUT/group-ncu.txt" 2>&1 || status=1
          grep -E "GroupGemm|Duration|Throughput|Busy|Stall|Issued|Eligible|Active Warps|Hit Rate" "$OUT/group-ncu.txt" ;;
-    *) echo "unknown step $s (steps: build test bench ncu)"; status=1 ;;
+    *) echo "unknown step $s (steps: build test bench sanitize ncu)"; status=1 ;;
   esac
 done
 exit $status

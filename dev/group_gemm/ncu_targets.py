@@ -5,7 +5,7 @@ twice (the second warm), for ncu:
     ncu --clock-control none -k 'regex:GroupGemm' ... python dev/group_gemm/ncu_targets.py [CONFIG ...]
 
 CONFIG: a candidate's name (``gemm_config.GROUP_CANDIDATES``, e.g. ``128x128x64_c1x1_direct_s0``); none: the
-direct candidates and the CUTLASS pick. ``dev/group_gemm/h200.sh ncu`` runs it.
+direct kernel and CUTLASS's 128x256 cooperative. ``dev/group_gemm/h200.sh ncu`` runs it.
 """
 
 from __future__ import annotations
@@ -24,10 +24,7 @@ group_module = sys.modules["oasr.group_gemm"]
 
 
 def main() -> None:
-    names = sys.argv[1:] or [
-        *(c.name for c in gemm_config.GROUP_CANDIDATES if c.schedule == "direct"),
-        gemm_config.choose_group(1024, 256).name,
-    ]
+    names = sys.argv[1:] or [gemm_config.GROUP_DIRECT.name, gemm_config.GROUP_WIDE.name]
     configs = {c.name: c for c in gemm_config.GROUP_CANDIDATES}
     g = torch.Generator(device="cuda").manual_seed(0)
     x = torch.randn(8000, 256, device="cuda", generator=g).to(torch.bfloat16)

@@ -311,18 +311,22 @@ GROUP_GEMM = Family(
         "`torch._grouped_mm`, a dense GEMM over all rows and a Python loop of `F.linear`."
     ),
     design=(
-        "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the device "
-        "offsets into per-group problem shapes, pointers and strides in a workspace cached per shape; then "
-        "CUTLASS's ptr-array TMA warp-specialized kernel (cooperative, 128x256 tiles, or 128x128 in 2x1 "
-        "clusters when N < 256; one CTA per SM) reads them from the device and walks every group's tiles, "
-        "rewriting its TMA descriptors as it enters a group; it waits on the setup kernel with "
-        "`griddepcontrol.wait`, so it can be launched with programmatic dependent launch. Nothing comes back "
-        "to the host, so a CUDA graph replays with new offsets; offsets "
-        "that decrease or end past L are clamped and flagged in host-mapped memory "
-        "(`oasr.group_gemm_check()`). A bias is added in the epilogue: CUTLASS's row broadcast reads group "
-        "g's through an array of per-group pointers the setup kernel fills."
+        "Two kernels, chosen per shape (`gemm_config.choose_group`). Below K = 2048 (up to 1024 groups), "
+        "`include/oasr/gemm/sm90_group_gemm_direct.cuh`: one launch that reads the device offsets itself. "
+        "Each CTA scans them into a table of the groups' first tiles in shared memory; a tile is 128 rows "
+        "starting at a row of its group (the last may run into the next group's rows, computed and not "
+        "stored), so A is one TMA descriptor over [L, K] read at any row and B one over [G, N, K]; a producer "
+        "warp streams k-blocks into a ring of mbarrier'd stages and two warpgroups run wgmma, storing their "
+        "rows under a row predicate with the bias added. From K = 2048, "
+        "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the offsets into "
+        "per-group problem shapes, pointers and strides in a workspace cached per shape, and CUTLASS's "
+        "ptr-array TMA warp-specialized kernel reads them and walks every group's tiles, rewriting its TMA "
+        "descriptors as it enters a group. Both wait on the kernel before them with `griddepcontrol.wait`, so "
+        "they are launched with programmatic dependent launch. Nothing comes back to the host, so a CUDA graph "
+        "replays with new offsets; offsets that decrease or end past L are clamped and flagged in host-mapped "
+        "memory (`oasr.group_gemm_check()`)."
     ),
-    headers=("oasr/gemm/sm90_group_gemm.cuh", "oasr/gemm/sm90_gemm.cuh"),
+    headers=("oasr/gemm/sm90_group_gemm_direct.cuh", "oasr/gemm/sm90_group_gemm.cuh", "oasr/gemm/sm90_gemm.cuh"),
     capabilities=(90,),
     extra_cuda_cflags=(SM90A,),
     include_paths=cutlass.include_paths,

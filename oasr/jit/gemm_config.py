@@ -36,12 +36,11 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct", "direct_pingpong")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
-epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Direct and direct
-ping-pong (group_gemm only): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group
-offsets itself, 128x128x64 tiles without clusters, shared by the two warpgroups or taken in turns."""
-DIRECT_SCHEDULES = ("direct", "direct_pingpong")
+epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Direct (group_gemm
+only): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group offsets itself,
+128x128x64 tiles shared by two warpgroups, no clusters."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -72,10 +71,8 @@ class GemmConfig:
         if self.schedule == "cooperative" and self.tile_m % 128:
             raise ValueError("GemmConfig: the cooperative schedule needs a tile_m that is a multiple of 128")
         direct_tile = (self.tile_m, self.tile_n, self.tile_k, self.cluster_m, self.cluster_n) == (128, 128, 64, 1, 1)
-        if self.schedule in DIRECT_SCHEDULES and not direct_tile:
-            raise ValueError("GemmConfig: the direct schedules take 128x128x64 tiles without clusters")
-        if self.schedule == "direct_pingpong" and self.stages % 2:
-            raise ValueError("GemmConfig: direct ping-pong splits its stages between two rings: give an even count")
+        if self.schedule == "direct" and not direct_tile:
+            raise ValueError("GemmConfig: the direct schedule takes 128x128x64 tiles without clusters")
 
     @property
     def name(self) -> str:
@@ -177,8 +174,8 @@ fp16 keeps the accurate form: its finer rounding would show the approximation on
 
 
 def _cutlass_schedule(config: GemmConfig, family: str) -> None:
-    if config.schedule in DIRECT_SCHEDULES:
-        raise ValueError(f"{family}: the direct schedules are group_gemm's own kernel; pick a CUTLASS schedule")
+    if config.schedule == "direct":
+        raise ValueError(f"{family}: the direct schedule is group_gemm's own kernel; pick a CUTLASS schedule")
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
@@ -209,11 +206,15 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
     )
 
 
+GROUP_DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
+GROUP_DIRECT_MAX_GROUPS = 1024
+"""The direct kernel keeps a table of 12 bytes per group in shared memory: up to 1024 groups two CTAs still fit an
+SM; more groups take CUTLASS's kernel."""
 GROUP_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
 GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
 GROUP_LONG_K = MANY_WAVES  # the gemm rule's pick at long K too
 GROUP_LONG_K_MIN = 2048
-GROUP_PICKS = (GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K)
+GROUP_PICKS = (GROUP_DIRECT, GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K)
 """What :func:`choose_group` returns (``dev/group_gemm/bench.py --build`` builds both dtypes, plain and bias)."""
 GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     *GROUP_PICKS,
@@ -221,19 +222,17 @@ GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 256, 64, 2, 1, "cooperative"),
     GemmConfig(128, 256, 64, 1, 2, "cooperative"),
     GemmConfig(256, 128, 64, 1, 1, "cooperative"),
-    GemmConfig(128, 128, 64, 1, 1, "direct"),
-    GemmConfig(128, 128, 64, 1, 1, "direct_pingpong"),
-    GemmConfig(128, 128, 64, 1, 1, "direct_pingpong", 4),
 )
-"""The grouped GEMM's configurations (persistent schedules only: the grid is one CTA per SM and the
-scheduler walks the groups' tiles), timed against each other by ``dev/group_gemm/bench.py``: the picks,
-the runners-up of the first H200 sweep (128x128 cooperative, and ping-pong, the earlier default), and larger
-tiles and clusters for the issue's 8 x 1000 rows (128x256 with a 2x1 or 1x2 cluster, 256x128). The 64-row
-ping-pong tiles lost every shape of that sweep (1.09-2.31x the best time) and are no longer built."""
-GROUP_DEFAULT = GROUP_WIDE
+"""The grouped GEMM's configurations, timed against each other by ``dev/group_gemm/bench.py``: the direct
+kernel, and CUTLASS's persistent schedules (the grid is one CTA per SM and the scheduler walks the groups'
+tiles): the picks, the runners-up of the first H200 sweep (128x128 cooperative, and ping-pong, the earlier
+default), and larger tiles and clusters for the issue's 8 x 1000 rows (128x256 with a 2x1 or 1x2 cluster,
+256x128). The 64-row ping-pong tiles lost every shape of that sweep (1.09-2.31x the best time) and are no
+longer built."""
+GROUP_DEFAULT = GROUP_DIRECT
 """The group_gemm family's representative build (prebuilding, the CPU build test): the issue's shape's pick."""
 GROUP_PDL = True
-"""Whether ``oasr.group_gemm`` launches its two kernels with programmatic dependent launch (PDL: each becomes
+"""Whether ``oasr.group_gemm`` launches its kernels with programmatic dependent launch (PDL: each becomes
 resident while the kernel before it runs, and waits on it with ``griddepcontrol.wait`` before touching memory).
 The second H200 sweep (``dev/group_gemm/results/bench_h200.txt``, the ``+pdl`` rows beside the same
 configurations without) measured 0.7-0.9 us less on every shape of a few microseconds (8 x 1000 rows, 128x256:
@@ -241,26 +240,29 @@ configurations without) measured 0.7-0.9 us less on every shape of a few microse
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_group(n: int, k: int) -> GemmConfig:
-    """The grouped GEMM's configuration for ``[rows, k] x [k, n]`` groups, from the H200 sweeps.
+def choose_group(n: int, k: int, groups: int = 1) -> GemmConfig:
+    """The grouped GEMM's configuration for ``groups`` groups of ``[rows, k] x [k, n]``, from the H200 sweeps.
 
-    ``dev/group_gemm/results/bench_h200.txt`` (every candidate, CUDA-graph device time, bf16, the scheduler
-    walking N first for tall groups): 128x256 cooperative won the issue's 8 x 1000 rows (N=1024, K=256: 17.62
-    us, 16.77 with PDL, against 19.08 for 128x128 ping-pong); from K=2048 128x128 ping-pong took the lead (64
-    x ~16000 rows, N=256 and 512: 2021 and 3899 us against 2154 and 4070 for 128x256 cooperative: one run, a
-    4-6% margin, as the gemm family's long-K rule); 128x128 cooperative with a 2x1 cluster won the narrow shapes
-    (32 x ~256 rows, K=64, N=64 and 128: 7.87 and 8.41 us, 1.26-1.27x torch._grouped_mm). N between 128 and
-    256 was not measured and takes the narrow tile.
+    ``dev/group_gemm/results/direct_h200.txt`` (CUDA-graph device time, bf16, with PDL): below K=2048 the direct
+    kernel (one launch, no setup kernel, no per-group descriptors) matched CUTLASS's best on the issue's 8 x 1000
+    rows (N=1024, K=256: 16.5 against 16.6 us for 128x256 cooperative) and beat it on the narrow shapes (32 x
+    ~256 rows, K=64, N=64 and 128: 5.6 and 6.2 us against 6.8-7.5); from K=2048 it fell to 0.7-0.8x of CUTLASS,
+    whose 128x128 ping-pong keeps long K (``results/bench_h200.txt``: 64 x ~16000 rows, N=256 and 512: 2021 and
+    3899 us against 2154 and 4070 for 128x256 cooperative, as the gemm family's long-K rule). Beyond
+    :data:`GROUP_DIRECT_MAX_GROUPS` groups short K takes CUTLASS's earlier picks: 128x256 cooperative where N
+    fills it, else 128x128 cooperative with a 2x1 cluster.
     """
-    if n < 256:
-        return GROUP_NARROW
-    return GROUP_LONG_K if k >= GROUP_LONG_K_MIN else GROUP_WIDE
+    if k >= GROUP_LONG_K_MIN:
+        return GROUP_LONG_K
+    if groups <= GROUP_DIRECT_MAX_GROUPS:
+        return GROUP_DIRECT
+    return GROUP_NARROW if n < 256 else GROUP_WIDE
 
 
 def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Variant:
     """The group_gemm module for ``dtype`` ("float16", "bfloat16"), a persistent ``config`` and the epilogue
     (``bias``: a per-group bias added to the accumulators)."""
-    if config.schedule not in ("cooperative", "pingpong", *DIRECT_SCHEDULES):
+    if config.schedule not in ("cooperative", "pingpong", "direct"):
         raise ValueError("group_gemm_variant: the grouped GEMM runs cooperative, ping-pong or direct schedules only")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{'bias' if bias else 'plain'}_{config.name}",

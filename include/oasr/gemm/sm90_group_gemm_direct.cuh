@@ -12,13 +12,12 @@
 // Each CTA first turns the offsets into a table of every group's first tile, start and end row in shared
 // memory (one block-wide scan; offsets that decrease or leave [0, L] are clamped as group_rows does and
 // raise the error flag), then walks the tiles u = blockIdx.x, + gridDim.x, ... with the N tiles of a row
-// block consecutive (they share its A rows in L2). Tiles are 128 x 128. A producer warp streams the (A, B)
-// k-blocks by TMA into a ring of stages, each with a "full" and an "empty" mbarrier. Two consumer
-// warpgroups run wgmma (m64 n128 k16, both operands from shared memory, 128-byte swizzle), keep one
-// k-block's products in flight and store their rows with the bias added in fp32, either
-//   - sharing each tile, 64 rows each (two CTAs per SM, three stages each), or
-//   - ping-pong: each owning every other tile of the CTA whole (two m64 products per k-step), so that one
-//     warpgroup's stores overlap the other's products (one CTA per SM, six stages).
+// block consecutive (they share its A rows in L2). Tiles are 128 x 128, two CTAs per SM. A producer warp
+// streams the (A, B) k-blocks by TMA into a ring of three stages, each with a "full" and an "empty"
+// mbarrier; two consumer warpgroups take 64 rows of each tile with wgmma (m64 n128 k16, both operands from
+// shared memory, 128-byte swizzle), keep one k-block's products in flight and store their rows with the
+// bias added in fp32. (Warpgroups taking whole tiles in turns, one CTA per SM, measured slower on every
+// shape: dev/README.md.)
 #pragma once
 
 #include <cuda.h>
@@ -137,38 +136,21 @@ __device__ __forceinline__ Tile locate(int u, int n_tiles, int groups, const int
   return Tile{lo, start[lo] + (m - first[lo]) * kBM, end[lo], (u - m * n_tiles) * kBN};
 }
 
-// The stages form one ring per consuming warpgroup set: one shared ring, or (ping-pong) one ring per warpgroup,
-// so that every stage has a single consumer and no waiter can run a whole phase ahead of its barrier. A
-// ring's n-th k-block goes to its stage n % kRingStages, that stage's (n / kRingStages)-th use.
-template <int Stages, bool PingPong>
-struct Rings {
-  static constexpr int kRings = PingPong ? 2 : 1;
-  static constexpr int kRingStages = Stages / kRings;
-  static_assert(kRingStages * kRings == Stages && kRingStages >= 2, "each ring needs two stages or more");
-  __device__ static int slot(int ring, int n) { return ring * kRingStages + n % kRingStages; }
-  __device__ static uint32_t parity(int n) { return (n / kRingStages) & 1; }
-};
-
-template <class Element, int Stages, bool PingPong>
+template <class Element, int Stages>
 __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
   using P = Plan<Element, Stages>;
-  using R = Rings<Stages, PingPong>;
   const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
-  int filled[2] = {0, 0};  // k-blocks sent into each ring
-  int j = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x, ++j) {
-    const int ring = PingPong ? j & 1 : 0;
+  int it = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Tile t = locate(u, n_tiles, p.groups, first, start, end);
-    int n = filled[ring];
-    for (int kb = 0; kb < k_blocks; ++kb, ++n) {
-      const int slot = R::slot(ring, n);
-      if (n >= R::kRingStages) mbarrier_wait(empty + 8 * slot, R::parity(n) ^ 1);  // its last use was released
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const int slot = it % Stages;
+      if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);  // its last use was released
       mbarrier_arrive_expect_tx(full + 8 * slot, P::kStageBytes);
       tma_load(smem + slot * P::kABytes, &p.a, full + 8 * slot, kb * kBK, t.row0);
       tma_load(smem + P::kBOffset + slot * P::kBBytes, &p.b, full + 8 * slot, kb * kBK, t.n0, t.g);
     }
-    filled[ring] = n;
   }
 }
 
@@ -227,10 +209,10 @@ __device__ __forceinline__ void exchange(uint32_t (&w)[4], const float (&acc)[N]
   }
 }
 
-// The warp's 16 rows from row `rows` of the tile, bias added, rounded once. The accumulators hold pairs of columns (lane 4 g + t:
-// columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of a row swap their pairs of four 8-column blocks so
-// that each stores one block whole: 16-byte stores covering whole 32-byte sectors, where the pairs' 4-byte
-// stores would leave each sector half written per instruction.
+// The warp's 16 rows from row `rows` of the tile, bias added, rounded once. The accumulators hold pairs of
+// columns (lane 4 g + t: columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of a row swap their pairs of
+// four 8-column blocks so that each stores one block whole: 16-byte stores covering whole 32-byte sectors.
+// The pairs' own 4-byte stores, half a sector per row and instruction, took 23 us against 17 on 8 x 1000 rows.
 template <class Element, bool Bias>
 __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2]) {
   using T = Native<Element>;
@@ -259,57 +241,45 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
   }
 }
 
-// Products of the tiles this warpgroup takes: with `PingPong`, every other tile of the CTA whole (`acc` rows 0-63
-// and 64-127), else its 64 rows of every tile (acc[0]).
-template <class Element, int Stages, bool Bias, bool PingPong>
+// This warpgroup's 64 rows of every tile of the CTA.
+template <class Element, int Stages, bool Bias>
 __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
   using P = Plan<Element, Stages>;
   using T = Native<Element>;
-  constexpr int kHalves = PingPong ? 2 : 1;  // m64 products per k-step
-  constexpr uint32_t kHalfBytes = 64 * kBK * sizeof(Element);
   const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
-  const int wg = threadIdx.x >> 7;
-  const uint32_t a_rows = PingPong ? 0 : wg * kHalfBytes;  // where this warpgroup's rows of A start
-  const bool releases = (threadIdx.x & 31) == 0;           // one arrival per warp
-  using R = Rings<Stages, PingPong>;
-  const int ring = PingPong ? wg : 0;
-  float acc[kHalves][kBN / 2];
-  int n = 0, j = 0;  // k-blocks taken from the ring, tiles of the CTA seen
-  for (int u = blockIdx.x; u < units; u += gridDim.x, ++j) {
-    if (PingPong && (j & 1) != wg) continue;  // the other warpgroup's tile
+  const int rows = 64 * (threadIdx.x >> 7);                     // this warpgroup's first row of a tile
+  const uint32_t a_rows = rows * kBK * sizeof(Element);         // and its bytes into a stage's A
+  const bool releases = (threadIdx.x & 31) == 0;                // one arrival per warp
+  float acc[kBN / 2];
+  int it = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Tile t = locate(u, n_tiles, p.groups, first, start, end);
-    for (int kb = 0; kb < k_blocks; ++kb, ++n) {
-      const int slot = R::slot(ring, n);
-      mbarrier_wait(full + 8 * slot, R::parity(n));
+    for (int kb = 0; kb < k_blocks; ++kb, ++it) {
+      const int slot = it % Stages;
+      mbarrier_wait(full + 8 * slot, (it / Stages) & 1);
       const uint32_t a = smem + slot * P::kABytes + a_rows, b = smem + P::kBOffset + slot * P::kBBytes;
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBK / 16; ++ks) {
-#pragma unroll
-        for (int h = 0; h < kHalves; ++h) {
-          wgmma_ss_m64k16<T, kBN>(acc[h], wgmma_desc_sw128(a + h * kHalfBytes + 32 * ks),
-                                  wgmma_desc_sw128(b + 32 * ks), kb > 0 || ks > 0);
-        }
+        wgmma_ss_m64k16<T, kBN>(acc, wgmma_desc_sw128(a + 32 * ks), wgmma_desc_sw128(b + 32 * ks), kb > 0 || ks > 0);
       }
       wgmma_commit();
       if (kb > 0) {  // the k-block before this one is done with its stage
         wgmma_wait<1>();
-        if (releases) mbarrier_arrive(empty + 8 * R::slot(ring, n - 1));
+        if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
       }
     }
     wgmma_wait<0>();
-    if (releases) mbarrier_arrive(empty + 8 * R::slot(ring, n - 1));
-#pragma unroll
-    for (int h = 0; h < kHalves; ++h) {
-      wgmma_fence_registers(acc[h]);
-      store<Element, Bias>(p, t, PingPong ? 64 * h : 64 * wg, acc[h]);
-    }
+    if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
+    wgmma_fence_registers(acc);
+    store<Element, Bias>(p, t, rows, acc);
   }
 }
 
-template <class Element, int Stages, bool Bias, bool PingPong>
-__global__ void __launch_bounds__(kThreads, PingPong ? 1 : 2) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
+// 112 registers: two CTAs of 288 threads per SM (launch bounds of (288, 2) made ptxas stop at 96 and spill).
+template <class Element, int Stages, bool Bias>
+__global__ void __maxnreg__(112) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<Element, Stages>;
   extern __shared__ unsigned char smem_bytes[];
@@ -321,10 +291,9 @@ __global__ void __launch_bounds__(kThreads, PingPong ? 1 : 2) GroupGemmKernel(co
   if (threadIdx.x == kConsumers) {
     tma_prefetch(&p.a);
     tma_prefetch(&p.b);
-    constexpr uint32_t kReleases = (PingPong ? kConsumers / 2 : kConsumers) / 32;  // the warps of a stage's tile
     for (int s = 0; s < Stages; ++s) {
-      mbarrier_init(smem + P::kBarriers + 8 * s, 1);                    // full: the producer's arrival
-      mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kReleases);  // empty: one per consuming warp
+      mbarrier_init(smem + P::kBarriers + 8 * s, 1);                           // full: the producer's arrival
+      mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kConsumers / 32);  // empty: one per consumer warp
     }
     mbarrier_init_fence();
   }
@@ -335,20 +304,19 @@ __global__ void __launch_bounds__(kThreads, PingPong ? 1 : 2) GroupGemmKernel(co
   const int units = tiles * n_tiles;
   if (threadIdx.x >= kConsumers) {
     if (threadIdx.x == kConsumers) {
-      produce<Element, Stages, PingPong>(p, smem, units, n_tiles, k_blocks, first, start, end);
+      produce<Element, Stages>(p, smem, units, n_tiles, k_blocks, first, start, end);
     }
   } else {
-    consume<Element, Stages, Bias, PingPong>(p, smem, units, n_tiles, k_blocks, first, start, end);
+    consume<Element, Stages, Bias>(p, smem, units, n_tiles, k_blocks, first, start, end);
   }
 #endif
 }
 
 }  // namespace direct
 
-// Launches the grouped GEMM on `stream` with `Stages` pipeline stages, the consumer warpgroups sharing each
-// tile or (`PingPong`) taking turns: no workspace, no allocation, no host synchronisation. `pdl`: with
-// programmatic dependent launch (it waits on the kernel before it on the device).
-template <class Element, int Stages, bool Bias, bool PingPong>
+// Launches the grouped GEMM on `stream` with `Stages` pipeline stages: no workspace, no allocation, no host
+// synchronisation. `pdl`: with programmatic dependent launch (it waits on the kernel before it on the device).
+template <class Element, int Stages, bool Bias>
 cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStream_t stream) {
   using P = direct::Plan<Element, Stages>;
   direct::Params<Element> params{};
@@ -377,7 +345,7 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
   params.n = p.n;
   params.k = p.k;
 
-  const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, Stages, Bias, PingPong>);
+  const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, Stages, Bias>);
   const size_t smem = P::bytes(p.groups);
   cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (error != cudaSuccess) return error;
