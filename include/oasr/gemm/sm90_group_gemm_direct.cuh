@@ -277,9 +277,10 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   }
 }
 
-// 112 registers: two CTAs of 288 threads per SM (launch bounds of (288, 2) made ptxas stop at 96 and spill).
+// Two CTAs per SM. ptxas keeps to 96 registers and spills a few bytes in the epilogue; __maxnreg__(112) instead
+// (no spill) measured 20.0 against 16.5 us on 8 x 1000 rows (dev/group_gemm/results/e3e06315/).
 template <class Element, int Stages, bool Bias>
-__global__ void __maxnreg__(112) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
+__global__ void __launch_bounds__(kThreads, 2) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<Element, Stages>;
   extern __shared__ unsigned char smem_bytes[];
