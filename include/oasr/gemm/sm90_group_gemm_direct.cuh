@@ -48,7 +48,8 @@ template <class Element>
 using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the
-// full and empty mbarriers, then the group table: first tile [G + 1], start row [G], end row [G].
+// full and empty mbarriers, each warpgroup's bias rows, then the group table: first tile [G + 1], start row
+// [G], end row [G].
 template <class Element, int Stages>
 struct Plan {
   static constexpr uint32_t kABytes = kBM * kBK * sizeof(Element);
@@ -56,7 +57,8 @@ struct Plan {
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   static constexpr uint32_t kBOffset = Stages * kABytes;
   static constexpr uint32_t kBarriers = Stages * kStageBytes;
-  static constexpr uint32_t kTable = kBarriers + 2 * Stages * 8;
+  static constexpr uint32_t kBias = kBarriers + 2 * Stages * 8;       // fp32 [warpgroup][tile parity][kBN]
+  static constexpr uint32_t kTable = kBias + 2 * 2 * kBN * sizeof(float);
   static size_t bytes(int groups) { return 1024 + kTable + 4 * (3 * static_cast<size_t>(groups) + 1); }
 };
 
@@ -209,28 +211,25 @@ __device__ __forceinline__ void exchange(uint32_t (&w)[4], const float (&acc)[N]
   }
 }
 
-// The warp's 16 rows from row `rows` of the tile, bias added, rounded once. The accumulators hold pairs of
+// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once. The accumulators hold pairs of
 // columns (lane 4 g + t: columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of a row swap their pairs of
 // four 8-column blocks so that each stores one block whole: 16-byte stores covering whole 32-byte sectors.
 // The pairs' own 4-byte stores, half a sector per row and instruction, took 23 us against 17 on 8 x 1000 rows.
 template <class Element, bool Bias>
-__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2]) {
+__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2],
+                                      const float* bias) {
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
   const int r = t.row0 + rows + 16 * (warp & 3) + (lane >> 2);  // and r + 8 (common/wgmma.cuh's layout)
   T* row_a = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
   T* row_b = row_a + 8 * p.ldd;
   const bool live_a = r < t.end, live_b = r + 8 < t.end;
-  const T* bias = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
 #pragma unroll
   for (int jj = 0; jj < kBN / 32; ++jj) {  // four 8-column blocks 4 jj .. 4 jj + 3
     float b[8] = {};                       // the bias of this lane's pair in each block
     if constexpr (Bias) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int c = t.n0 + 8 * (4 * jj + i / 2) + 2 * q + i % 2;
-        if (c < p.n) b[i] = static_cast<float>(bias[c]);
-      }
+      for (int i = 0; i < 8; ++i) b[i] = bias[8 * (4 * jj + i / 2) + 2 * q + i % 2];
     }
     const int c = t.n0 + 8 * (4 * jj + q);  // this lane's block after the exchange
     uint32_t w[4];
@@ -239,6 +238,12 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
     exchange<T>(w, acc, 16 * jj + 2, b, q, lane);
     if (live_b) store_row(row_b, c, p.n, w);
   }
+}
+
+// The dynamic shared memory, from its first 1024-byte boundary.
+__device__ __forceinline__ unsigned char* smem_base() {
+  extern __shared__ unsigned char smem_bytes[];
+  return smem_bytes + ((1024 - __cvta_generic_to_shared(smem_bytes) % 1024) % 1024);
 }
 
 // This warpgroup's 64 rows of every tile of the CTA.
@@ -251,10 +256,16 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   const int rows = 64 * (threadIdx.x >> 7);                     // this warpgroup's first row of a tile
   const uint32_t a_rows = rows * kBK * sizeof(Element);         // and its bytes into a stage's A
   const bool releases = (threadIdx.x & 31) == 0;                // one arrival per warp
+  float* bias = reinterpret_cast<float*>(smem_base() + P::kBias) + (threadIdx.x >> 7) * 2 * kBN;
   float acc[kBN / 2];
-  int it = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x) {
+  int it = 0, parity = 0;
+  for (int u = blockIdx.x; u < units; u += gridDim.x, parity ^= 1) {
     const Tile t = locate(u, n_tiles, p.groups, first, start, end);
+    if constexpr (Bias) {  // the tile's bias row, in while the products run
+      const int c = t.n0 + (threadIdx.x & 127);
+      const T* row = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
+      bias[parity * kBN + (threadIdx.x & 127)] = c < p.n ? static_cast<float>(row[c]) : 0.f;
+    }
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
       mbarrier_wait(full + 8 * slot, (it / Stages) & 1);
@@ -273,7 +284,16 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
     wgmma_wait<0>();
     if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
     wgmma_fence_registers(acc);
-    store<Element, Bias>(p, t, rows, acc);
+    // The warpgroup's bias writes are visible; the two parities keep a fast warp's next write off a row that a
+    // slow warp still reads.
+    if constexpr (Bias) {
+      if (threadIdx.x < 128) {  // barrier ids as constants: ptxas reserves all 16 for a register id
+        asm volatile("bar.sync 1, 128;\n" ::: "memory");
+      } else {
+        asm volatile("bar.sync 2, 128;\n" ::: "memory");
+      }
+    }
+    store<Element, Bias>(p, t, rows, acc, bias + parity * kBN);
   }
 }
 
@@ -283,8 +303,7 @@ template <class Element, int Stages, bool Bias>
 __global__ void __launch_bounds__(kThreads, 2) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<Element, Stages>;
-  extern __shared__ unsigned char smem_bytes[];
-  unsigned char* base = smem_bytes + ((1024 - __cvta_generic_to_shared(smem_bytes) % 1024) % 1024);
+  unsigned char* base = smem_base();
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(base));
   int* first = reinterpret_cast<int*>(base + P::kTable);
   int* start = first + p.groups + 1;
