@@ -211,9 +211,10 @@ __device__ __forceinline__ void exchange(uint32_t (&w)[4], const float (&acc)[N]
   }
 }
 
-// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once. The accumulators hold pairs of
-// columns (lane 4 g + t: columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of a row swap their pairs of
-// four 8-column blocks so that each stores one block whole: 16-byte stores covering whole 32-byte sectors.
+// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once. The
+// accumulators hold pairs of columns (lane 4 g + t: columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of
+// a row swap their pairs of four 8-column blocks so that each stores one block whole: 16-byte stores covering
+// whole 32-byte sectors.
 // The pairs' own 4-byte stores, half a sector per row and instruction, took 23 us against 17 on 8 x 1000 rows.
 template <class Element, bool Bias>
 __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2],
