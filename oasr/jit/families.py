@@ -311,7 +311,7 @@ GROUP_GEMM = Family(
         "`torch._grouped_mm`, a dense GEMM over all rows and a Python loop of `F.linear`."
     ),
     design=(
-        "Two kernels, chosen per shape (`gemm_config.choose_group`). Below K = 2048 (up to 1024 groups), "
+        "Two kernels, chosen per shape (`gemm_config.choose_group`). Below K = 2048 (up to 1024 groups, no bias), "
         "`include/oasr/gemm/sm90_group_gemm_direct.cuh`: one launch that reads the device offsets itself. "
         "Each CTA scans them into a table of the groups' first tiles in shared memory; a tile is 128 rows "
         "starting at a row of its group (the last may run into the next group's rows, computed and not "

@@ -240,21 +240,25 @@ configurations without) measured 0.7-0.9 us less on every shape of a few microse
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_group(n: int, k: int, groups: int = 1) -> GemmConfig:
-    """The grouped GEMM's configuration for ``groups`` groups of ``[rows, k] x [k, n]``, from the H200 sweeps.
+def choose_group(n: int, k: int, groups: int = 1, bias: bool = False) -> GemmConfig:
+    """The grouped GEMM's configuration for ``groups`` groups of ``[rows, k] x [k, n]`` (``bias``: a per-group
+    bias in the epilogue), from the H200 sweeps.
 
     ``dev/group_gemm/results/direct_h200.txt`` (CUDA-graph device time, bf16, with PDL): below K=2048 the direct
     kernel (one launch, no setup kernel, no per-group descriptors) matched CUTLASS's best on the issue's 8 x 1000
-    rows (N=1024, K=256: 16.5 against 16.6 us for 128x256 cooperative) and beat it on the narrow shapes (32 x
-    ~256 rows, K=64, N=64 and 128: 5.6 and 6.2 us against 6.8-7.5); from K=2048 it fell to 0.7-0.8x of CUTLASS,
+    rows (N=1024, K=256: 16.8 against 16.9 us for 128x256 cooperative) and beat it on the narrow shapes (32 x
+    ~256 rows, K=64, N=64 and 128: 5.6 and 6.7 us against 6.8-7.4); from K=2048 it fell to 0.7-0.8x of CUTLASS,
     whose 128x128 ping-pong keeps long K (``results/bench_h200.txt``: 64 x ~16000 rows, N=256 and 512: 2021 and
-    3899 us against 2154 and 4070 for 128x256 cooperative, as the gemm family's long-K rule). Beyond
-    :data:`GROUP_DIRECT_MAX_GROUPS` groups short K takes CUTLASS's earlier picks: 128x256 cooperative where N
-    fills it, else 128x128 cooperative with a 2x1 cluster.
+    3899 us against 2154 and 4070 for 128x256 cooperative, as the gemm family's long-K rule). With a bias the
+    direct kernel took 20.1 us on 8 x 1000 rows against 17.2 for CUTLASS's 128x256 cooperative
+    (``results/direct_pingpong_h200.txt``, whose ``oasr+bias`` row was still CUTLASS's), and 8.1 against 7.8 at
+    N=128, so a bias, or more than :data:`GROUP_DIRECT_MAX_GROUPS`
+    groups, keeps CUTLASS's earlier picks: 128x256 cooperative where N fills it, else 128x128 cooperative with a
+    2x1 cluster.
     """
     if k >= GROUP_LONG_K_MIN:
         return GROUP_LONG_K
-    if groups <= GROUP_DIRECT_MAX_GROUPS:
+    if groups <= GROUP_DIRECT_MAX_GROUPS and not bias:
         return GROUP_DIRECT
     return GROUP_NARROW if n < 256 else GROUP_WIDE
 
