@@ -246,13 +246,12 @@ def choose_group(n: int, k: int, groups: int = 1, bias: bool = False) -> GemmCon
 
     ``dev/group_gemm/results/direct_h200.txt`` (CUDA-graph device time, bf16, with PDL): below K=2048 the direct
     kernel (one launch, no setup kernel, no per-group descriptors) matched CUTLASS's best on the issue's 8 x 1000
-    rows (N=1024, K=256: 16.8 against 16.9 us for 128x256 cooperative) and beat it on the narrow shapes (32 x
-    ~256 rows, K=64, N=64 and 128: 5.6 and 6.7 us against 6.8-7.4); from K=2048 it fell to 0.7-0.8x of CUTLASS,
+    rows (N=1024, K=256: 16.79 against 16.75 us for 128x256 cooperative) and beat it on the narrow shapes (32 x
+    ~256 rows, K=64, N=64 and 128: 5.6 and 6.7 us against 6.8 and 7.0); from K=2048 it fell to 0.7-0.8x of CUTLASS,
     whose 128x128 ping-pong keeps long K (``results/bench_h200.txt``: 64 x ~16000 rows, N=256 and 512: 2021 and
     3899 us against 2154 and 4070 for 128x256 cooperative, as the gemm family's long-K rule). With a bias the
-    direct kernel took 20.1 us on 8 x 1000 rows against 17.2 for CUTLASS's 128x256 cooperative
-    (``results/direct_pingpong_h200.txt``, whose ``oasr+bias`` row was still CUTLASS's), and 8.1 against 7.8 at
-    N=128, so a bias, or more than :data:`GROUP_DIRECT_MAX_GROUPS`
+    direct kernel took 20.1 us on 8 x 1000 rows against 17.3 for CUTLASS's 128x256 cooperative
+    (``results/final_h200.txt``), and 8.1 against 7.9 at N=128, so a bias, or more than :data:`GROUP_DIRECT_MAX_GROUPS`
     groups, keeps CUTLASS's earlier picks: 128x256 cooperative where N fills it, else 128x128 cooperative with a
     2x1 cluster.
     """
