@@ -53,35 +53,24 @@ __device__ __forceinline__ void wgmma_fence_registers(float (&acc)[N]) {
 namespace detail {
 
 namespace gmma = cute::SM90::GMMA;
+// CuTe's instructions for (T, N), K-major operands: A from registers (`rs`) or shared memory (`ss`).
 template <typename T, int N>
-struct WgmmaRs;
-#define OASR_WGMMA_RS(T, N, NAME) \
-  template <>                     \
-  struct WgmmaRs<T, N> {          \
-    using type = gmma::NAME<gmma::Major::K, gmma::Major::K>; \
+struct Wgmma;
+#define OASR_WGMMA(T, N, STEM)                                 \
+  template <>                                                  \
+  struct Wgmma<T, N> {                                         \
+    using rs = gmma::STEM##_RS<gmma::Major::K, gmma::Major::K>; \
+    using ss = gmma::STEM##_SS<gmma::Major::K, gmma::Major::K>; \
   };
-OASR_WGMMA_RS(nv_bfloat16, 64, MMA_64x64x16_F32BF16BF16_RS)
-OASR_WGMMA_RS(nv_bfloat16, 128, MMA_64x128x16_F32BF16BF16_RS)
-OASR_WGMMA_RS(nv_bfloat16, 192, MMA_64x192x16_F32BF16BF16_RS)
-OASR_WGMMA_RS(nv_bfloat16, 256, MMA_64x256x16_F32BF16BF16_RS)
-OASR_WGMMA_RS(half, 64, MMA_64x64x16_F32F16F16_RS)
-OASR_WGMMA_RS(half, 128, MMA_64x128x16_F32F16F16_RS)
-OASR_WGMMA_RS(half, 192, MMA_64x192x16_F32F16F16_RS)
-OASR_WGMMA_RS(half, 256, MMA_64x256x16_F32F16F16_RS)
-#undef OASR_WGMMA_RS
-
-template <typename T, int N>
-struct WgmmaSs;
-#define OASR_WGMMA_SS(T, N, NAME) \
-  template <>                     \
-  struct WgmmaSs<T, N> {          \
-    using type = gmma::NAME<gmma::Major::K, gmma::Major::K>; \
-  };
-OASR_WGMMA_SS(nv_bfloat16, 128, MMA_64x128x16_F32BF16BF16_SS)
-OASR_WGMMA_SS(nv_bfloat16, 256, MMA_64x256x16_F32BF16BF16_SS)
-OASR_WGMMA_SS(half, 128, MMA_64x128x16_F32F16F16_SS)
-OASR_WGMMA_SS(half, 256, MMA_64x256x16_F32F16F16_SS)
-#undef OASR_WGMMA_SS
+OASR_WGMMA(nv_bfloat16, 64, MMA_64x64x16_F32BF16BF16)
+OASR_WGMMA(nv_bfloat16, 128, MMA_64x128x16_F32BF16BF16)
+OASR_WGMMA(nv_bfloat16, 192, MMA_64x192x16_F32BF16BF16)
+OASR_WGMMA(nv_bfloat16, 256, MMA_64x256x16_F32BF16BF16)
+OASR_WGMMA(half, 64, MMA_64x64x16_F32F16F16)
+OASR_WGMMA(half, 128, MMA_64x128x16_F32F16F16)
+OASR_WGMMA(half, 192, MMA_64x192x16_F32F16F16)
+OASR_WGMMA(half, 256, MMA_64x256x16_F32F16F16)
+#undef OASR_WGMMA
 
 template <typename Atom, int... I>
 __device__ __forceinline__ void wgmma_rs(float* acc, const uint32_t (&a)[4], uint64_t b,
@@ -100,14 +89,14 @@ __device__ __forceinline__ void wgmma_ss(float* acc, uint64_t a, uint64_t b, boo
 // acc (64 x N) += A (64 x 16, registers) * B (16 x N, descriptor `b`), issued asynchronously.
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_m64k16(float (&acc)[N / 2], const uint32_t (&a)[4], uint64_t b) {
-  detail::wgmma_rs<typename detail::WgmmaRs<T, N>::type>(acc, a, b, std::make_integer_sequence<int, N / 2>{});
+  detail::wgmma_rs<typename detail::Wgmma<T, N>::rs>(acc, a, b, std::make_integer_sequence<int, N / 2>{});
 }
 
 // acc (64 x N) = A (64 x 16, descriptor `a`) * B (16 x N, descriptor `b`) + (accumulate ? acc : 0), issued
 // asynchronously.
 template <typename T, int N>
 __device__ __forceinline__ void wgmma_ss_m64k16(float (&acc)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
-  detail::wgmma_ss<typename detail::WgmmaSs<T, N>::type>(acc, a, b, accumulate,
+  detail::wgmma_ss<typename detail::Wgmma<T, N>::ss>(acc, a, b, accumulate,
                                                          std::make_integer_sequence<int, N / 2>{});
 }
 
