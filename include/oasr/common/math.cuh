@@ -27,6 +27,32 @@ __device__ __forceinline__ nv_bfloat16 from_float<nv_bfloat16>(float x) {
 
 namespace oasr {
 
+// lo and hi rounded to T (after a ReLU when Relu) in one register, lo in the low half: one cvt.
+template <bool Relu = false>
+__device__ __forceinline__ uint32_t round_pair(float lo, float hi, nv_bfloat16) {
+  uint32_t r;
+  if constexpr (Relu) {
+    asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+}
+template <bool Relu = false>
+__device__ __forceinline__ uint32_t round_pair(float lo, float hi, half) {
+  uint32_t r;
+  if constexpr (Relu) {
+    asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  } else {
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+  }
+  return r;
+}
+
+}  // namespace oasr
+
+namespace oasr {
+
 // Division by a divisor fixed at launch, for dividends below 2^31: one multiply-high,
 // one add and one shift instead of a ~20-instruction integer division
 // (Granlund & Montgomery; multiplier = floor(2^32 * (2^shift - d) / d) + 1, shift = ceil(log2 d)).

@@ -165,18 +165,6 @@ __device__ __forceinline__ void conv1_patches(uint32_t (&a)[4], const Subsamplin
   a[3] = pack_pair(v[1][2], v[1][3]);
 }
 
-// relu(lo), relu(hi) rounded to T, as one register (lo in the low half).
-__device__ __forceinline__ uint32_t relu_pack(float lo, float hi, nv_bfloat16) {
-  uint32_t r;
-  asm("cvt.rn.relu.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-__device__ __forceinline__ uint32_t relu_pack(float lo, float hi, half) {
-  uint32_t r;
-  asm("cvt.rn.relu.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-  return r;
-}
-
 // conv1 of the 16-cell tiles first, first + kProducerWarps, ... (n of them, A fragments a) for the chunk's
 // 16 channels (B fragments w) into the y1 buffer: every product first, then the stores.
 template <typename T, int kN>
@@ -201,9 +189,9 @@ __device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], int firs
 #pragma unroll
     for (int nb = 0; nb < 2; ++nb) {
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s, nb) + 4 * t),
-                   "r"(relu_pack(c[i][nb][0], c[i][nb][1], T{})));
+                   "r"(round_pair<true>(c[i][nb][0], c[i][nb][1], T{})));
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s + 8, nb) + 4 * t),
-                   "r"(relu_pack(c[i][nb][2], c[i][nb][3], T{})));
+                   "r"(round_pair<true>(c[i][nb][2], c[i][nb][3], T{})));
     }
   }
 }

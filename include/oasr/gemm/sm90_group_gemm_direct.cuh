@@ -30,6 +30,7 @@
 #include <type_traits>
 
 #include "oasr/common/grid_dependency.cuh"
+#include "oasr/common/math.cuh"
 #include "oasr/common/mbarrier.cuh"
 #include "oasr/common/tma.cuh"
 #include "oasr/common/wgmma.cuh"
@@ -156,16 +157,6 @@ __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem,
   }
 }
 
-// Rounds two fp32 values into one 32-bit pair of 16-bit elements.
-__device__ __forceinline__ uint32_t pack(float lo, float hi, nv_bfloat16) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ uint32_t pack(float lo, float hi, half) {
-  const __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // v[i] for a lane-dependent i, as selects (a dynamic index would put v in local memory).
 __device__ __forceinline__ uint32_t pick(const uint32_t (&v)[4], int i) {
   return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
@@ -202,7 +193,9 @@ __device__ __forceinline__ void exchange(uint32_t (&w)[4], const float (&acc)[N]
 #pragma unroll
   for (int i = 0; i < 4; ++i) w[i] = 0;  // each is set by exactly one round
 #pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = pack(acc[first + 4 * i] + b[2 * i], acc[first + 4 * i + 1] + b[2 * i + 1], T{});
+  for (int i = 0; i < 4; ++i) {
+    v[i] = round_pair(acc[first + 4 * i] + b[2 * i], acc[first + 4 * i + 1] + b[2 * i + 1], T{});
+  }
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const uint32_t y = __shfl_sync(0xffffffffu, pick(v, (q + k) & 3), (lane & ~3) | ((q - k) & 3));
