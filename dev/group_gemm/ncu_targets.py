@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # noqa: F401  (after the checkout is on the path; registers oasr.group_gemm)
 from oasr.jit import gemm_config
+from profiling.harness.ops import group_gemm as op_module
 
 group_module = sys.modules["oasr.group_gemm"]
 
@@ -26,14 +27,11 @@ group_module = sys.modules["oasr.group_gemm"]
 def main() -> None:
     names = sys.argv[1:] or [gemm_config.GROUP_DIRECT.name, gemm_config.GROUP_WIDE.name]
     configs = {c.name: c for c in gemm_config.GROUP_CANDIDATES}
-    g = torch.Generator(device="cuda").manual_seed(0)
-    x = torch.randn(8000, 256, device="cuda", generator=g).to(torch.bfloat16)
-    w = (torch.randn(8, 1024, 256, device="cuda", generator=g) / 16).to(torch.bfloat16)
-    offsets = torch.arange(1, 9, device="cuda", dtype=torch.int32) * 1000
-    out = torch.empty(8000, 1024, device="cuda", dtype=torch.bfloat16)
+    issue_shape = op_module.GROUP_GEMM_SWEEP[0]  # the harness op's inputs, as bench.py times them
+    i = op_module.GROUP_GEMM.make_inputs(issue_shape, torch.bfloat16, torch.device("cuda"), 0)
     for name in names:
         for _ in range(2):
-            group_module._launch(x, w, offsets, None, out, configs[name], False)
+            group_module._launch(i["x"], i["weight"], i["offsets"], None, i["out"], configs[name], False)
     torch.cuda.synchronize()
 
 

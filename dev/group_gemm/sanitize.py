@@ -4,8 +4,9 @@
     compute-sanitizer --tool memcheck python dev/group_gemm/sanitize.py    (dev/group_gemm/h200.sh sanitize)
 
 Cases: empty groups and one group taking every row, rows and N off the tiles, K below one k-block, a bias,
-fp16 and bf16; the direct kernel (gemm_config.GROUP_DIRECT) and 128x256 cooperative (GROUP_WIDE). Exits 1 on a
-wrong result.
+fp16 and bf16; the direct kernel (gemm_config.GROUP_DIRECT) and 128x256 cooperative (GROUP_WIDE). Each result is
+held to the harness op's float64 loop and tolerances (``profiling/harness/ops/group_gemm.py``, as
+``bench.py``); exits 1 on a wrong result.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path; registers oasr.group_gemm)
 from oasr.jit import gemm_config
+from profiling.harness.correctness import compare
+from profiling.harness.ops import group_gemm as op_module
 
 group_module = sys.modules["oasr.group_gemm"]
 
@@ -39,15 +42,16 @@ def main() -> int:
             x = torch.randn(rows, k, device="cuda", generator=g).to(dtype)
             w = (torch.randn(len(sizes), n, k, device="cuda", generator=g) / k**0.5).to(dtype)
             b = torch.randn(len(sizes), n, device="cuda", generator=g).to(dtype)
-            groups = torch.repeat_interleave(torch.arange(len(sizes), device="cuda"), torch.tensor(sizes).cuda())
-            expected = torch.einsum("rk,rnk->rn", x.double(), w[groups].double()) + b[groups].double()
+            expected = op_module.reference({"x": x, "weight": w, "sizes": sizes})
+            expected += b.double().repeat_interleave(torch.tensor(sizes, device="cuda"), dim=0)
+            rtol, atol = op_module.GROUP_GEMM.tolerance(dtype)
             for config in (gemm_config.GROUP_DIRECT, gemm_config.GROUP_WIDE):
                 out = torch.full((rows, n), float("nan"), device="cuda", dtype=dtype)
                 group_module._launch(x, w, ends, b, out, config)
-                error = (out.double() - expected).abs().max().item()
-                ok = error <= 2e-2 * (1 + expected.abs().max().item())
-                wrong += not ok
-                print(f"{sizes} N={n} K={k} {dtype} {config.name}: max error {error:.3g} {'ok' if ok else 'WRONG'}")
+                check = compare(out, expected, rtol, atol)
+                wrong += not check["passed"]
+                verdict = "ok" if check["passed"] else "WRONG"
+                print(f"{sizes} N={n} K={k} {dtype} {config.name}: max error {check['max_abs_err']:.3g} {verdict}")
     torch.cuda.synchronize()
     oasr.group_gemm_check()
     return 1 if wrong else 0
