@@ -11,13 +11,19 @@
 # sanitize: compute-sanitizer memcheck and racecheck over dev/group_gemm/sanitize.py's odd problems (both
 #        kernels) -> $OUT/group-sanitize-{memcheck,racecheck}.log;
 # ncu:   (not by default) the issue's shape under the direct kernel and CUTLASS's 128x256 cooperative, each
-#        launched twice (speed of light, memory, occupancy, warp stalls) -> $OUT/group-ncu.txt.
+#        launched twice (speed of light, memory, occupancy, warp stalls) -> $OUT/group-ncu.txt;
+# source: (not by default) the direct kernel's stall samples per SASS instruction -> $OUT/group-source.csv;
+# variants: (not by default) variants.py over $VARIANTS ("NAME=INCLUDE_DIR ...", edited copies of include/),
+#        timed next to production, then each under ncu with cuBLAS's dense kernel
+#        -> $OUT/group-variants.txt, group-variants-ncu.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-group-out}; mkdir -p "$OUT"
 source scripts/device_env.sh .whl  # named: a sourced script would take our first argument for its folder
 jobs=$(( $(nproc) > 2 ? $(nproc) - 2 : 1 ))
 status=0
+NCU_EXTRA=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,lts__t_bytes.sum,dram__bytes_read.sum,\
+dram__bytes_write.sum,smsp__warp_issue_stalled_gmma_per_warp_active.pct
 for s in ${*:-build test bench}; do
   echo; echo "=== $s ($(date +%T))"
   case $s in
@@ -36,7 +42,19 @@ for s in ${*:-build test bench}; do
            --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
            --section SchedulerStats python3 dev/group_gemm/ncu_targets.py > "$OUT/group-ncu.txt" 2>&1 || status=1
          grep -E "GroupGemm|Duration|Throughput|Busy|Stall|Issued|Eligible|Active Warps|Hit Rate" "$OUT/group-ncu.txt" ;;
-    *) echo "unknown step $s (steps: build test bench sanitize ncu)"; status=1 ;;
+    source) timeout 200 ncu --clock-control none -k regex:GroupGemmKernel -c 1 --section SourceCounters \
+              --section WarpStateStats --page source --print-source sass --csv \
+              python3 dev/group_gemm/ncu_targets.py 128x128x64_c1x1_direct_s0 > "$OUT/group-source.csv" 2>&1 \
+              || status=1 ;;
+    variants) timeout 300 python3 dev/group_gemm/variants.py ${VARIANTS:-} 2>&1 | tee "$OUT/group-variants.txt" \
+                || status=1
+              timeout 200 ncu --clock-control none -k regex:'GroupGemm|gemm|xmma' --section SpeedOfLight \
+                --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+                --metrics "$NCU_EXTRA" python3 dev/group_gemm/variants.py --ncu ${VARIANTS:-} \
+                > "$OUT/group-variants-ncu.txt" 2>&1 || status=1
+              grep -E "GroupGemm|gemm|xmma|Duration|L2 Cache Throughput|tensor|lts__t|dram__bytes" \
+                "$OUT/group-variants-ncu.txt" ;;
+    *) echo "unknown step $s (steps: build test bench sanitize ncu source variants)"; status=1 ;;
   esac
 done
 exit $status
