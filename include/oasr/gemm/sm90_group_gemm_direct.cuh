@@ -31,6 +31,7 @@
 
 #include "oasr/common/grid_dependency.cuh"
 #include "oasr/common/math.cuh"
+#include "oasr/common/mma.cuh"
 #include "oasr/common/mbarrier.cuh"
 #include "oasr/common/tma.cuh"
 #include "oasr/common/wgmma.cuh"
@@ -49,8 +50,8 @@ template <class Element>
 using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the
-// full and empty mbarriers, each warpgroup's bias rows, then the group table: first tile [G + 1], start row
-// [G], end row [G].
+// full and empty mbarriers, each warpgroup's bias rows, each consumer warp's 16 x 16 output block (the
+// epilogue's transpose), then the group table: first tile [G + 1], start row [G], end row [G].
 template <class Element, int Stages>
 struct Plan {
   static constexpr uint32_t kABytes = kBM * kBK * sizeof(Element);
@@ -59,7 +60,9 @@ struct Plan {
   static constexpr uint32_t kBOffset = Stages * kABytes;
   static constexpr uint32_t kBarriers = Stages * kStageBytes;
   static constexpr uint32_t kBias = kBarriers + 2 * Stages * 8;       // fp32 [warpgroup][tile parity][kBN]
-  static constexpr uint32_t kTable = kBias + 2 * 2 * kBN * sizeof(float);
+  static constexpr uint32_t kBlocks = kBias + 2 * 2 * kBN * sizeof(float);
+  static constexpr uint32_t kBlockBytes = 16 * 16 * sizeof(Element);
+  static constexpr uint32_t kTable = kBlocks + kConsumers / 32 * kBlockBytes;
   static size_t bytes(int groups) { return 1024 + kTable + 4 * (3 * static_cast<size_t>(groups) + 1); }
 };
 
@@ -157,23 +160,18 @@ __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem,
   }
 }
 
-// v[i] for a lane-dependent i, as selects (a dynamic index would put v in local memory).
-__device__ __forceinline__ uint32_t pick(const uint32_t (&v)[4], int i) {
-  return i == 0 ? v[0] : i == 1 ? v[1] : i == 2 ? v[2] : v[3];
-}
-
-// Stores 8 consecutive elements (four pairs `w`) of one row at column `c`, those before column `n` only.
+// Stores 8 consecutive elements `v` of one row at column `c`, those before column `n` only.
 template <class T>
-__device__ __forceinline__ void store_row(T* row, int c, int n, const uint32_t (&w)[4]) {
+__device__ __forceinline__ void store_row(T* row, int c, int n, const uint4& v) {
   if (c + 8 <= n) {
-    *reinterpret_cast<uint4*>(row + c) = make_uint4(w[0], w[1], w[2], w[3]);
+    *reinterpret_cast<uint4*>(row + c) = v;
     return;
   }
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     if (c + e < n) {
-      const uint32_t pair = w[e / 2];
-      const auto bits = static_cast<unsigned short>(e % 2 ? pair >> 16 : pair & 0xffff);
+      const auto bits = static_cast<unsigned short>(e % 2 ? w[e / 2] >> 16 : w[e / 2] & 0xffff);
       if constexpr (std::is_same_v<T, half>) {
         row[c + e] = __ushort_as_half(bits);
       } else {
@@ -183,54 +181,47 @@ __device__ __forceinline__ void store_row(T* row, int c, int n, const uint32_t (
   }
 }
 
-// One row's pairs of four 8-column blocks (accumulators acc[first + 4 i], + 1, bias b[2 i], + 1) exchanged
-// among the row's four lanes: lane q ends with block q whole in `w`. Round k: lane q sends its pair of block
-// (q + k) % 4 and receives, from lane (q - k) % 4, that lane's pair of block q.
-template <class T, int N>
-__device__ __forceinline__ void exchange(uint32_t (&w)[4], const float (&acc)[N], int first, const float (&b)[8],
-                                         int q, int lane) {
-  uint32_t v[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) w[i] = 0;  // each is set by exactly one round
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    v[i] = round_pair(acc[first + 4 * i] + b[2 * i], acc[first + 4 * i + 1] + b[2 * i + 1], T{});
-  }
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const uint32_t y = __shfl_sync(0xffffffffu, pick(v, (q + k) & 3), (lane & ~3) | ((q - k) & 3));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) w[i] = i == ((q - k) & 3) ? y : w[i];
-  }
-}
-
-// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once. The
-// accumulators hold pairs of columns (lane 4 g + t: columns 8 j + 2 t, + 1 of rows g and g + 8); four lanes of
-// a row swap their pairs of four 8-column blocks so that each stores one block whole: 16-byte stores covering
-// whole 32-byte sectors.
-// The pairs' own 4-byte stores, half a sector per row and instruction, took 23 us against 17 on 8 x 1000 rows.
+// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once, in
+// blocks of 16 columns: stmatrix puts a block's fragments (lane 4 g + t: columns 2t, 2t + 1 of rows g and
+// g + 8 in each 8-column half, common/wgmma.cuh's layout) into the warp's 16 x 16 block in shared memory as
+// rows, and each lane loads half a row back and stores it with one 16-byte store: a row's 32 bytes in one
+// instruction. The block's 16-byte halves are swapped in rows 4-7 and 12-15, so that neither the stmatrix
+// nor the loads meet a bank twice. (Exchanging the pairs by shuffles took ~900 instructions per warp and
+// tile, 40% of the stall samples.)
 template <class Element, bool Bias>
 __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2],
-                                      const float* bias) {
+                                      const float* bias, uint32_t block) {
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
-  const int r = t.row0 + rows + 16 * (warp & 3) + (lane >> 2);  // and r + 8 (common/wgmma.cuh's layout)
-  T* row_a = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
-  T* row_b = row_a + 8 * p.ldd;
-  const bool live_a = r < t.end, live_b = r + 8 < t.end;
+  const int r = t.row0 + rows + 16 * (warp & 3) + (lane >> 1);  // this lane's row of the block
+  T* row = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
+  const bool live = r < t.end;
+  // stmatrix: lane 8 m + i gives row i of matrix m (rows 8 (m % 2) + i, columns 8 (m / 2) of the block).
+  const int put_row = (lane & 7) + 8 * ((lane >> 3) & 1);
+  const uint32_t put = block + 32 * put_row + 16 * ((lane >> 4) ^ ((put_row >> 2) & 1));
+  const uint32_t get = block + 32 * (lane >> 1) + 16 * ((lane & 1) ^ ((lane >> 3) & 1));
 #pragma unroll
-  for (int jj = 0; jj < kBN / 32; ++jj) {  // four 8-column blocks 4 jj .. 4 jj + 3
-    float b[8] = {};                       // the bias of this lane's pair in each block
+  for (int j = 0; j < kBN / 16; ++j) {
+    float b[4] = {};  // the bias of this lane's columns 16 j + 2 q, + 1, + 8, + 9
     if constexpr (Bias) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) b[i] = bias[8 * (4 * jj + i / 2) + 2 * q + i % 2];
+      for (int i = 0; i < 4; ++i) b[i] = bias[16 * j + 8 * (i / 2) + 2 * q + i % 2];
     }
-    const int c = t.n0 + 8 * (4 * jj + q);  // this lane's block after the exchange
-    uint32_t w[4];
-    exchange<T>(w, acc, 16 * jj, b, q, lane);
-    if (live_a) store_row(row_a, c, p.n, w);
-    exchange<T>(w, acc, 16 * jj + 2, b, q, lane);
-    if (live_b) store_row(row_b, c, p.n, w);
+    uint32_t x[4];  // matrices: rows 0-7 and 8-15 of columns 0-7, then of columns 8-15
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      const float* a = acc + 8 * j + 2 * m;  // 8-column block 2 j + m / 2, row g (+ 8 for odd m)
+      x[m] = Bias ? round_pair(a[0] + b[m / 2 * 2], a[1] + b[m / 2 * 2 + 1], T{}) : round_pair(a[0], a[1], T{});
+    }
+    store_matrices<4>(x, put);
+    __syncwarp();
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(get)
+                 : "memory");
+    __syncwarp();  // every lane has its half row before the next block overwrites it
+    if (live) store_row(row, t.n0 + 16 * j + 8 * (lane & 1), p.n, v);
   }
 }
 
@@ -251,6 +242,7 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   const uint32_t a_rows = rows * kBK * sizeof(Element);         // and its bytes into a stage's A
   const bool releases = (threadIdx.x & 31) == 0;                // one arrival per warp
   float* bias = reinterpret_cast<float*>(smem_base() + P::kBias) + (threadIdx.x >> 7) * 2 * kBN;
+  const uint32_t block = smem + P::kBlocks + (threadIdx.x >> 5) * P::kBlockBytes;  // this warp's 16 x 16
   float acc[kBN / 2];
   int it = 0, parity = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x, parity ^= 1) {
@@ -287,7 +279,7 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
         asm volatile("bar.sync 2, 128;\n" ::: "memory");
       }
     }
-    store<Element, Bias>(p, t, rows, acc, bias + parity * kBN);
+    store<Element, Bias>(p, t, rows, acc, bias + parity * kBN, block);
   }
 }
 
