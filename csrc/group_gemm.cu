@@ -21,8 +21,7 @@ constexpr DLDataType kInt32{kDLInt, 32, 1};
 static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
                   OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
               "the direct grouped GEMM's tiles are 128 x 128 x 64, without clusters");
-// Three stages leave room for two CTAs per SM.
-constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : 3;
+constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::direct::kStages;
 #else
 static_assert(OASR_GEMM_SCHEDULE == 0 || OASR_GEMM_SCHEDULE == 1,
               "the grouped GEMM is persistent: cooperative (0), ping-pong (1) or direct (3)");

@@ -42,8 +42,10 @@ namespace oasr::gemm {
 namespace direct {
 
 constexpr int kBM = 128, kBN = 128, kBK = 64;  // kBK: one 128-byte swizzle row of 16-bit elements
-constexpr int kConsumers = 256;                // two warpgroups
+constexpr int kPairThreads = 256;              // two warpgroups share a tile
+constexpr int kConsumers = 2 * kPairThreads;   // two pairs take the CTA's tiles in turns
 constexpr int kThreads = kConsumers + 32;      // and the producer warp
+constexpr int kStages = 6;                     // 32 KB each: one CTA per SM
 
 // The CUDA type of a CUTLASS 16-bit element (the kernel's arithmetic is CUDA's, the API's types CUTLASS's).
 template <class Element>
@@ -60,7 +62,7 @@ struct Plan {
   static constexpr uint32_t kBOffset = Stages * kABytes;
   static constexpr uint32_t kBarriers = Stages * kStageBytes;
   static constexpr uint32_t kBias = kBarriers + 2 * Stages * 8;       // fp32 [warpgroup][tile parity][kBN]
-  static constexpr uint32_t kBlocks = kBias + 2 * 2 * kBN * sizeof(float);
+  static constexpr uint32_t kBlocks = kBias + kConsumers / 128 * 2 * kBN * sizeof(float);
   static constexpr uint32_t kBlockBytes = 16 * 16 * sizeof(Element);
   static constexpr uint32_t kTable = kBlocks + kConsumers / 32 * kBlockBytes;
   static size_t bytes(int groups) { return 1024 + kTable + 4 * (3 * static_cast<size_t>(groups) + 1); }
@@ -225,6 +227,34 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
   }
 }
 
+// The two pairs issue their tiles' products in turns (named barrier 3 + pair: the other pair has issued its tile),
+// so that one pair's epilogue runs while the other's products use the tensor cores. Barrier ids are constants:
+// ptxas reserves all 16 for a register id.
+__device__ __forceinline__ void pair_turn_wait(int pair) {
+  if (pair == 0) {
+    asm volatile("bar.sync 3, %0;\n" ::"n"(kConsumers) : "memory");
+  } else {
+    asm volatile("bar.sync 4, %0;\n" ::"n"(kConsumers) : "memory");
+  }
+}
+__device__ __forceinline__ void pair_turn_give(int pair) {
+  if (pair == 0) {
+    asm volatile("bar.arrive 4, %0;\n" ::"n"(kConsumers) : "memory");
+  } else {
+    asm volatile("bar.arrive 3, %0;\n" ::"n"(kConsumers) : "memory");
+  }
+}
+
+// The four warps of warpgroup `wg` (named barriers 5 to 8).
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  switch (wg) {
+    case 0: asm volatile("bar.sync 5, 128;\n" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 6, 128;\n" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 7, 128;\n" ::: "memory"); break;
+    default: asm volatile("bar.sync 8, 128;\n" ::: "memory"); break;
+  }
+}
+
 // The dynamic shared memory, from its first 1024-byte boundary.
 __device__ __forceinline__ unsigned char* smem_base() {
   extern __shared__ unsigned char smem_bytes[];
@@ -238,20 +268,24 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   using P = Plan<Element, Stages>;
   using T = Native<Element>;
   const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
-  const int rows = 64 * (threadIdx.x >> 7);                     // this warpgroup's first row of a tile
+  const int wg = threadIdx.x >> 7, pair = wg >> 1;
+  const int rows = 64 * (wg & 1);                                // this warpgroup's first row of a tile
   const uint32_t a_rows = rows * kBK * sizeof(Element);         // and its bytes into a stage's A
   const bool releases = (threadIdx.x & 31) == 0;                // one arrival per warp
-  float* bias = reinterpret_cast<float*>(smem_base() + P::kBias) + (threadIdx.x >> 7) * 2 * kBN;
+  float* bias = reinterpret_cast<float*>(smem_base() + P::kBias) + wg * 2 * kBN;
   const uint32_t block = smem + P::kBlocks + (threadIdx.x >> 5) * P::kBlockBytes;  // this warp's 16 x 16
+  const int count = units > static_cast<int>(blockIdx.x) ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   float acc[kBN / 2];
-  int it = 0, parity = 0;
-  for (int u = blockIdx.x; u < units; u += gridDim.x, parity ^= 1) {
-    const Tile t = locate(u, n_tiles, p.groups, first, start, end);
+  int parity = 0;
+  for (int j = pair; j < count; j += 2, parity ^= 1) {  // the CTA's tiles blockIdx.x + j gridDim.x
+    const Tile t = locate(blockIdx.x + j * gridDim.x, n_tiles, p.groups, first, start, end);
     if constexpr (Bias) {  // the tile's bias row, in while the products run
       const int c = t.n0 + (threadIdx.x & 127);
       const T* row = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
       bias[parity * kBN + (threadIdx.x & 127)] = c < p.n ? static_cast<float>(row[c]) : 0.f;
     }
+    if (j > 0) pair_turn_wait(pair);  // the other pair has issued tile j - 1's products
+    int it = j * k_blocks;            // the ring's count of k-blocks before this one
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
       mbarrier_wait(full + 8 * slot, (it / Stages) & 1);
@@ -267,26 +301,19 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
         if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
       }
     }
+    if (j + 1 < count) pair_turn_give(pair);  // tile j + 1's products queue behind these
     wgmma_wait<0>();
     if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
     wgmma_fence_registers(acc);
     // The warpgroup's bias writes are visible; the two parities keep a fast warp's next write off a row that a
     // slow warp still reads.
-    if constexpr (Bias) {
-      if (threadIdx.x < 128) {  // barrier ids as constants: ptxas reserves all 16 for a register id
-        asm volatile("bar.sync 1, 128;\n" ::: "memory");
-      } else {
-        asm volatile("bar.sync 2, 128;\n" ::: "memory");
-      }
-    }
+    if constexpr (Bias) warpgroup_sync(wg);
     store<Element, Bias>(p, t, rows, acc, bias + parity * kBN, block);
   }
 }
 
-// Two CTAs per SM. ptxas keeps to 96 registers and spills a few bytes in the epilogue; __maxnreg__(112) instead
-// (no spill) measured 20.0 against 16.5 us on 8 x 1000 rows (dev/group_gemm/results/e3e06315/).
 template <class Element, int Stages, bool Bias>
-__global__ void __launch_bounds__(kThreads, 2) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
+__global__ void __launch_bounds__(kThreads, 1) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<Element, Stages>;
   unsigned char* base = smem_base();
@@ -299,7 +326,7 @@ __global__ void __launch_bounds__(kThreads, 2) GroupGemmKernel(const __grid_cons
     tma_prefetch(&p.b);
     for (int s = 0; s < Stages; ++s) {
       mbarrier_init(smem + P::kBarriers + 8 * s, 1);                           // full: the producer's arrival
-      mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kConsumers / 32);  // empty: one per consumer warp
+      mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kPairThreads / 32);  // empty: each warp of a pair
     }
     mbarrier_init_fence();
   }
