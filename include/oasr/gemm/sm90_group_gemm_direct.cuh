@@ -152,6 +152,13 @@ __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem,
   int it = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Tile t = locate(u, n_tiles, p.groups, first, start, end);
+    if (u + gridDim.x < units) {  // the next tile's A and B into L2 while this one streams in
+      const Tile next = locate(u + gridDim.x, n_tiles, p.groups, first, start, end);
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        tma_prefetch_l2(&p.a, kb * kBK, next.row0);
+        tma_prefetch_l2(&p.b, kb * kBK, next.n0, next.g);
+      }
+    }
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
       if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);  // its last use was released
@@ -277,8 +284,8 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   const int count = units > static_cast<int>(blockIdx.x) ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   float acc[kBN / 2];
   int parity = 0;
+  Tile t = locate(blockIdx.x + pair * gridDim.x, n_tiles, p.groups, first, start, end);
   for (int j = pair; j < count; j += 2, parity ^= 1) {  // the CTA's tiles blockIdx.x + j gridDim.x
-    const Tile t = locate(blockIdx.x + j * gridDim.x, n_tiles, p.groups, first, start, end);
     if constexpr (Bias) {  // the tile's bias row, in while the products run
       const int c = t.n0 + (threadIdx.x & 127);
       const T* row = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
@@ -302,6 +309,8 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
       }
     }
     if (j + 1 < count) pair_turn_give(pair);  // tile j + 1's products queue behind these
+    const int u_next = blockIdx.x + (j + 2) * gridDim.x;  // the pair's next tile, found while the products run
+    const Tile next = j + 2 < count ? locate(u_next, n_tiles, p.groups, first, start, end) : t;
     wgmma_wait<0>();
     if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
     wgmma_fence_registers(acc);
@@ -309,6 +318,7 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
     // slow warp still reads.
     if constexpr (Bias) warpgroup_sync(wg);
     store<Element, Bias>(p, t, rows, acc, bias + parity * kBN, block);
+    t = next;
   }
 }
 
