@@ -152,13 +152,6 @@ __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem,
   int it = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
     const Tile t = locate(u, n_tiles, p.groups, first, start, end);
-    if (u + gridDim.x < units) {  // the next tile's A and B into L2 while this one streams in
-      const Tile next = locate(u + gridDim.x, n_tiles, p.groups, first, start, end);
-      for (int kb = 0; kb < k_blocks; ++kb) {
-        tma_prefetch_l2(&p.a, kb * kBK, next.row0);
-        tma_prefetch_l2(&p.b, kb * kBK, next.n0, next.g);
-      }
-    }
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
       if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);  // its last use was released
