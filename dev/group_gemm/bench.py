@@ -7,7 +7,8 @@
 The shapes are the harness op's sweep (``profiling/harness/ops/group_gemm.py``: the issue's 8 x 1000 rows
 at N=1024, K=256, then upstream Oasr's list with group sizes drawn uniformly from [m/2, 2m)). Backends:
 ``oasr`` (the public op, its chosen configuration and ``gemm_config.GROUP_PDL``), ``oasr+bias`` (with a
-per-group bias in the epilogue), ``oasr:<config>`` for every candidate of ``gemm_config.GROUP_CANDIDATES``
+per-group bias in the epilogue; ``oasr+bias:direct`` the same on the direct kernel), ``oasr:<config>`` for
+every candidate of ``gemm_config.GROUP_CANDIDATES``
 (tiles, clusters and schedules: the rows to pick a default from) launched in stream order, and
 ``oasr:<config>+pdl``, the same with both kernels (setup, grouped GEMM) launched by programmatic dependent
 launch (each resident while the one before it runs), ``torch._grouped_mm``, ``loop`` (a Python loop of
@@ -67,13 +68,16 @@ def backends(dtype: torch.dtype, only: str = "") -> dict[str, Callable[[dict], t
     if dtype == torch.bfloat16:
         fns["torch._grouped_mm"] = op_module.torch_grouped
     fns["oasr+bias"] = lambda i: oasr.group_gemm(i["x"], i["weight"], i["offsets"], i["bias"], out=i["out"])
+    fns["oasr+bias:direct"] = lambda i: _launch(i, gemm_config.GROUP_DIRECT, None, i["bias"])
     fns["loop"] = op_module.linear_loop
     fns["dense"] = lambda i: torch.matmul(i["x"], i["weight"][0].T, out=i["out"])
     return fns
 
 
-def _launch(i: dict, config: gemm_config.GemmConfig, pdl: bool) -> torch.Tensor:
-    group_module._launch(i["x"], i["weight"], i["offsets"], None, i["out"], config, pdl)
+def _launch(
+    i: dict, config: gemm_config.GemmConfig, pdl: bool | None, bias: torch.Tensor | None = None
+) -> torch.Tensor:
+    group_module._launch(i["x"], i["weight"], i["offsets"], bias, i["out"], config, pdl)
     return i["out"]
 
 
@@ -94,7 +98,7 @@ def sweep(dtype_name: str, csv_path: str | None, only: str = "", shapes: int | N
             if name == "dense":  # another product: not the op's result
                 continue
             sets[0]["out"].fill_(float("nan"))
-            check = compare(fn(sets[0]), with_bias if name == "oasr+bias" else expected, rtol, atol)
+            check = compare(fn(sets[0]), with_bias if name.startswith("oasr+bias") else expected, rtol, atol)
             if not check["passed"]:
                 failed += 1
                 print(f"{label} {name}: WRONG {check}", flush=True)
