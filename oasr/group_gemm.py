@@ -8,7 +8,7 @@ The offsets stay on the device, so a call (given ``out``) neither synchronises w
 and a CUDA graph replayed with other offsets (same L) computes the new groups. Two kernels do it
 (``gemm_config.choose_group`` picks, ``include/oasr/gemm/``):
 
-* the direct kernel (below K=2048, up to 1024 groups, no bias): one launch that reads the offsets itself, its tiles
+* the direct kernel (below K=2048, up to 1024 groups): one launch that reads the offsets itself, its tiles
   starting at each group's first row, with one TMA descriptor per operand and no workspace;
 * CUTLASS's grouped kernel: a setup kernel turns the offsets into problem shapes and pointers, in a workspace
   cached per (device, configuration, G), and the grouped kernel reads them.
@@ -182,7 +182,7 @@ def _launch(
         offsets = offsets.contiguous()
     if bias is not None and n > 1 and bias.stride(1) != 1:
         bias = bias.contiguous()
-    config = config or gemm_config.choose_group(n, k, groups, bias is not None)
+    config = config or gemm_config.choose_group(n, k, groups)
     variant = _variant(input.dtype, config, bias is not None)
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)

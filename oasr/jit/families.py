@@ -311,13 +311,14 @@ GROUP_GEMM = Family(
         "`torch._grouped_mm`, a dense GEMM over all rows and a Python loop of `F.linear`."
     ),
     design=(
-        "Two kernels, chosen per shape (`gemm_config.choose_group`). Below K = 2048 (up to 1024 groups, no bias), "
+        "Two kernels, chosen per shape (`gemm_config.choose_group`). Below K = 2048 (up to 1024 groups), "
         "`include/oasr/gemm/sm90_group_gemm_direct.cuh`: one launch that reads the device offsets itself. "
         "Each CTA scans them into a table of the groups' first tiles in shared memory; a tile is 128 rows "
         "starting at a row of its group (the last may run into the next group's rows, computed and not "
         "stored), so A is one TMA descriptor over [L, K] read at any row and B one over [G, N, K]; a producer "
-        "warp streams k-blocks into a ring of mbarrier'd stages and two warpgroups run wgmma, storing their "
-        "rows under a row predicate with the bias added. From K = 2048, "
+        "warp streams k-blocks into a ring of mbarrier'd stages and two pairs of warpgroups take the tiles in "
+        "turns on wgmma, one pair's epilogue (the bias added, a transpose through shared memory, 16-byte "
+        "stores under a row predicate) running under the other's products. From K = 2048, "
         "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the offsets into "
         "per-group problem shapes, pointers and strides in a workspace cached per shape, and CUTLASS's "
         "ptr-array TMA warp-specialized kernel reads them and walks every group's tiles, rewriting its TMA "

@@ -208,8 +208,8 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
 
 GROUP_DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
 GROUP_DIRECT_MAX_GROUPS = 1024
-"""The direct kernel keeps a table of 12 bytes per group in shared memory: up to 1024 groups two CTAs still fit an
-SM; more groups take CUTLASS's kernel."""
+"""The direct kernel keeps a table of 12 bytes per group in shared memory beside its six 32 KB stages: up to 1024
+groups fit; more take CUTLASS's kernel."""
 GROUP_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
 GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
 GROUP_LONG_K = MANY_WAVES  # the gemm rule's pick at long K too
@@ -240,24 +240,22 @@ configurations without) measured 0.7-0.9 us less on every shape of a few microse
 
 
 @functools.lru_cache(maxsize=4096)
-def choose_group(n: int, k: int, groups: int = 1, bias: bool = False) -> GemmConfig:
-    """The grouped GEMM's configuration for ``groups`` groups of ``[rows, k] x [k, n]`` (``bias``: a per-group
-    bias in the epilogue), from the H200 sweeps.
+def choose_group(n: int, k: int, groups: int = 1) -> GemmConfig:
+    """The grouped GEMM's configuration for ``groups`` groups of ``[rows, k] x [k, n]`` (with or without a
+    per-group bias), from the H200 sweeps.
 
-    ``dev/group_gemm/results/direct_h200.txt`` (CUDA-graph device time, bf16, with PDL): below K=2048 the direct
-    kernel (one launch, no setup kernel, no per-group descriptors) matched CUTLASS's best on the issue's 8 x 1000
-    rows (N=1024, K=256: 16.79 against 16.75 us for 128x256 cooperative) and beat it on the narrow shapes (32 x
-    ~256 rows, K=64, N=64 and 128: 5.6 and 6.7 us against 6.8 and 7.0); from K=2048 it fell to 0.7-0.8x of CUTLASS,
-    whose 128x128 ping-pong keeps long K (``results/bench_h200.txt``: 64 x ~16000 rows, N=256 and 512: 2021 and
-    3899 us against 2154 and 4070 for 128x256 cooperative, as the gemm family's long-K rule). With a bias the
-    direct kernel took 20.1 us on 8 x 1000 rows against 17.3 for CUTLASS's 128x256 cooperative
-    (``results/final_h200.txt``), and 8.1 against 7.9 at N=128, so a bias, or more than :data:`GROUP_DIRECT_MAX_GROUPS`
-    groups, keeps CUTLASS's earlier picks: 128x256 cooperative where N fills it, else 128x128 cooperative with a
-    2x1 cluster.
+    ``dev/group_gemm/results/pingpong_h200.txt`` (CUDA-graph device time, bf16, with PDL, the same run): below
+    K=2048 the direct kernel (one launch, no setup kernel, no per-group descriptors) takes 13.8 us on the issue's
+    8 x 1000 rows (N=1024, K=256) against 16.9 for CUTLASS's best (128x256 cooperative), 14.8 against 17.3 with a
+    bias, and 4.1 and 4.6 us against 7.6 and 7.8 on the narrow shapes (32 x ~256 rows, K=64, N=64 and 128). From
+    K=2048 it reaches 0.81-0.89x of CUTLASS, whose 128x128 ping-pong keeps long K (64 x ~16000 rows, N=256 and 512:
+    2209 and 4140 us against 2545 and 4822), as the gemm family's long-K rule. More than
+    :data:`GROUP_DIRECT_MAX_GROUPS` groups keep CUTLASS's earlier picks: 128x256 cooperative where N fills it,
+    else 128x128 cooperative with a 2x1 cluster.
     """
     if k >= GROUP_LONG_K_MIN:
         return GROUP_LONG_K
-    if groups <= GROUP_DIRECT_MAX_GROUPS and not bias:
+    if groups <= GROUP_DIRECT_MAX_GROUPS:
         return GROUP_DIRECT
     return GROUP_NARROW if n < 256 else GROUP_WIDE
 

@@ -12,12 +12,14 @@
 // Each CTA first turns the offsets into a table of every group's first tile, start and end row in shared
 // memory (one block-wide scan; offsets that decrease or leave [0, L] are clamped as group_rows does and
 // raise the error flag), then walks the tiles u = blockIdx.x, + gridDim.x, ... with the N tiles of a row
-// block consecutive (they share its A rows in L2). Tiles are 128 x 128, two CTAs per SM. A producer warp
-// streams the (A, B) k-blocks by TMA into a ring of three stages, each with a "full" and an "empty"
-// mbarrier; two consumer warpgroups take 64 rows of each tile with wgmma (m64 n128 k16, both operands from
-// shared memory, 128-byte swizzle), keep one k-block's products in flight and store their rows with the
-// bias added in fp32. (Warpgroups taking whole tiles in turns, one CTA per SM, measured slower on every
-// shape: dev/README.md.)
+// block consecutive (they share its A rows in L2). Tiles are 128 x 128, one CTA per SM. A producer warp
+// streams the (A, B) k-blocks by TMA into a ring of six stages, each with a "full" and an "empty" mbarrier.
+// Two pairs of consumer warpgroups take the CTA's tiles in turns (ping-pong): in a pair each warpgroup runs
+// wgmma on 64 rows of the tile (m64 n128 k16, both operands from shared memory, 128-byte swizzle), and the
+// pairs issue their products one tile after the other, so that one pair's epilogue (bias added in fp32,
+// rounded, transposed through shared memory, stored under the row predicate) runs while the other's
+// products keep the tensor cores busy. Measured variants (two CTAs per SM sharing tiles, 256-row tiles, an
+// L2 prefetch of the next tile): dev/README.md.
 #pragma once
 
 #include <cuda.h>
