@@ -1,21 +1,24 @@
 #!/usr/bin/env python3
 """The direct grouped GEMM against edited copies of its header, in one run (needs an sm90 GPU).
 
-    python dev/group_gemm/variants.py NAME=INCLUDE_DIR ...           # check, then time next to production
-    python dev/group_gemm/variants.py --ncu NAME=INCLUDE_DIR ...     # each module launched twice, for ncu
+    python dev/group_gemm/variants.py dev/group_gemm/variants/*.patch   # check, then time next to production
+    python dev/group_gemm/variants.py --ncu PATCH ...                    # each module launched twice, for ncu
 
-Each variant is the bf16 direct module (``gemm_config.GROUP_DIRECT``, no bias) built against INCLUDE_DIR, a
-copy of ``include/`` whose ``oasr/gemm/sm90_group_gemm_direct.cuh`` is edited. A variant named ``diag-...``
-is a diagnostic (it leaves out work, e.g. the stores): it is timed but not checked. The others are checked
-against the float64 loop first. Timing: the harness's CUDA-graph replay, interleaved with production and one
-dense cuBLAS GEMM over all rows, on the first three shapes of the harness op's sweep (the issue's 8 x 1000
-rows, N=1024, K=256, and upstream's two short ones).
+A variant is PATCH (a diff of ``include/``, named after its file) applied to a copy of ``include/``, or to
+``include/`` of COMMIT for ``PATCH@COMMIT``, or ``NAME=INCLUDE_DIR``, an edited copy made by hand; it is built
+as the bf16 direct module (``gemm_config.GROUP_DIRECT``, no bias). A variant named ``diag-...`` is a diagnostic
+(it leaves out work, e.g. the stores): it is timed but not checked. The others are checked against the float64
+loop first. Timing: the harness's CUDA-graph replay, interleaved with production and one dense cuBLAS GEMM
+over all rows, on the first three shapes of the harness op's sweep (the issue's 8 x 1000 rows, N=1024, K=256,
+and upstream's two short ones). ``dev/group_gemm/variants/`` holds the ones dev/README.md reports.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -31,8 +34,30 @@ from profiling.harness.correctness import compare
 from profiling.harness.ops import group_gemm as op_module
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
+ROOT = Path(__file__).resolve().parents[2]
 group_module = sys.modules["oasr.group_gemm"]
 OP = op_module.GROUP_GEMM
+
+
+def include_dir(arg: str) -> tuple[str, Path]:
+    """The variant's name and its ``include/``: NAME=INCLUDE_DIR as given, else PATCH[@COMMIT] applied to a copy
+    under ``.dev/variants/``."""
+    if "=" in arg:
+        name, folder = arg.split("=", 1)
+        return name, Path(folder)
+    patch, _, commit = arg.partition("@")
+    name = Path(patch).name.removesuffix(".patch")
+    root = ROOT / ".dev" / "variants" / name
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    if commit:
+        git = ["git", "-C", str(ROOT), "archive", commit, "include"]
+        archive = subprocess.run(git, capture_output=True, check=True)
+        subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
+    else:
+        shutil.copytree(ROOT / "include", root / "include")
+    subprocess.run(["patch", "-s", "-p1", "-d", str(root), "-i", str(Path(patch).resolve())], check=True)
+    return name, root / "include"
 
 
 def modules(args: list[str]) -> dict[str, object]:
@@ -40,7 +65,7 @@ def modules(args: list[str]) -> dict[str, object]:
     variant = gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_DIRECT)
     specs = {"prod": GROUP_GEMM.jit_spec(variant=variant)}
     for arg in args:
-        name, folder = arg.split("=", 1)
+        name, folder = include_dir(arg)
         specs[name] = GROUP_GEMM.jit_spec(
             variant=variant, name=f"group_gemm_variant_{name}", include_dir=Path(folder).resolve()
         )
@@ -60,7 +85,7 @@ def main() -> int:
     require_cuda("dev/group_gemm/variants.py")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ncu", action="store_true", help="launch each module twice on the issue's shape, no timing")
-    parser.add_argument("variants", nargs="*", metavar="NAME=INCLUDE_DIR")
+    parser.add_argument("variants", nargs="*", metavar="PATCH[@COMMIT] | NAME=INCLUDE_DIR")
     args = parser.parse_args()
     found = modules(args.variants)
     if args.ncu:
