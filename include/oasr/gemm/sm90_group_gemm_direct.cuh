@@ -71,16 +71,9 @@ struct Plan {
 };
 
 template <class Element>
-struct Params {
-  CUtensorMap a;  // [L, K]: boxes of kBK x kBM
-  CUtensorMap b;  // [G, N, K]: boxes of kBK x kBN x 1
-  const int32_t* offsets;
-  Element* d;
-  int64_t ldd;
-  const Element* bias;  // [G][N] or null
-  int64_t group_stride_bias;
-  int* error;
-  int groups, rows, n, k;
+struct Params : GroupGemmParams<Element> {
+  CUtensorMap a_map;  // [L, K]: boxes of kBK x kBM
+  CUtensorMap b_map;  // [G, N, K]: boxes of kBK x kBN x 1
 };
 
 // Fills the group table; returns the total number of row tiles. Every thread takes part (block barriers).
@@ -158,8 +151,8 @@ __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem,
       const int slot = it % Stages;
       if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);  // its last use was released
       mbarrier_arrive_expect_tx(full + 8 * slot, P::kStageBytes);
-      tma_load(smem + slot * P::kABytes, &p.a, full + 8 * slot, kb * kBK, t.row0);
-      tma_load(smem + P::kBOffset + slot * P::kBBytes, &p.b, full + 8 * slot, kb * kBK, t.n0, t.g);
+      tma_load(smem + slot * P::kABytes, &p.a_map, full + 8 * slot, kb * kBK, t.row0);
+      tma_load(smem + P::kBOffset + slot * P::kBBytes, &p.b_map, full + 8 * slot, kb * kBK, t.n0, t.g);
     }
   }
 }
@@ -327,8 +320,8 @@ __global__ void __launch_bounds__(kThreads, 1) GroupGemmKernel(const __grid_cons
   int* start = first + p.groups + 1;
   int* end = start + p.groups;
   if (threadIdx.x == kConsumers) {
-    tma_prefetch(&p.a);
-    tma_prefetch(&p.b);
+    tma_prefetch(&p.a_map);
+    tma_prefetch(&p.b_map);
     for (int s = 0; s < Stages; ++s) {
       mbarrier_init(smem + P::kBarriers + 8 * s, 1);                           // full: the producer's arrival
       mbarrier_init(smem + P::kBarriers + 8 * (Stages + s), kPairThreads / 32);  // empty: each warp of a pair
@@ -358,6 +351,7 @@ template <class Element, int Stages, bool Bias>
 cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStream_t stream) {
   using P = direct::Plan<Element, Stages>;
   direct::Params<Element> params{};
+  static_cast<GroupGemmParams<Element>&>(params) = p;
   const CUtensorMapDataType type =
       std::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
   const uint64_t a_dims[2] = {static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.rows)};
@@ -368,33 +362,20 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
   const uint64_t b_strides[2] = {static_cast<uint64_t>(p.ldb) * sizeof(Element),
                                  static_cast<uint64_t>(p.group_stride_b) * sizeof(Element)};
   const uint32_t b_box[3] = {direct::kBK, direct::kBN, 1};
-  if (!encode_tensor_map(&params.a, type, p.a, 2, a_dims, a_strides, a_box) ||
-      !encode_tensor_map(&params.b, type, p.b, 3, b_dims, b_strides, b_box)) {
+  if (!encode_tensor_map(&params.a_map, type, p.a, 2, a_dims, a_strides, a_box) ||
+      !encode_tensor_map(&params.b_map, type, p.b, 3, b_dims, b_strides, b_box)) {
     return cudaErrorInvalidValue;
   }
-  params.offsets = p.offsets;
-  params.d = p.d;
-  params.ldd = p.ldd;
-  params.bias = p.bias;
-  params.group_stride_bias = p.group_stride_bias;
-  params.error = p.error;
-  params.groups = p.groups;
-  params.rows = p.rows;
-  params.n = p.n;
-  params.k = p.k;
 
   const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, Stages, Bias>);
-  const size_t smem = P::bytes(p.groups);
-  cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  const size_t smem = P::bytes(p.groups);  // one CTA per SM: it fails here when the table does not fit
+  const cudaError_t error =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (error != cudaSuccess) return error;
-  int per_sm = 0;
-  error = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, direct::kThreads, smem);
-  if (error != cudaSuccess) return error;
-  if (per_sm == 0) return cudaErrorInvalidConfiguration;  // too many groups for the table in shared memory
   // Tiles: at most one partial tile per non-empty group beyond the rows' own.
   const int64_t n_tiles = (p.n + direct::kBN - 1) / direct::kBN;
   const int64_t tiles = ((p.rows + direct::kBM - 1) / direct::kBM + std::min(p.groups, p.rows)) * n_tiles;
-  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, static_cast<int64_t>(per_sm) * p.sm_count));
+  const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, p.sm_count));
   void* args[] = {&params};
   return launch_kernel(kernel, grid, direct::kThreads, smem, stream, pdl, args);
 }
