@@ -8,9 +8,10 @@ A variant is PATCH (a diff of ``include/``, named after its file) applied to a c
 ``include/`` of COMMIT for ``PATCH@COMMIT``, or ``NAME=INCLUDE_DIR``, an edited copy made by hand; it is built
 as the bf16 direct module (``gemm_config.GROUP_DIRECT``, no bias). A variant named ``diag-...`` is a diagnostic
 (it leaves out work, e.g. the stores): it is timed but not checked. The others are checked against the float64
-loop first. Timing: the harness's CUDA-graph replay, interleaved with production and one dense cuBLAS GEMM
-over all rows, on the first three shapes of the harness op's sweep (the issue's 8 x 1000 rows, N=1024, K=256,
-and upstream's two short ones). ``dev/group_gemm/variants/`` holds the ones dev/README.md reports.
+loop first. Timing: the harness's CUDA-graph replay, interleaved with production and one dense GEMM over all
+rows (cuBLAS, and ``oasr.gemm``'s CUTLASS kernel), on the first three shapes of the harness op's sweep (the
+issue's 8 x 1000 rows, N=1024, K=256, and upstream's two short ones) and on the issue's 8000 rows as one group.
+``dev/group_gemm/variants/`` holds the ones dev/README.md reports.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import oasr  # noqa: F401  (after the checkout is on the path; registers oasr.group_gemm)
+import oasr  # (after the checkout is on the path; registers oasr.group_gemm)
 from oasr.jit import gemm_config
 from oasr.jit.core import build_in_parallel
 from oasr.jit.families import GROUP_GEMM
@@ -35,6 +36,8 @@ from profiling.harness.ops import group_gemm as op_module
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
 ROOT = Path(__file__).resolve().parents[2]
+ONE_GROUP = {"g": 1, "m": 8000, "n": 1024, "k": 256, "spread": 1}
+"""The issue's rows as one group: the kernels on a dense problem, beside cuBLAS and oasr.gemm (CUTLASS)."""
 group_module = sys.modules["oasr.group_gemm"]
 OP = op_module.GROUP_GEMM
 
@@ -97,7 +100,7 @@ def main() -> int:
         torch.cuda.synchronize()
         return 0
     failed = 0
-    for config in op_module.GROUP_GEMM_SWEEP[:3]:
+    for config in (*op_module.GROUP_GEMM_SWEEP[:3], ONE_GROUP):
         sets = op_input_sets(OP, config, torch.bfloat16, max_sets=8)
         expected = OP.reference(sets[0])
         rtol, atol = OP.tolerance(torch.bfloat16)
@@ -111,6 +114,7 @@ def main() -> int:
                 print(f"{OP.config_label(config)} {name}: WRONG {check}", flush=True)
         fns = {name: [lambda m=module, i=i: launch(m, i) for i in sets] for name, module in found.items()}
         fns["dense"] = [lambda i=i: torch.matmul(i["x"], i["weight"][0].T, out=i["out"]) for i in sets]
+        fns["oasr.gemm"] = [lambda i=i: oasr.gemm(i["x"], i["weight"][0], out=i["out"]) for i in sets]
         timings = time_interleaved(fns)
         print(f"\n{OP.config_label(config)}", flush=True)
         for name, t in timings.items():
