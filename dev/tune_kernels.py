@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -99,6 +100,29 @@ def variant_include(name: str, edits: list[Edit]) -> Path:
         path, text = rewrite(root, edit)
         path.write_text(text)
     return root
+
+
+def patched_include(patch: Path, commit: str | None = None) -> tuple[str, Path]:
+    """``patch`` (a diff of ``include/``, paths ``a/include/...``) applied to a fresh copy of ``include/``, or of
+    ``include/`` as ``commit`` has it, in a folder of the temp dir named for the patch file: (name, that copy)."""
+    name = patch.name.removesuffix(".patch")
+    root = Path(tempfile.gettempdir()) / "oasr-variants" / name
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    if commit:
+        archive = subprocess.run(["git", "-C", str(INCLUDE.parent), "archive", commit, "include"], capture_output=True)
+        if archive.returncode != 0:
+            raise ValueError(f"{patch.name}@{commit}: git archive failed: {archive.stderr.decode().strip()}")
+        subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
+    else:
+        shutil.copytree(INCLUDE, root / "include")
+    applied = subprocess.run(
+        ["patch", "-s", "-F0", "--no-backup-if-mismatch", "-p1", "-d", str(root), "-i", str(patch.resolve())],
+        capture_output=True,
+    )
+    if applied.returncode != 0:
+        raise ValueError(f"{patch.name} does not apply: {applied.stdout.decode().strip()}")
+    return name, root / "include"
 
 
 def large_reference_check() -> None:

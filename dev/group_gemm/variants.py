@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path; registers oasr.group_gemm)
+from dev.tune_kernels import OWN_STATICS, patched_include
 from oasr.jit import gemm_config
 from oasr.jit.core import build_in_parallel
 from oasr.jit.families import GROUP_GEMM
@@ -35,7 +34,6 @@ from profiling.harness.correctness import compare
 from profiling.harness.ops import group_gemm as op_module
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
-ROOT = Path(__file__).resolve().parents[2]
 ONE_GROUP = {"g": 1, "m": 8000, "n": 1024, "k": 256, "spread": 1}
 """The issue's rows as one group: the kernels on a dense problem, beside cuBLAS and oasr.gemm (CUTLASS)."""
 group_module = sys.modules["oasr.group_gemm"]
@@ -43,24 +41,12 @@ OP = op_module.GROUP_GEMM
 
 
 def include_dir(arg: str) -> tuple[str, Path]:
-    """The variant's name and its ``include/``: NAME=INCLUDE_DIR as given, else PATCH[@COMMIT] applied to a copy
-    under ``.dev/variants/``."""
+    """The variant's name and its ``include/``: NAME=INCLUDE_DIR as given, else PATCH[@COMMIT] applied."""
     if "=" in arg:
         name, folder = arg.split("=", 1)
         return name, Path(folder)
     patch, _, commit = arg.partition("@")
-    name = Path(patch).name.removesuffix(".patch")
-    root = ROOT / ".dev" / "variants" / name
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True)
-    if commit:
-        git = ["git", "-C", str(ROOT), "archive", commit, "include"]
-        archive = subprocess.run(git, capture_output=True, check=True)
-        subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
-    else:
-        shutil.copytree(ROOT / "include", root / "include")
-    subprocess.run(["patch", "-s", "-p1", "-d", str(root), "-i", str(Path(patch).resolve())], check=True)
-    return name, root / "include"
+    return patched_include(Path(patch), commit or None)
 
 
 def modules(args: list[str]) -> dict[str, object]:
@@ -70,7 +56,10 @@ def modules(args: list[str]) -> dict[str, object]:
     for arg in args:
         name, folder = include_dir(arg)
         specs[name] = GROUP_GEMM.jit_spec(
-            variant=variant, name=f"group_gemm_variant_{name}", include_dir=Path(folder).resolve()
+            variant=variant,
+            name=f"group_gemm_variant_{name}",
+            include_dir=Path(folder).resolve(),
+            extra_cuda_cflags=[OWN_STATICS],
         )
     if build_in_parallel(list(specs.values()), max(1, min(len(specs), (os.cpu_count() or 2) - 1))):
         raise SystemExit(1)
