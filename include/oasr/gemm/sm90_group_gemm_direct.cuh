@@ -256,7 +256,7 @@ __device__ __forceinline__ unsigned char* smem_base() {
   return smem_bytes + ((1024 - __cvta_generic_to_shared(smem_bytes) % 1024) % 1024);
 }
 
-// This warpgroup's 64 rows of every tile of the CTA.
+// This warpgroup's 64 rows of its pair's tiles: every other tile of the CTA.
 template <class Element, int Stages, bool Bias>
 __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
