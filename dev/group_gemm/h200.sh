@@ -13,7 +13,8 @@
 # ncu:   (not by default) the shape under the direct kernel and CUTLASS's 128x256 cooperative, each
 #        launched twice (speed of light, memory, occupancy, warp stalls) -> $OUT/group-ncu.txt;
 # source: (not by default) the direct kernel's stall samples per SASS instruction -> $OUT/group-source.csv;
-# variants: (not by default) variants.py over $VARIANTS ("NAME=INCLUDE_DIR ...", edited copies of include/),
+# variants: (not by default) variants.py over $VARIANTS ("PATCH[@COMMIT] ..." of dev/group_gemm/variants/, or
+#        "NAME=INCLUDE_DIR ...", edited copies of include/),
 #        timed next to production, then each under ncu with cuBLAS's dense kernel
 #        -> $OUT/group-variants.txt, group-variants-ncu.txt.
 set -uo pipefail

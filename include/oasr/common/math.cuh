@@ -49,10 +49,6 @@ __device__ __forceinline__ uint32_t round_pair(float lo, float hi, half) {
   return r;
 }
 
-}  // namespace oasr
-
-namespace oasr {
-
 // Division by a divisor fixed at launch, for dividends below 2^31: one multiply-high,
 // one add and one shift instead of a ~20-instruction integer division
 // (Granlund & Montgomery; multiplier = floor(2^32 * (2^shift - d) / d) + 1, shift = ceil(log2 d)).
