@@ -15,7 +15,7 @@
 # source: (not by default) the direct kernel's stall samples per SASS instruction -> $OUT/group-source.csv;
 # variants: (not by default) variants.py over $VARIANTS ("PATCH[@COMMIT] ..." of dev/group_gemm/variants/, or
 #        "NAME=INCLUDE_DIR ...", edited copies of include/),
-#        timed next to production, then each under ncu with cuBLAS's dense kernel
+#        timed next to production, then each under ncu, and the dense kernels (cuBLAS's, oasr.gemm's) on one group
 #        -> $OUT/group-variants.txt, group-variants-ncu.txt.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -49,11 +49,11 @@ for s in ${*:-build test bench}; do
               || status=1 ;;
     variants) timeout 300 python3 dev/group_gemm/variants.py ${VARIANTS:-} 2>&1 | tee "$OUT/group-variants.txt" \
                 || status=1
-              timeout 200 ncu --clock-control none -k regex:'GroupGemm|gemm|xmma' --section SpeedOfLight \
+              timeout 200 ncu --clock-control none -k regex:'GroupGemm|gemm|nvjet' --section SpeedOfLight \
                 --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
                 --metrics "$NCU_EXTRA" python3 dev/group_gemm/variants.py --ncu ${VARIANTS:-} \
                 > "$OUT/group-variants-ncu.txt" 2>&1 || status=1
-              grep -E "GroupGemm|gemm|xmma|Duration|L2 Cache Throughput|tensor|lts__t|dram__bytes" \
+              grep -E "GroupGemm|gemm|nvjet|Duration|L2 Cache Throughput|tensor|lts__t|dram__bytes" \
                 "$OUT/group-variants-ncu.txt" ;;
     *) echo "unknown step $s (steps: build test bench sanitize ncu source variants)"; status=1 ;;
   esac

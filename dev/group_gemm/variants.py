@@ -2,7 +2,7 @@
 """The direct grouped GEMM against edited copies of its header, in one run (needs an sm90 GPU).
 
     python dev/group_gemm/variants.py dev/group_gemm/variants/*.patch   # check, then time next to production
-    python dev/group_gemm/variants.py --ncu PATCH ...                    # each module launched twice, for ncu
+    python dev/group_gemm/variants.py --ncu PATCH ...   # for ncu: each module twice, then the dense kernels
 
 A variant is PATCH (a diff of ``include/``, named after its file) applied to a copy of ``include/``, or to
 ``include/`` of COMMIT for ``PATCH@COMMIT``, or ``NAME=INCLUDE_DIR``, an edited copy made by hand; it is built
@@ -76,7 +76,9 @@ def launch(module: object, i: dict) -> torch.Tensor:
 def main() -> int:
     require_cuda("dev/group_gemm/variants.py")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ncu", action="store_true", help="launch each module twice on the issue's shape, no timing")
+    parser.add_argument(
+        "--ncu", action="store_true", help="launch each module twice on the issue's shape, then the dense kernels"
+    )
     parser.add_argument("variants", nargs="*", metavar="PATCH[@COMMIT] | NAME=INCLUDE_DIR")
     args = parser.parse_args()
     found = modules(args.variants)
@@ -85,7 +87,10 @@ def main() -> int:
         for module in found.values():
             for _ in range(2):
                 launch(module, i)
-        torch.matmul(i["x"], i["weight"][0].T, out=i["out"])  # cuBLAS's dense kernel, for comparison
+        one = OP.make_inputs(ONE_GROUP, torch.bfloat16, torch.device("cuda"), 0)
+        launch(found["prod"], one)  # the same rows as one group, then two dense kernels over them
+        torch.matmul(one["x"], one["weight"][0].T, out=one["out"])  # cuBLAS
+        oasr.gemm(one["x"], one["weight"][0], out=one["out"])  # CUTLASS
         torch.cuda.synchronize()
         return 0
     failed = 0
