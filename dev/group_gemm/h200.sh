@@ -49,11 +49,11 @@ for s in ${*:-build test bench}; do
               || status=1 ;;
     variants) timeout 300 python3 dev/group_gemm/variants.py ${VARIANTS:-} 2>&1 | tee "$OUT/group-variants.txt" \
                 || status=1
-              timeout 200 ncu --clock-control none -k regex:'GroupGemm|gemm|nvjet' --section SpeedOfLight \
+              timeout 200 ncu --clock-control none -k regex:'GroupGemm|device_kernel|nvjet' --section SpeedOfLight \
                 --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
                 --metrics "$NCU_EXTRA" python3 dev/group_gemm/variants.py --ncu ${VARIANTS:-} \
                 > "$OUT/group-variants-ncu.txt" 2>&1 || status=1
-              grep -E "GroupGemm|gemm|nvjet|Duration|L2 Cache Throughput|tensor|lts__t|dram__bytes" \
+              grep -E "GroupGemm|device_kernel|nvjet|Duration|L2 Cache Throughput|tensor|lts__t|dram__bytes" \
                 "$OUT/group-variants-ncu.txt" ;;
     *) echo "unknown step $s (steps: build test bench sanitize ncu source variants)"; status=1 ;;
   esac
