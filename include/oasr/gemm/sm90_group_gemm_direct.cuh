@@ -54,7 +54,7 @@ template <class Element>
 using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the
-// full and empty mbarriers, each warpgroup's bias rows, each consumer warp's 16 x 16 output block (the
+// full and empty mbarriers, each warpgroup's bias rows, each consumer warp's 8 x 64 output block (the
 // epilogue's transpose), then the group table: first tile [G + 1], start row [G], end row [G].
 template <class Element, int Stages>
 struct Plan {
@@ -65,7 +65,7 @@ struct Plan {
   static constexpr uint32_t kBarriers = Stages * kStageBytes;
   static constexpr uint32_t kBias = kBarriers + 2 * Stages * 8;       // fp32 [warpgroup][tile parity][kBN]
   static constexpr uint32_t kBlocks = kBias + kConsumers / 128 * 2 * kBN * sizeof(float);
-  static constexpr uint32_t kBlockBytes = 16 * 16 * sizeof(Element);
+  static constexpr uint32_t kBlockBytes = 8 * 64 * sizeof(Element);
   static constexpr uint32_t kTable = kBlocks + kConsumers / 32 * kBlockBytes;
   static size_t bytes(int groups) { return 1024 + kTable + 4 * (3 * static_cast<size_t>(groups) + 1); }
 };
@@ -178,47 +178,56 @@ __device__ __forceinline__ void store_row(T* row, int c, int n, const uint4& v) 
   }
 }
 
-// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once, in
-// blocks of 16 columns: stmatrix puts a block's fragments (lane 4 g + t: columns 2t, 2t + 1 of rows g and
-// g + 8 in each 8-column half, common/wgmma.cuh's layout) into the warp's 16 x 16 block in shared memory as
-// rows, and each lane loads half a row back and stores it with one 16-byte store: a row's 32 bytes in one
-// instruction. The block's 16-byte halves are swapped in rows 4-7 and 12-15, so that neither the stmatrix
-// nor the loads meet a bank twice. (Exchanging the pairs by shuffles took ~900 instructions per warp and
-// tile, 40% of the stall samples.)
+// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once, 8 rows
+// by 64 columns at a time: stmatrix puts the fragments (lane 4 g + t: columns 2t, 2t + 1 of row g, or g + 8, in
+// each 8-column half of a 16-column block, common/wgmma.cuh's layout) into the warp's 8 x 64 block in shared
+// memory as rows, and each lane loads 16 bytes of a row back and stores them: eight lanes write a row's 128
+// bytes, so that one store instruction touches 4 rows, not 16. A row's 16-byte chunks are XOR-swizzled by the
+// row, so that neither the stmatrix nor the loads meet a bank twice.
 template <class Element, bool Bias>
 __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2],
                                       const float* bias, uint32_t block) {
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
-  const int r = t.row0 + rows + 16 * (warp & 3) + (lane >> 1);  // this lane's row of the block
-  T* row = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd;
-  const bool live = r < t.end;
-  // stmatrix: lane 8 m + i gives row i of matrix m (rows 8 (m % 2) + i, columns 8 (m / 2) of the block).
-  const int put_row = (lane & 7) + 8 * ((lane >> 3) & 1);
-  const uint32_t put = block + 32 * put_row + 16 * ((lane >> 4) ^ ((put_row >> 2) & 1));
-  const uint32_t get = block + 32 * (lane >> 1) + 16 * ((lane & 1) ^ ((lane >> 3) & 1));
+  const int first = t.row0 + rows + 16 * (warp & 3);  // the warp's first row
+  const int put_row = lane & 7, put_matrix = lane >> 3;  // stmatrix: lane 8 i + r gives row r of matrix i
+  const int get_row = lane >> 3, get_chunk = lane & 7;   // loads: rows get_row and get_row + 4, one chunk
 #pragma unroll
-  for (int j = 0; j < kBN / 16; ++j) {
-    float b[4] = {};  // the bias of this lane's columns 16 j + 2 q, + 1, + 8, + 9
-    if constexpr (Bias) {
+  for (int h = 0; h < 2; ++h) {  // rows g, then rows g + 8
 #pragma unroll
-      for (int i = 0; i < 4; ++i) b[i] = bias[16 * j + 8 * (i / 2) + 2 * q + i % 2];
+    for (int c = 0; c < kBN / 64; ++c) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {  // matrix i: 16-column block 4 c + 2 s + i / 2, its half i % 2: chunk 4 s + i
+        uint32_t x[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int j = 4 * c + 2 * s + i / 2, k = i % 2;
+          const float* a = acc + 8 * j + 2 * (2 * k + h);
+          float lo = a[0], hi = a[1];
+          if constexpr (Bias) {
+            lo += bias[16 * j + 8 * k + 2 * q];
+            hi += bias[16 * j + 8 * k + 2 * q + 1];
+          }
+          x[i] = round_pair(lo, hi, T{});
+        }
+        store_matrices<4>(x, block + 128 * put_row + 16 * ((4 * s + put_matrix) ^ put_row));
+      }
+      __syncwarp();
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const int staged = get_row + 4 * s;
+        uint4 v;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(block + 128 * staged + 16 * (get_chunk ^ staged))
+                     : "memory");
+        const int r = first + 8 * h + staged;
+        if (r < t.end) {
+          store_row(reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd, t.n0 + 64 * c + 8 * get_chunk, p.n, v);
+        }
+      }
+      __syncwarp();  // every lane has its chunks before the next stmatrix overwrites them
     }
-    uint32_t x[4];  // matrices: rows 0-7 and 8-15 of columns 0-7, then of columns 8-15
-#pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const float* a = acc + 8 * j + 2 * m;  // 8-column block 2 j + m / 2, row g (+ 8 for odd m)
-      x[m] = Bias ? round_pair(a[0] + b[m / 2 * 2], a[1] + b[m / 2 * 2 + 1], T{}) : round_pair(a[0], a[1], T{});
-    }
-    store_matrices<4>(x, put);
-    __syncwarp();
-    uint4 v;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "r"(get)
-                 : "memory");
-    __syncwarp();  // every lane has its half row before the next block overwrites it
-    if (live) store_row(row, t.n0 + 16 * j + 8 * (lane & 1), p.n, v);
   }
 }
 
@@ -268,7 +277,7 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   const uint32_t a_rows = rows * kBK * sizeof(Element);         // and its bytes into a stage's A
   const bool releases = (threadIdx.x & 31) == 0;                // one arrival per warp
   float* bias = reinterpret_cast<float*>(smem_base() + P::kBias) + wg * 2 * kBN;
-  const uint32_t block = smem + P::kBlocks + (threadIdx.x >> 5) * P::kBlockBytes;  // this warp's 16 x 16
+  const uint32_t block = smem + P::kBlocks + (threadIdx.x >> 5) * P::kBlockBytes;  // this warp's 8 x 64
   const int count = units > static_cast<int>(blockIdx.x) ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   float acc[kBN / 2];
   int parity = 0;
