@@ -14,7 +14,7 @@ and a CUDA graph replayed with other offsets (same L) computes the new groups. T
   cached per (device, configuration, G), and the grouped kernel reads them.
 
 Each kernel waits on the device for the one before it, so all may be launched with programmatic dependent
-launch, hiding their launch gaps (``gemm_config.GROUP_PDL``; a CUDA graph captures those edges too).
+launch, hiding their launch gaps (below K=2048, ``gemm_config.group_pdl``; a CUDA graph captures those edges too).
 Offsets that decrease, are negative or end past L cannot be seen from the host without a
 synchronisation: the kernels clamp them (each group keeps the part of its rows inside
 ``[previous end, L)``) and set a flag in host-mapped memory; the next ``group_gemm`` call raises a
@@ -162,7 +162,7 @@ def _launch(
     pdl: bool | None = None,
 ) -> None:
     """``out = group_gemm(...)`` for checked arguments; ``config`` overrides the choice, ``pdl`` the launch
-    (programmatic dependent launch of both kernels; None: ``gemm_config.GROUP_PDL``)."""
+    (programmatic dependent launch of both kernels; None: ``gemm_config.group_pdl``)."""
     rows, k = input.shape
     groups, n, _ = weight.shape
     if rows == 0 or n == 0:
@@ -186,7 +186,7 @@ def _launch(
     variant = _variant(input.dtype, config, bias is not None)
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)
-    pdl = gemm_config.GROUP_PDL if pdl is None else pdl
+    pdl = gemm_config.group_pdl(k) if pdl is None else pdl
     module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag(), pdl)
     if target is not out:
         out.copy_(target)

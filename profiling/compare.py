@@ -2,9 +2,10 @@
 
 A *state* is a checkout of the kernel sources: the working tree, or a git revision
 checked out with ``git worktree`` into a temporary folder. Each state's family module
-is built from that checkout's ``csrc/<family>*.cu`` and ``include/`` (the JIT cache is
-keyed by content, so a state is built once), and both are timed **in one process, in
-turn** over several rounds (:func:`profiling.harness.timing.time_interleaved`: drift
+(for a family built per configuration, each variant that the calls use) is built from
+that checkout's ``csrc/<family>*.cu`` and ``include/`` (the JIT cache is keyed by
+content, so a state is built once), and both are timed **in one process, in turn** over
+several rounds (:func:`profiling.harness.timing.time_interleaved`: drift
 during the run falls on both alike). The Python API that calls the module is the
 working tree's, so a revision whose launcher signature differs cannot be compared.
 
@@ -49,8 +50,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from oasr.jit.core import hash_headers
-from oasr.jit.families import Family
+from oasr.jit.core import Variant, hash_headers
+from oasr.jit.families import Family, PerVariant
 
 from . import provenance
 from .files import atomic_write_text, reports_root, shown_path
@@ -236,14 +237,17 @@ def checkout(revision: str) -> Iterator[Path]:
             git("worktree", "remove", "--force", str(path))
 
 
-def build_state(family: Family, state: State) -> Any:
-    """``family``'s module built from ``state``'s checkout, as the JIT module ``<family>_<hash[:12]>``."""
-    spec = dataclasses.replace(
-        family.jit_spec(),
-        name=f"{family.name}_{state.hash[:12]}",
-        sources=family_sources(family, state.root),
-        include_dir=state.root / "include",
-    )
+def build_state(family: Family, state: State, variant: Variant | None = None) -> Any:
+    """``family``'s module (of ``variant``, else the default one) built from ``state``'s checkout, as the JIT
+    module ``<module name>_<hash[:12]>``; the working tree's is the library's own module (built once for both)."""
+    spec = family.jit_spec(variant=variant)
+    if state.root != provenance.REPO_ROOT:
+        spec = dataclasses.replace(
+            spec,
+            name=f"{family.module_name(variant or family.default_variant)}_{state.hash[:12]}",
+            sources=family_sources(family, state.root),
+            include_dir=state.root / "include",
+        )
     return spec.build_and_load()
 
 
@@ -252,8 +256,15 @@ def build_state(family: Family, state: State) -> Any:
 # ---------------------------------------------------------------------------
 
 
+def state_modules(family: Family, state: State) -> PerVariant:
+    """``state``'s modules of ``family``, each variant built from its checkout when a call first needs it (a family
+    built per configuration calls the variant of the shape and dtype)."""
+    return PerVariant(functools.partial(build_state, family, state))
+
+
 def with_module(family: Family, module: Any, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with ``module`` as the family's module (graph capture records its kernel)."""
+    """``fn()`` with ``module`` (or a :class:`PerVariant`'s) as the family's module (graph capture records its
+    kernel)."""
     family.use_module(module)
     try:
         return fn()
@@ -281,6 +292,9 @@ def time_modules(
                        for s in sets]
                 for name, module in modules.items()
             }  # fmt: skip
+            for calls in fns.values():  # each state's module of this case is built (and checked to run) untimed
+                calls[0]()
+            torch.cuda.synchronize()
             results = timing.time_interleaved(fns, rounds=rounds, iters=iters, warmup=warmup)
             key = (op.config_label(config), dtype_name(dtype))
             samples[key] = {name: [ms * 1e-3 for ms in result.samples_ms] for name, result in results.items()}
@@ -345,7 +359,7 @@ def compare_states(
         states = [State(base, base_root, state_hash(spec.family, base_root))]
         states.append(State(head, head_root, state_hash(spec.family, head_root)))
         if live:
-            modules = {s.name: build_state(spec.family, s) for s in states}
+            modules = {s.name: state_modules(spec.family, s) for s in states}
             samples = time_modules(spec, configs, dtypes, modules, **timing_kwargs)
             for state in states:
                 save_samples(gpu, op, state, samples)

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oasr.jit import env
-from oasr.jit.families import SCALE
+from oasr.jit import env, gemm_config
+from oasr.jit.core import JitSpec
+from oasr.jit.families import GROUP_GEMM, SCALE
 from profiling import compare
 from profiling.harness import timing
 from profiling.harness.measure import measure
@@ -105,6 +106,33 @@ def test_a_state_builds_as_its_own_module(tmp_path: Path) -> None:
     assert callable(module.run)  # the launcher oasr.scale calls
     built = Path(env.jit_cache_dir()) / f"scale_{state.hash[:12]}"
     assert built.is_dir() and any(built.rglob("*.so"))
+
+
+def test_a_state_gives_each_variant_its_own_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A family built per configuration (group_gemm) calls the variant of the dtype and shape: each state builds
+    that one, once (a single stand-in module would be called with the wrong dtype)."""
+    built = []
+
+    def build(family, state, variant=None):
+        built.append((state.name, variant.name if variant else None))
+        return object()
+
+    monkeypatch.setattr(compare, "build_state", build)
+    modules = compare.state_modules(GROUP_GEMM, compare.State("old", tmp_path, "0" * 16))
+    fp16 = gemm_config.group_gemm_variant("float16", gemm_config.GROUP_DIRECT)
+    seen = compare.with_module(GROUP_GEMM, modules, lambda: [GROUP_GEMM.module(v) for v in (fp16, fp16, None)])
+    assert seen[0] is seen[1] and seen[2] is not seen[0]
+    assert built == [("old", fp16.name), ("old", None)]
+
+
+def test_the_working_tree_state_is_the_library_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(JitSpec, "build_and_load", lambda spec: spec)
+    tree = compare.State("worktree", REPO_ROOT, compare.state_hash(SCALE, REPO_ROOT))
+    assert compare.build_state(SCALE, tree).name == "scale"  # built once, for the library and the comparison
+    root = _tree(tmp_path, "edited", "\n// edited\n")
+    edited = compare.State("edited", root, compare.state_hash(SCALE, root))
+    spec = compare.build_state(SCALE, edited)
+    assert spec.name == f"scale_{edited.hash[:12]}" and spec.include_dir == root / "include"
 
 
 def test_compare_from_recordings_and_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

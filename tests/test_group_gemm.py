@@ -114,19 +114,21 @@ def test_configurations_are_persistent_modules_of_their_own():
 
 
 def test_choice_follows_the_h200_sweep():
-    """dev/group_gemm/results/pingpong_h200.txt: the direct kernel below K=2048 (up to 1024 groups, with or
-    without a bias), 128x128 ping-pong from K=2048; beyond 1024 groups 128x256 cooperative where N fills it, else
-    128x128 2x1 cooperative."""
+    """dev/group_gemm/results/rowstores_h200.txt: the direct kernel below K=2048 (up to 1024 groups, with or
+    without a bias); from K=2048 256x128 cooperative up to N=256, else 128x128 ping-pong, both without PDL; beyond
+    1024 groups 128x256 cooperative where N fills it, else 128x128 2x1 cooperative."""
     direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct")
     wide = gemm_config.GemmConfig(128, 256, 64, 1, 1, "cooperative")
     narrow = gemm_config.GemmConfig(128, 128, 64, 2, 1, "cooperative")
     long_k = gemm_config.GemmConfig(128, 128, 64, 1, 1, "pingpong")
+    long_k_narrow = gemm_config.GemmConfig(256, 128, 64, 1, 1, "cooperative")
     assert gemm_config.choose_group(1024, 256, 8) == direct == gemm_config.GROUP_DEFAULT  # 8 x 1000
     assert gemm_config.choose_group(64, 64, 32) == gemm_config.choose_group(128, 64, 1024) == direct
-    assert gemm_config.choose_group(256, 2048, 64) == gemm_config.choose_group(512, 2048) == long_k
-    assert gemm_config.choose_group(128, 4096, 2) == long_k
+    assert gemm_config.choose_group(256, 2048, 64) == gemm_config.choose_group(128, 4096, 2) == long_k_narrow
+    assert gemm_config.choose_group(257, 2048) == gemm_config.choose_group(512, 2048, 64) == long_k
     assert gemm_config.choose_group(1024, 256, 1025) == wide and gemm_config.choose_group(255, 8, 4096) == narrow
-    assert set(gemm_config.GROUP_PICKS) == {direct, wide, narrow, long_k}
+    assert set(gemm_config.GROUP_PICKS) == {direct, wide, narrow, long_k, long_k_narrow}
+    assert gemm_config.group_pdl(2047) == gemm_config.GROUP_PDL and not gemm_config.group_pdl(2048)
 
 
 class TorchGroupGemm:

@@ -106,7 +106,7 @@ class Family:
         return the same object. A module set with :meth:`use_module` stands in for every variant."""
         stand_in = _STAND_INS.get(self.name)
         if stand_in is not None:
-            return stand_in
+            return stand_in(variant) if isinstance(stand_in, PerVariant) else stand_in
         name = self.module_name(variant or self.default_variant)
         loaded = _LOADED.get(name)
         if loaded is None:
@@ -116,7 +116,8 @@ class Family:
     def use_module(self, module: Any | None) -> None:
         """Make :meth:`module` return ``module`` (``None``: build and load it again on next use).
 
-        For a family built per configuration, ``module`` stands in for every variant; ``None`` forgets them all.
+        For a family built per configuration, ``module`` stands in for every variant, unless it is a
+        :class:`PerVariant`, which gives each variant its own; ``None`` forgets them all.
         """
         if module is None:
             _STAND_INS.pop(self.name, None)
@@ -124,6 +125,21 @@ class Family:
                 del _LOADED[name]
         else:
             _STAND_INS[self.name] = module
+
+
+class PerVariant:
+    """A stand-in (:meth:`Family.use_module`) that gives each variant its module: ``modules(variant)``, called once
+    per variant (``None``: the family's default), e.g. each variant built from another checkout."""
+
+    def __init__(self, modules: Callable[[Variant | None], Any]):
+        self._modules = modules
+        self._loaded: dict[str | None, Any] = {}
+
+    def __call__(self, variant: Variant | None) -> Any:
+        key = variant.name if variant is not None else None
+        if key not in self._loaded:
+            self._loaded[key] = self._modules(variant)
+        return self._loaded[key]
 
 
 _LOADED: dict[str, Any] = {}
@@ -317,13 +333,14 @@ GROUP_GEMM = Family(
         "starting at a row of its group (the last may run into the next group's rows, computed and not "
         "stored), so A is one TMA descriptor over [L, K] read at any row and B one over [G, N, K]; a producer "
         "warp streams k-blocks into a ring of mbarrier'd stages and two pairs of warpgroups take the tiles in "
-        "turns on wgmma, one pair's epilogue (the bias added, a transpose through shared memory, 16-byte "
-        "stores under a row predicate) running under the other's products. From K = 2048, "
+        "turns on wgmma, one pair's epilogue (the bias added, a transpose through shared memory, eight lanes "
+        "storing a row's 128 bytes under a row predicate) running under the other's products. From K = 2048, "
         "`include/oasr/gemm/sm90_group_gemm.cuh`: a one-thread-per-group setup kernel turns the offsets into "
         "per-group problem shapes, pointers and strides in a workspace cached per shape, and CUTLASS's "
         "ptr-array TMA warp-specialized kernel reads them and walks every group's tiles, rewriting its TMA "
         "descriptors as it enters a group. Both wait on the kernel before them with `griddepcontrol.wait`, so "
-        "they are launched with programmatic dependent launch. Nothing comes back to the host, so a CUDA graph "
+        "they are launched with programmatic dependent launch (below K = 2048: `gemm_config.group_pdl`). "
+        "Nothing comes back to the host, so a CUDA graph "
         "replays with new offsets; offsets that decrease or end past L are clamped and flagged in host-mapped "
         "memory (`oasr.group_gemm_check()`)."
     ),

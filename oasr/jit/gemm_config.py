@@ -213,15 +213,15 @@ groups fit; more take CUTLASS's kernel."""
 GROUP_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
 GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
 GROUP_LONG_K = MANY_WAVES  # the gemm rule's pick at long K too
+GROUP_LONG_K_NARROW = GemmConfig(256, 128, 64, 1, 1, "cooperative")  # ... where N <= 256
 GROUP_LONG_K_MIN = 2048
-GROUP_PICKS = (GROUP_DIRECT, GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K)
+GROUP_PICKS = (GROUP_DIRECT, GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K, GROUP_LONG_K_NARROW)
 """What :func:`choose_group` returns (``dev/group_gemm/bench.py --build`` builds both dtypes, plain and bias)."""
 GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     *GROUP_PICKS,
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
     GemmConfig(128, 256, 64, 2, 1, "cooperative"),
     GemmConfig(128, 256, 64, 1, 2, "cooperative"),
-    GemmConfig(256, 128, 64, 1, 1, "cooperative"),
 )
 """The grouped GEMM's configurations, timed against each other by ``dev/group_gemm/bench.py``: the direct
 kernel, and CUTLASS's persistent schedules (the grid is one CTA per SM and the scheduler walks the groups'
@@ -233,10 +233,18 @@ GROUP_DEFAULT = GROUP_DIRECT
 """The group_gemm family's representative build (prebuilding, the CPU build test): the issue's shape's pick."""
 GROUP_PDL = True
 """Whether ``oasr.group_gemm`` launches its kernels with programmatic dependent launch (PDL: each becomes
-resident while the kernel before it runs, and waits on it with ``griddepcontrol.wait`` before touching memory).
-The second H200 sweep (``dev/group_gemm/results/bench_h200.txt``, the ``+pdl`` rows beside the same
-configurations without) measured 0.7-0.9 us less on every shape of a few microseconds (8 x 1000 rows, 128x256:
-16.77 against 17.62 us); on the 2-4 ms shapes the differences went both ways within the run's noise."""
+resident while the kernel before it runs, and waits on it with ``griddepcontrol.wait`` before touching memory),
+below K = :data:`GROUP_LONG_K_MIN` (:func:`group_pdl`). The second H200 sweep (``dev/group_gemm/results/
+bench_h200.txt``, the ``+pdl`` rows beside the same configurations without) measured 0.7-0.9 us less on every
+shape of a few microseconds (8 x 1000 rows, 128x256: 16.77 against 17.62 us)."""
+
+
+def group_pdl(k: int) -> bool:
+    """Whether the grouped GEMM of depth ``k`` launches with PDL: :data:`GROUP_PDL`, and not from K = 2048, where
+    CUTLASS's kernels took 2-10% longer with it in both of the last sweeps (``results/pingpong_h200.txt`` and
+    ``results/rowstores_h200.txt``: 64 x ~16000 rows, N = 256, 256x128 cooperative 2020 and 1977 us without,
+    2247 and 2171 with; N = 512, 128x128 ping-pong 4140 and 4034 without, 4145 and 4104 with)."""
+    return GROUP_PDL and k < GROUP_LONG_K_MIN
 
 
 @functools.lru_cache(maxsize=4096)
@@ -244,17 +252,18 @@ def choose_group(n: int, k: int, groups: int = 1) -> GemmConfig:
     """The grouped GEMM's configuration for ``groups`` groups of ``[rows, k] x [k, n]`` (with or without a
     per-group bias), from the H200 sweeps.
 
-    ``dev/group_gemm/results/pingpong_h200.txt`` (CUDA-graph device time, bf16, with PDL, the same run): below
-    K=2048 the direct kernel (one launch, no setup kernel, no per-group descriptors) takes 13.8 us on the issue's
-    8 x 1000 rows (N=1024, K=256) against 16.9 for CUTLASS's best (128x256 cooperative), 14.8 against 17.3 with a
-    bias, and 4.1 and 4.6 us against 7.6 and 7.8 on the narrow shapes (32 x ~256 rows, K=64, N=64 and 128). From
-    K=2048 it reaches 0.81-0.89x of CUTLASS, whose 128x128 ping-pong keeps long K (64 x ~16000 rows, N=256 and 512:
-    2209 and 4140 us against 2545 and 4822), as the gemm family's long-K rule. More than
+    ``dev/group_gemm/results/rowstores_h200.txt`` (CUDA-graph device time, bf16, with PDL, the same run): below
+    K=2048 the direct kernel (one launch, no setup kernel, no per-group descriptors) takes 11.9 us on the issue's
+    8 x 1000 rows (N=1024, K=256) against 17.0 for CUTLASS's best (256x128 cooperative), 13.8 with a bias, and
+    3.9 and 4.2 us against 7.5 and 7.8 on the narrow shapes (32 x ~256 rows, K=64, N=64 and 128). From K=2048 it
+    reaches 0.80-0.84x of CUTLASS (without PDL, :func:`group_pdl`): 64 x ~16000 rows, N=256, 256x128 cooperative
+    1977 us (128x128 ping-pong 2082, direct 2596; 2020, 2209 and 2732 in ``pingpong_h200.txt``); N=512, 128x128
+    ping-pong, the gemm family's long-K pick, 4034 (256x128 cooperative 4329, direct 4949). More than
     :data:`GROUP_DIRECT_MAX_GROUPS` groups keep CUTLASS's earlier picks: 128x256 cooperative where N fills it,
     else 128x128 cooperative with a 2x1 cluster.
     """
     if k >= GROUP_LONG_K_MIN:
-        return GROUP_LONG_K
+        return GROUP_LONG_K_NARROW if n <= 256 else GROUP_LONG_K
     if groups <= GROUP_DIRECT_MAX_GROUPS:
         return GROUP_DIRECT
     return GROUP_NARROW if n < 256 else GROUP_WIDE
