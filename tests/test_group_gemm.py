@@ -361,6 +361,18 @@ class TestGroupGemm:
         oasr.group_gemm(x, w, offsets, bias, out=out)
         assert_close(out, reference(x, w, offsets, bias), dtype, 192)
 
+    @pytest.mark.parametrize("n", [256, 264], ids=["n256", "n264"])
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+    @pytest.mark.parametrize("with_bias", [False, True], ids=["plain", "bias"])
+    def test_long_k_picks_against_a_float64_loop(self, n, dtype, with_bias):
+        """From K = 2048 the rule takes CUTLASS's 256x128 cooperative tiles up to N = 256, else 128x128 ping-pong,
+        launched without PDL: each with both dtypes and the bias, on uneven groups with an empty one."""
+        x, w, b, offsets = operands([300, 0, 517, 41], n, 2048, dtype, "cuda", seed=6)
+        bias = b if with_bias else None
+        out = poisoned((x.shape[0], n), dtype)
+        oasr.group_gemm(x, w, offsets, bias, out=out)
+        assert_close(out, reference(x, w, offsets, bias), dtype, 2048)
+
     @pytest.mark.parametrize("groups,rows,n,k", [(8, 8000, 1024, 256), (1024, 5000, 64, 64), (3, 17, 24, 8)])
     def test_issue_shapes_and_many_groups(self, groups, rows, n, k):
         sizes = random_sizes(groups, rows, seed=groups)

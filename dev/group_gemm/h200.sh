@@ -2,7 +2,7 @@
 # The group_gemm family on the H200, in one command from the repo root (the device tool runs it with the
 # wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
 #   bash dev/group_gemm/h200.sh [steps...]     (default: build test bench; three files go to $OUT)
-# build: the 13 modules the tests and the sweep use, in parallel (~45 s each, ~2 GB apiece);
+# build: the modules the tests and the sweep use, in parallel (CUTLASS's ~45 s each, ~2 GB apiece);
 # test:  tests/test_group_gemm.py with its GPU tests -> $OUT/group-pytest.log;
 # bench: dev/group_gemm/bench.py, the shapes: oasr (default, and every candidate with and without
 #        programmatic dependent launch) next to torch._grouped_mm, a loop of F.linear and one dense GEMM,
