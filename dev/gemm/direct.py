@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""group_gemm's direct kernel as one dense GEMM (all rows one group) on issue 17's shapes, bare and with a bias
++ SiLU in its epilogue, next to cuBLAS and oasr.gemm (needs an sm90 GPU; ``--build`` needs only nvcc).
+
+    python dev/gemm/direct.py            # check each result against float64, then time them
+    python dev/gemm/direct.py --build    # build the three modules and stop
+
+Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM; CUTLASS's epilogue takes
+1.12-1.39x. The direct kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``) has its own epilogue, and on
+8000 rows as one group (N=1024, K=256) it took 11.18 us against cuBLAS's 11.92
+(``dev/group_gemm/results/rowstores_variants_h200.txt``). This measures whether the gemm family's fused forms
+should run on it. ``direct`` and ``direct+bias`` are production's bf16 modules; ``direct+bias+silu`` the bias
+module with ``variants/direct-bias-silu.patch`` (SiLU after the bias, as ``activation.cuh``). Beside them: ``cublas``
+(``torch.mm``), ``torch`` (``F.silu(F.linear(x, w, b))``, as the harness) and ``oasr.gemm`` with bias and SiLU.
+Timing: the harness's CUDA-graph replay, backends in turn, input sets rotated past the L2 (``time_interleaved``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import oasr  # (after the checkout is on the path; registers oasr.group_gemm)
+from dev.tune_kernels import OWN_STATICS, patched_include
+from oasr.jit import gemm_config
+from oasr.jit.core import build_in_parallel
+from oasr.jit.families import GROUP_GEMM
+from profiling.harness.correctness import compare
+from profiling.harness.ops import get_op
+from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
+
+SHAPES = ((8000, 256, 256), (8000, 1024, 256), (1500, 2048, 512), (16000, 512, 512), (24000, 2048, 512))
+"""The issue's bare-GEMM shapes and its 600 TFLOP/s one, (M, N, K)."""
+PATCH = Path(__file__).resolve().parent / "variants" / "direct-bias-silu.patch"
+group_module = sys.modules["oasr.group_gemm"]
+
+
+def modules() -> dict[str, object]:
+    """Production's direct modules (without and with a bias) and the patched bias module, built in parallel."""
+    _, include = patched_include(PATCH)
+    direct = gemm_config.GROUP_DIRECT
+    specs = {
+        "direct": GROUP_GEMM.jit_spec(variant=gemm_config.group_gemm_variant("bfloat16", direct)),
+        "direct+bias": GROUP_GEMM.jit_spec(variant=gemm_config.group_gemm_variant("bfloat16", direct, bias=True)),
+        "direct+bias+silu": GROUP_GEMM.jit_spec(
+            variant=gemm_config.group_gemm_variant("bfloat16", direct, bias=True),
+            name="group_gemm_variant_direct-bias-silu",
+            include_dir=include.resolve(),
+            extra_cuda_cflags=[OWN_STATICS],
+        ),
+    }
+    if build_in_parallel(list(specs.values()), max(1, min(len(specs), (os.cpu_count() or 2) - 1))):
+        raise SystemExit(1)
+    return specs
+
+
+def launch(module: object, i: dict, bias: bool) -> torch.Tensor:
+    """``i["out"]`` = the rows of ``i["x"]`` as one group through ``i["weight"]`` (+ the bias and SiLU)."""
+    rows = torch.full((1,), i["x"].shape[0], dtype=torch.int32, device="cuda")
+    empty = torch.empty(0, dtype=torch.uint8, device="cuda")
+    b = i["bias"][None] if bias else None
+    module.group_gemm(i["out"][None], i["x"][None], i["weight"][None], rows, b, empty, group_module._error_flag(), True)
+    return i["out"]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", action="store_true", help="build the three modules and stop (no GPU needed)")
+    args = parser.parse_args()
+    specs = modules()
+    if args.build:
+        return 0
+    require_cuda("dev/gemm/direct.py")
+    found = {name: spec.load() for name, spec in specs.items()}
+    op = get_op("gemm")
+    rtol, atol = op.tolerance(torch.bfloat16)
+    failed = 0
+    for m, n, k in SHAPES:
+        sets = op_input_sets(op, {"m": m, "n": n, "k": k}, torch.bfloat16, max_sets=8)
+        i = sets[0]
+        x, w, b = i["x"].double(), i["weight"].double(), i["bias"].double()
+        expected = {"direct": x @ w.T, "direct+bias": x @ w.T + b, "direct+bias+silu": F.silu(x @ w.T + b)}
+        for name, reference in expected.items():
+            i["out"].fill_(float("nan"))
+            check = compare(launch(found[name], i, name != "direct"), reference, rtol, atol)
+            if not check["passed"]:
+                failed += 1
+                print(f"{m}x{n}x{k} {name}: WRONG {check}", flush=True)
+        fns = {"cublas": [lambda s=s: torch.mm(s["x"], s["weight"].T, out=s["out"]) for s in sets]}
+        for name in expected:
+            fns[name] = [lambda s=s, name=name: launch(found[name], s, name != "direct") for s in sets]
+        fns["oasr.gemm+bias+silu"] = [
+            lambda s=s: oasr.gemm(s["x"], s["weight"], s["bias"], "silu", out=s["out"]) for s in sets
+        ]
+        fns["torch+bias+silu"] = [lambda s=s: F.silu(F.linear(s["x"], s["weight"], s["bias"])) for s in sets]
+        timings = time_interleaved(fns)
+        bare = timings["cublas"].median_ms
+        print(f"\n{m}x{n}x{k}", flush=True)
+        for name, t in timings.items():
+            tflops = 2 * m * n * k / (t.median_ms * 1e-3) / 1e12
+            ratio = t.median_ms / bare
+            print(
+                f"  {name:22s} {t.median_ms * 1e3:9.2f} us  {tflops:6.1f} TF/s  x{ratio:.3f} of bare cuBLAS", flush=True
+            )
+    print(f"\n{failed} wrong results" if failed else "\nevery checked result matched float64")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    run_gpu_script(main, __file__)
