@@ -74,10 +74,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", action="store_true", help="build the three modules and stop (no GPU needed)")
     args = parser.parse_args()
+    if not args.build:
+        require_cuda("dev/gemm/direct.py")
     specs = modules()
     if args.build:
         return 0
-    require_cuda("dev/gemm/direct.py")
     found = {name: spec.load() for name, spec in specs.items()}
     op = get_op("gemm")
     rtol, atol = op.tolerance(torch.bfloat16)
