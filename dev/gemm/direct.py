@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""group_gemm's direct kernel as one dense GEMM (all rows one group) on issue 17's shapes, bare and with a bias
-+ SiLU in its epilogue, next to cuBLAS and oasr.gemm (needs an sm90 GPU; ``--build`` needs only nvcc).
+"""group_gemm's direct kernel as one dense GEMM (all rows one group) on issue 17's shapes, bare, with a bias + SiLU
+or a GLU in its epilogue, next to cuBLAS and oasr.gemm (needs an sm90 GPU; ``--build`` needs only nvcc).
 
     python dev/gemm/direct.py            # check each result against float64, then time them
-    python dev/gemm/direct.py --build    # build the three modules and stop
+    python dev/gemm/direct.py --build    # build the four modules and stop
 
 Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM; CUTLASS's epilogue takes
 1.12-1.39x. The direct kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``) has its own epilogue, and on
@@ -12,6 +12,10 @@ Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS G
 should run on it. ``direct`` and ``direct+bias`` are production's bf16 modules; ``direct+bias+silu`` the bias
 module with ``variants/direct-bias-silu.patch`` (SiLU after the bias, as ``activation.cuh``). Beside them: ``cublas``
 (``torch.mm``), ``torch`` (``F.silu(F.linear(x, w, b))``, as the harness) and ``oasr.gemm`` with bias and SiLU.
+Then ``gemm_glu`` (issue: <= 1.1x a bare GEMM with the same 2N): ``direct-glu+bias``, the bias module with
+``variants/direct-glu.patch`` (a tile's B is 64 value rows and their 64 gate rows, the same thread holds a value
+and its gate, the epilogue stores value * sigmoid(gate) into the first half of a 2N-wide output), beside cuBLAS
+and the direct kernel over 2N, ``oasr.gemm_glu`` (two kernels) and torch's ``F.glu(F.linear(...))``.
 Timing: the harness's CUDA-graph replay, backends in turn, input sets rotated past the L2 (``time_interleaved``).
 """
 
@@ -38,41 +42,65 @@ from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script
 
 SHAPES = ((8000, 256, 256), (8000, 1024, 256), (1500, 2048, 512), (16000, 512, 512), (24000, 2048, 512))
 """The issue's bare-GEMM shapes and its 600 TFLOP/s one, (M, N, K)."""
-PATCH = Path(__file__).resolve().parent / "variants" / "direct-bias-silu.patch"
+VARIANTS = Path(__file__).resolve().parent / "variants"
 group_module = sys.modules["oasr.group_gemm"]
 
 
 def modules() -> dict[str, object]:
-    """Production's direct modules (without and with a bias) and the patched bias module, built in parallel."""
-    _, include = patched_include(PATCH)
+    """Production's direct modules (without and with a bias) and the two patched bias modules, in parallel."""
     direct = gemm_config.GROUP_DIRECT
-    specs = {
-        "direct": GROUP_GEMM.jit_spec(variant=gemm_config.group_gemm_variant("bfloat16", direct)),
-        "direct+bias": GROUP_GEMM.jit_spec(variant=gemm_config.group_gemm_variant("bfloat16", direct, bias=True)),
-        "direct+bias+silu": GROUP_GEMM.jit_spec(
-            variant=gemm_config.group_gemm_variant("bfloat16", direct, bias=True),
-            name="group_gemm_variant_direct-bias-silu",
+    plain, bias = (gemm_config.group_gemm_variant("bfloat16", direct, bias=b) for b in (False, True))
+    specs = {"direct": GROUP_GEMM.jit_spec(variant=plain), "direct+bias": GROUP_GEMM.jit_spec(variant=bias)}
+    for name, patch in (("direct+bias+silu", "direct-bias-silu"), ("direct-glu+bias", "direct-glu")):
+        _, include = patched_include(VARIANTS / f"{patch}.patch")
+        specs[name] = GROUP_GEMM.jit_spec(
+            variant=bias,
+            name=f"group_gemm_variant_{patch}",
             include_dir=include.resolve(),
             extra_cuda_cflags=[OWN_STATICS],
-        ),
-    }
+        )
     if build_in_parallel(list(specs.values()), max(1, min(len(specs), (os.cpu_count() or 2) - 1))):
         raise SystemExit(1)
     return specs
 
 
-def launch(module: object, i: dict, bias: bool) -> torch.Tensor:
-    """``i["out"]`` = the rows of ``i["x"]`` as one group through ``i["weight"]`` (+ the bias and SiLU)."""
-    rows = torch.full((1,), i["x"].shape[0], dtype=torch.int32, device="cuda")
-    empty = torch.empty(0, dtype=torch.uint8, device="cuda")
+def one_group(sets: list[dict], wide: bool) -> None:
+    """Adds what the direct kernel's launch needs to each input set: the one group's end (and for GLU, ``wide``, an
+    output as wide as the weight: the patched kernel writes the first half of each row)."""
+    for i in sets:
+        i["rows"] = torch.full((1,), i["x"].shape[0], dtype=torch.int32, device="cuda")
+        i["empty"] = torch.empty(0, dtype=torch.uint8, device="cuda")
+        if wide:
+            i["wide"] = torch.empty(i["x"].shape[0], i["weight"].shape[0], dtype=i["x"].dtype, device="cuda")
+
+
+def launch(module: object, i: dict, bias: bool, out: str = "out") -> torch.Tensor:
+    """``i[out]`` = the rows of ``i["x"]`` as one group through ``i["weight"]`` (+ the bias, and the patch's form)."""
     b = i["bias"][None] if bias else None
-    module.group_gemm(i["out"][None], i["x"][None], i["weight"][None], rows, b, empty, group_module._error_flag(), True)
-    return i["out"]
+    flag = group_module._error_flag()
+    module.group_gemm(i[out][None], i["x"][None], i["weight"][None], i["rows"], b, i["empty"], flag, True)
+    return i[out]
+
+
+def report(label: str, flop: int, fns: dict, bare: str) -> None:
+    timings = time_interleaved(fns)
+    print(f"\n{label}", flush=True)
+    for name, t in timings.items():
+        tflops = flop / (t.median_ms * 1e-3) / 1e12
+        ratio = t.median_ms / timings[bare].median_ms
+        print(f"  {name:22s} {t.median_ms * 1e3:9.2f} us  {tflops:6.1f} TF/s  x{ratio:.3f} of {bare}", flush=True)
+
+
+def check(name: str, label: str, result: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> int:
+    errors = compare(result, expected, rtol, atol)
+    if not errors["passed"]:
+        print(f"{label} {name}: WRONG {errors}", flush=True)
+    return 0 if errors["passed"] else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--build", action="store_true", help="build the three modules and stop (no GPU needed)")
+    parser.add_argument("--build", action="store_true", help="build the four modules and stop (no GPU needed)")
     args = parser.parse_args()
     if not args.build:
         require_cuda("dev/gemm/direct.py")
@@ -80,20 +108,19 @@ def main() -> int:
     if args.build:
         return 0
     found = {name: spec.load() for name, spec in specs.items()}
+    failed = 0
     op = get_op("gemm")
     rtol, atol = op.tolerance(torch.bfloat16)
-    failed = 0
     for m, n, k in SHAPES:
+        label = f"{m}x{n}x{k}"
         sets = op_input_sets(op, {"m": m, "n": n, "k": k}, torch.bfloat16, max_sets=8)
+        one_group(sets, wide=False)
         i = sets[0]
         x, w, b = i["x"].double(), i["weight"].double(), i["bias"].double()
         expected = {"direct": x @ w.T, "direct+bias": x @ w.T + b, "direct+bias+silu": F.silu(x @ w.T + b)}
         for name, reference in expected.items():
             i["out"].fill_(float("nan"))
-            check = compare(launch(found[name], i, name != "direct"), reference, rtol, atol)
-            if not check["passed"]:
-                failed += 1
-                print(f"{m}x{n}x{k} {name}: WRONG {check}", flush=True)
+            failed += check(name, label, launch(found[name], i, name != "direct"), reference, rtol, atol)
         fns = {"cublas": [lambda s=s: torch.mm(s["x"], s["weight"].T, out=s["out"]) for s in sets]}
         for name in expected:
             fns[name] = [lambda s=s, name=name: launch(found[name], s, name != "direct") for s in sets]
@@ -101,15 +128,28 @@ def main() -> int:
             lambda s=s: oasr.gemm(s["x"], s["weight"], s["bias"], "silu", out=s["out"]) for s in sets
         ]
         fns["torch+bias+silu"] = [lambda s=s: F.silu(F.linear(s["x"], s["weight"], s["bias"])) for s in sets]
-        timings = time_interleaved(fns)
-        bare = timings["cublas"].median_ms
-        print(f"\n{m}x{n}x{k}", flush=True)
-        for name, t in timings.items():
-            tflops = 2 * m * n * k / (t.median_ms * 1e-3) / 1e12
-            ratio = t.median_ms / bare
-            print(
-                f"  {name:22s} {t.median_ms * 1e3:9.2f} us  {tflops:6.1f} TF/s  x{ratio:.3f} of bare cuBLAS", flush=True
-            )
+        report(label, 2 * m * n * k, fns, "cublas")
+    op = get_op("gemm_glu")  # weight [2N, K]: the bar is a bare GEMM with the same 2N
+    for config in op.default_sweep:
+        m, n, k = config["m"], config["n"], config["k"]
+        label = f"gemm_glu {m}x{n}x{k} (2N = {2 * n})"
+        sets = op_input_sets(op, config, torch.bfloat16, max_sets=8)
+        one_group(sets, wide=True)
+        i = sets[0]
+        i["wide"].fill_(float("nan"))
+        reference = F.glu(F.linear(i["x"].double(), i["weight"].double(), i["bias"].double()), -1)
+        failed += check("direct-glu+bias", label, launch(found["direct-glu+bias"], i, True, "wide")[:, :n], reference,
+                        rtol, atol)  # fmt: skip
+        fns = {
+            "cublas 2N": [lambda s=s: torch.mm(s["x"], s["weight"].T, out=s["wide"]) for s in sets],
+            "direct 2N": [lambda s=s: launch(found["direct"], s, False, "wide") for s in sets],
+            "direct-glu+bias": [lambda s=s: launch(found["direct-glu+bias"], s, True, "wide") for s in sets],
+            "oasr.gemm_glu+bias": [
+                lambda s=s: oasr.gemm_glu(s["x"], s["weight"], s["bias"], out=s["out"]) for s in sets
+            ],
+            "torch glu+bias": [lambda s=s: F.glu(F.linear(s["x"], s["weight"], s["bias"]), -1) for s in sets],
+        }  # fmt: skip
+        report(label, 4 * m * n * k, fns, "cublas 2N")
     print(f"\n{failed} wrong results" if failed else "\nevery checked result matched float64")
     return 1 if failed else 0
 

@@ -8,7 +8,7 @@
 # epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes;
 # wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave;
 # direct:   (not by default) dev/gemm/direct.py, group_gemm's direct kernel as one dense GEMM, bare and with a fused
-#           bias + SiLU, next to cuBLAS and oasr.gemm (three modules, ~20 s each).
+#           bias + SiLU or a GLU, next to cuBLAS and oasr.gemm (four modules, ~20 s each).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
