@@ -17,6 +17,7 @@ this way, and what it measured: ``dev/README.md``.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd
 import torch
 
+from oasr.jit.core import JitSpec, Variant, build_in_parallel
+from oasr.jit.families import Family
 from profiling.compare import with_module
 from profiling.harness.correctness import refcheck
 from profiling.harness.ops import OpSpec, dtype_name, get_op, parse_dtype
@@ -123,6 +126,23 @@ def patched_include(patch: Path, commit: str | None = None) -> tuple[str, Path]:
     if applied.returncode != 0:
         raise ValueError(f"{patch.name} does not apply: {applied.stdout.decode().strip()}")
     return name, root / "include"
+
+
+def variant_spec(family: Family, name: str, include: Path, variant: Variant | None = None) -> JitSpec:
+    """``family``'s module (of ``variant``, else the default one) built against the edited copy ``include`` of
+    ``include/``, as the JIT module ``<family>_variant_<name>`` with statics of its own (:data:`OWN_STATICS`)."""
+    return family.jit_spec(
+        variant=variant,
+        name=f"{family.name}_variant_{name}",
+        include_dir=include.resolve(),
+        extra_cuda_cflags=[OWN_STATICS],
+    )
+
+
+def build_all(specs: list[JitSpec]) -> None:
+    """Builds ``specs`` in parallel, a core left free; a failed build ends the run (its log says why)."""
+    if build_in_parallel(specs, max(1, min(len(specs), (os.cpu_count() or 2) - 1))):
+        raise SystemExit(1)
 
 
 def large_reference_check() -> None:

@@ -22,7 +22,6 @@ Timing: the harness's CUDA-graph replay, backends in turn, input sets rotated pa
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -32,9 +31,8 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path; registers oasr.group_gemm)
-from dev.tune_kernels import OWN_STATICS, patched_include
+from dev.tune_kernels import build_all, patched_include, variant_spec
 from oasr.jit import gemm_config
-from oasr.jit.core import build_in_parallel
 from oasr.jit.families import GROUP_GEMM
 from profiling.harness.correctness import compare
 from profiling.harness.ops import get_op
@@ -55,14 +53,8 @@ def modules() -> dict[str, object]:
     specs = {"direct": GROUP_GEMM.jit_spec(variant=plain), "direct+bias": GROUP_GEMM.jit_spec(variant=bias)}
     for name, patch in (("direct+bias+silu", "direct-bias-silu"), ("direct-glu+bias", "direct-glu")):
         _, include = patched_include(VARIANTS / f"{patch}.patch", HEADER_COMMIT)
-        specs[name] = GROUP_GEMM.jit_spec(
-            variant=bias,
-            name=f"group_gemm_variant_{patch}",
-            include_dir=include.resolve(),
-            extra_cuda_cflags=[OWN_STATICS],
-        )
-    if build_in_parallel(list(specs.values()), max(1, min(len(specs), (os.cpu_count() or 2) - 1))):
-        raise SystemExit(1)
+        specs[name] = variant_spec(GROUP_GEMM, patch, include, bias)
+    build_all(list(specs.values()))
     return specs
 
 

@@ -17,7 +17,6 @@ issue's 8 x 1000 rows, N=1024, K=256, and upstream's two short ones) and on the 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -26,9 +25,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path; registers oasr.group_gemm)
-from dev.tune_kernels import OWN_STATICS, patched_include
+from dev.tune_kernels import build_all, patched_include, variant_spec
 from oasr.jit import gemm_config
-from oasr.jit.core import build_in_parallel
 from oasr.jit.families import GROUP_GEMM
 from profiling.harness.correctness import compare
 from profiling.harness.ops import group_gemm as op_module
@@ -55,14 +53,8 @@ def modules(args: list[str]) -> dict[str, object]:
     specs = {"prod": GROUP_GEMM.jit_spec(variant=variant)}
     for arg in args:
         name, folder = include_dir(arg)
-        specs[name] = GROUP_GEMM.jit_spec(
-            variant=variant,
-            name=f"group_gemm_variant_{name}",
-            include_dir=Path(folder).resolve(),
-            extra_cuda_cflags=[OWN_STATICS],
-        )
-    if build_in_parallel(list(specs.values()), max(1, min(len(specs), (os.cpu_count() or 2) - 1))):
-        raise SystemExit(1)
+        specs[name] = variant_spec(GROUP_GEMM, name, folder, variant)
+    build_all(list(specs.values()))
     return {name: spec.load() for name, spec in specs.items()}
 
 
