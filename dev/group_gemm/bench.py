@@ -6,7 +6,7 @@
 
 The shapes are the harness op's sweep (``profiling/harness/ops/group_gemm.py``: the issue's 8 x 1000 rows
 at N=1024, K=256, then upstream Oasr's list with group sizes drawn uniformly from [m/2, 2m)). Backends:
-``oasr`` (the public op, its chosen configuration and ``gemm_config.GROUP_PDL``), ``oasr+bias`` (with a
+``oasr`` (the public op, its chosen configuration and ``gemm_config.group_pdl``), ``oasr+bias`` (with a
 per-group bias in the epilogue; ``oasr+bias:direct`` the same on the direct kernel), ``oasr:<config>`` for
 every candidate of ``gemm_config.GROUP_CANDIDATES``
 (tiles, clusters and schedules: the rows to pick a default from) launched in stream order, and
