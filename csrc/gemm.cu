@@ -1,13 +1,76 @@
 // TVM-FFI launcher of the gemm family: out = act(input . weight^T + bias) on Hopper tensor cores.
 // One module per (dtype, epilogue, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API
-// (oasr/gemm.py) validates the arguments and hands over [1, M, K], [1, N, K] and [1, M, N] views.
+// (oasr/gemm.py) validates the arguments and hands over [1, M, K], [1, N, K] and [1, M, N] views. The direct
+// schedule (3) runs group_gemm's own kernel over one group of every row, its epilogue in registers: the
+// activations, and GLU (epilogue 6: weight [1, 2N, K], out [1, M, N], value * sigmoid(gate)).
+#include <oasr/gemm/sm90_group_gemm_direct.cuh>
+
 #include "gemm_epilogue.h"
+
+namespace {
+
+#if OASR_GEMM_SCHEDULE == 3
+static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
+                  OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
+              "the direct kernel's tiles are 128 x 128 x 64, without clusters");
+constexpr auto kEpilogue = static_cast<oasr::gemm::direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
+constexpr bool kGlu = kEpilogue == oasr::gemm::direct::Epilogue::kGlu;
+constexpr int kStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::direct::kStages;
+
+void run_direct(TensorView output, TensorView input, TensorView weight, Optional bias) {
+  using Element = oasr::gemm::config::Element;
+  using oasr::gemm::icheck_tma_view;
+  using oasr::gemm::row_stride;
+  icheck_tma_view(input, "input");
+  icheck_tma_view(weight, "weight");
+  icheck_tma_view(output, "out");
+  const int64_t m = input.size(1), k = input.size(2), n = output.size(2), weight_rows = weight.size(1);
+  TVM_FFI_ICHECK(input.size(0) == 1 && weight.size(0) == 1 && output.size(0) == 1 && output.size(1) == m &&
+                 weight.size(2) == k && weight_rows == (kGlu ? 2 * n : n))
+      << "expected out [1, M, N], input [1, M, K] and weight [1, " << (kGlu ? "2N" : "N") << ", K]";
+  TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && m < (1LL << 31) && weight_rows < (1LL << 31) && k < (1LL << 31))
+      << "extents must be positive and below 2^31 (the Python API handles empty problems)";
+  oasr::gemm::GroupGemmParams<Element> p;
+  p.groups = 1;
+  p.rows = static_cast<int>(m);
+  p.n = static_cast<int>(weight_rows);
+  p.k = static_cast<int>(k);
+  p.a = data_ptr<const Element>(input);
+  p.lda = row_stride(input);
+  p.b = data_ptr<const Element>(weight);
+  p.ldb = row_stride(weight);
+  p.group_stride_b = weight_rows * p.ldb;
+  p.d = data_ptr<Element>(output);
+  p.ldd = row_stride(output);
+  if (bias.has_value()) {
+    TensorView v = bias.value();
+    TVM_FFI_ICHECK(v.ndim() == 1 && v.size(0) == weight_rows && (weight_rows == 1 || v.stride(0) == 1) &&
+                   v.dtype() == oasr::gemm::config::kDLType)
+        << "`bias` must be a contiguous vector of the weight's rows, of the module's dtype";
+    p.bias = data_ptr<const Element>(v);
+    p.group_stride_bias = weight_rows;
+  }
+  p.device = input.device().device_id;
+  p.sm_count = oasr::multiprocessor_count(p.device);
+  const cudaStream_t stream = get_stream(input.device());
+  const cudaError_t status =
+      bias.has_value() ? oasr::gemm::RunDirectGroup<Element, kStages, true, kEpilogue>(p, false, stream)
+                       : oasr::gemm::RunDirectGroup<Element, kStages, false, kEpilogue>(p, false, stream);
+  CHECK_CUDA_SUCCESS(status, "gemm kernel launch");
+}
+#endif
+
+}  // namespace
 
 // `epilogue` names the one this module was built for (so a call states what it computes).
 void gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue) {
   TVM_FFI_ICHECK(epilogue == OASR_GEMM_EPILOGUE) << "this gemm module computes epilogue " << OASR_GEMM_EPILOGUE
                                                  << ", not " << epilogue;
   TVM_FFI_ICHECK(OASR_GEMM_EPILOGUE != 0 || !bias.has_value()) << "the plain epilogue takes no bias";
+#if OASR_GEMM_SCHEDULE == 3
+  run_direct(output, input, weight, bias);
+#else
   namespace config = oasr::gemm::config;
   oasr::gemm::run_gemm<config::Gemm<config::Epilogue>>(output, input, weight, bias, "gemm kernel launch");
+#endif
 }

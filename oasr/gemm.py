@@ -33,7 +33,6 @@ from ._checks import (
 )
 from ._custom_ops import define
 from ._tma import addressable, addressable_copy, padded_empty
-from .activation import glu
 from .api_logging import oasr_api
 from .jit import gemm_config
 from .jit.core import Variant
@@ -50,6 +49,7 @@ _TORCH_ACT = {
     "gelu": F.gelu,
     "gelu_tanh": functools.partial(F.gelu, approximate="tanh"),
     "silu": F.silu,
+    "glu": functools.partial(F.glu, dim=-1),
 }
 
 
@@ -119,13 +119,16 @@ def _linear(
     out: Tensor,
     config: gemm_config.GemmConfig | None = None,
 ) -> None:
-    """``out[..., N] = act(input @ weight.T + bias)`` for checked arguments; ``config`` overrides the choice."""
+    """``out[..., N] = act(input @ weight.T + bias)`` for checked arguments (``activation`` "glu": ``weight`` is
+    ``[2N, K]`` and ``out`` the GLU of the two halves); ``config`` overrides the choice."""
     k = input.shape[-1]
     m, n = out.numel() // max(out.shape[-1], 1), out.shape[-1]
     if m == 0 or n == 0:
         return
     if k == 0:  # an empty sum: the epilogue alone
-        out.copy_(_TORCH_ACT[activation](bias.expand(out.shape) if bias is not None else torch.zeros_like(out)))
+        rows = (*out.shape[:-1], weight.shape[0])
+        zeros = torch.zeros(rows, dtype=out.dtype, device=out.device)
+        out.copy_(_TORCH_ACT[activation](bias.expand(rows) if bias is not None else zeros))
         return
     a = addressable_copy(input.reshape(m, k))
     w = addressable_copy(weight)
@@ -134,8 +137,10 @@ def _linear(
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
     epilogue = activation or ("bias" if bias is not None else "plain")
-    config = config or gemm_config.choose(m, n, k, fused=epilogue != "plain")
-    code = gemm_config.EPILOGUES.index(epilogue)
+    if config is None:
+        fused = epilogue != "plain"
+        config = gemm_config.DIRECT if epilogue == "glu" else gemm_config.choose(m, n, k, fused=fused)
+    code = gemm_config.epilogue_code(epilogue)
     module = GEMM.module(_variant(input.dtype, epilogue, config))
     module.gemm(target[None], a[None], w[None], bias, code)
     if target is not view:
@@ -160,13 +165,11 @@ def _gemm(input: Tensor, weight: Tensor, bias: Tensor | None, activation: str | 
 
 
 def _gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor | None) -> Tensor:
-    """The eager op: check, the gemm (bias in its epilogue) into a temporary [..., 2N], then oasr.glu."""
+    """The eager op: check, allocate, one launch with the gate in the epilogue."""
     shape = _check_gemm("gemm_glu", input, weight, bias, None, out, True)
     if out is None:
         out = torch.empty(shape, dtype=input.dtype, device=input.device)
-    hidden = padded_empty((*shape[:-1], 2 * shape[-1]), input.dtype, input.device)
-    _linear(input, weight, bias, None, hidden)
-    glu(hidden, out=out)
+    _linear(input, weight, bias, "glu", out)
     return out
 
 
@@ -234,8 +237,8 @@ def gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None = None, out: Ten
     """A linear layer followed by GLU: ``F.glu(F.linear(input, weight, bias), -1)``.
 
     The first N output columns (``weight[:N]``) are the values, the last N the gates:
-    ``out = value * sigmoid(gate)``. Computed as the gemm (bias in its epilogue) into a temporary
-    ``[..., 2N]`` and ``oasr.glu`` on it (not yet fused in one epilogue).
+    ``out = value * sigmoid(gate)``, in one launch: the direct kernel's tiles hold 64 values and their 64
+    gates, and the epilogue stores their GLU (``gemm_config.DIRECT``).
 
     Parameters
     ----------

@@ -133,8 +133,12 @@ class TorchGemm:
         class Module:
             def gemm(self, out, a, w, bias, code):
                 assert flag.format(code) in variant.cuda_cflags  # the module built for this epilogue
-                epilogue = gemm_config.EPILOGUES[code]
                 assert out.dim() == a.dim() == w.dim() == 3 and all(map(addressable, (out, a, w)))
+                if code == gemm_config.GLU_CODE:  # the direct kernel's GLU: weight [2N, K]
+                    assert "-DOASR_GEMM_SCHEDULE=3" in variant.cuda_cflags and w.shape[1] == 2 * out.shape[2]
+                    out.copy_(F.glu(reference(a[0], w[0], bias, None), -1).to(out.dtype)[None])
+                    return
+                epilogue = gemm_config.EPILOGUES[code]
                 assert bias is None or epilogue != "plain"
                 act = None if epilogue in ("plain", "bias") else epilogue
                 out.copy_(reference(a[0], w[0], bias, act).to(out.dtype)[None])
@@ -181,12 +185,12 @@ def test_python_layer_handles_layouts_on_cpu(torch_gemm):
     assert oasr.gemm(x[:0], w).shape == (0, 10)
 
 
-def test_gemm_glu_python_layer_on_cpu(torch_gemm, monkeypatch):
-    monkeypatch.setattr(gemm_module, "glu", lambda hidden, out: out.copy_(F.glu(hidden, -1)))
+def test_gemm_glu_python_layer_on_cpu(torch_gemm):
     x, w, b = operands(9, 14, 40, torch.bfloat16, "cpu")
-    y = oasr.gemm_glu(x, w, b)
-    assert y.shape == (9, 7) and y.is_contiguous()
+    y = oasr.gemm_glu(x, w, b)  # one launch of the direct kernel's GLU module
+    assert y.shape == (9, 7) and y.is_contiguous() and torch_gemm.variants == ["bf16_glu_128x128x64_c1x1_direct_s0"]
     assert_close(y, F.glu(reference(x, w, b), -1), torch.bfloat16, 40)
+    assert_close(oasr.gemm_glu(x[:, :0], w[:, :0], b), F.glu(b.double(), -1).expand(9, 7), torch.bfloat16, 0)
 
 
 def _cpu(*shape, dtype=torch.bfloat16):
@@ -296,6 +300,28 @@ class TestGemm:
         out = poisoned_like(torch.empty(4, 250, 256, dtype=torch.bfloat16, device="cuda"))
         oasr.gemm_glu(x, w, b, out=out)
         assert_close(out, F.glu(reference(x, w, b), -1), torch.bfloat16, 256)
+
+    @pytest.mark.parametrize("activation", list(ACTS))
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+    @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
+    def test_every_epilogue_on_the_direct_kernel(self, activation, dtype, with_bias):
+        x, w, b = operands(300, 200, 96, dtype, "cuda", batch=(2,))
+        b = b if with_bias else None
+        out = poisoned_like(torch.empty(2, 300, 200, dtype=dtype, device="cuda"))
+        gemm_module._linear(x, w, b, activation, out, gemm_config.DIRECT)
+        assert_close(out, reference(x, w, b, activation), dtype, 96)
+
+    @pytest.mark.parametrize("m,n,k", [(250, 256, 256), (77, 40, 37), (1, 8, 8), (300, 72, 2048)], ids=str)
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+    @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
+    def test_glu_odd_shapes(self, m, n, k, dtype, with_bias):
+        """N not a multiple of the kernel's 64 output columns: the values' tile runs into the gates' rows, whose
+        columns are not stored; the gates' tile reads zeros past 2N."""
+        x, w, b = operands(m, 2 * n, k, dtype, "cuda")
+        b = b if with_bias else None
+        out = poisoned_like(torch.empty(m, n, dtype=dtype, device="cuda"))
+        oasr.gemm_glu(x, w, b, out=out)
+        assert_close(out, F.glu(reference(x, w, b), -1), dtype, k)
 
     def test_cuda_graph_capture_and_replay(self):
         x, w, b = operands(1500, 512, 256, torch.bfloat16, "cuda")

@@ -39,11 +39,13 @@ from .core import Variant
 SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
 epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Direct (group_gemm
-only): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group offsets itself,
-128x128x64 tiles shared by two warpgroups, no clusters."""
+and gemm, not bmm): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group offsets itself
+(gemm: one group), 128x128x64 tiles shared by two warpgroups, no clusters."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
+GLU_CODE = len(EPILOGUES)
+"""``gemm_glu``'s epilogue (value * sigmoid(gate) of ``acc + bias``), on :data:`DIRECT` only."""
 
 DTYPES = ("float16", "bfloat16")
 """The storage dtypes the kernels are built for (torch's names)."""
@@ -173,19 +175,26 @@ SiLU epilogue 1.6-3.3x the plain GEMM on the H200 (tanh: 1.1-1.3x; ``dev/gemm/re
 fp16 keeps the accurate form: its finer rounding would show the approximation on small outputs."""
 
 
+def epilogue_code(epilogue: str) -> int:
+    """The launcher's code of ``epilogue``: its place in :data:`EPILOGUES`, or :data:`GLU_CODE` for ``"glu"``."""
+    return GLU_CODE if epilogue == "glu" else EPILOGUES.index(epilogue)
+
+
 def _cutlass_schedule(config: GemmConfig, family: str) -> None:
     if config.schedule == "direct":
-        raise ValueError(f"{family}: the direct schedule is group_gemm's own kernel; pick a CUTLASS schedule")
+        raise ValueError(f"{family}: the direct schedule is group_gemm's and gemm's kernel; pick a CUTLASS schedule")
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
-    """The gemm module for ``dtype`` ("float16", "bfloat16"), ``epilogue`` (of :data:`EPILOGUES`) and ``config``."""
-    _cutlass_schedule(config, "gemm_variant")
+    """The gemm module for ``dtype`` ("float16", "bfloat16"), ``epilogue`` (of :data:`EPILOGUES`, or ``"glu"`` on
+    :data:`DIRECT` only) and ``config``."""
+    if epilogue == "glu" and config.schedule != "direct":
+        raise ValueError("gemm_variant: the GLU epilogue runs on the direct schedule only (gemm_config.DIRECT)")
     return Variant(
         name=f"{_DTYPE_NAMES[dtype]}_{epilogue}_{config.name}",
         cuda_cflags=(
             f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
-            f"-DOASR_GEMM_EPILOGUE={EPILOGUES.index(epilogue)}",
+            f"-DOASR_GEMM_EPILOGUE={epilogue_code(epilogue)}",
             "-DOASR_GEMM_B_NMAJOR=0",
             *((SIGMOID_BY_TANH,) if epilogue == "silu" and dtype == "bfloat16" else ()),
             *config.flags(),
@@ -206,7 +215,10 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
     )
 
 
-GROUP_DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
+DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
+"""group_gemm's own kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``); for gemm one group of every row, its
+epilogue in registers: the activations, and GLU (``gemm_glu``'s one launch)."""
+GROUP_DIRECT = DIRECT
 GROUP_DIRECT_MAX_GROUPS = 1024
 """The direct kernel keeps a table of 12 bytes per group in shared memory beside its six 32 KB stages: up to 1024
 groups fit; more take CUTLASS's kernel."""

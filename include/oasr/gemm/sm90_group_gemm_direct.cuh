@@ -49,6 +49,40 @@ constexpr int kConsumers = 2 * kPairThreads;   // two pairs take the CTA's tiles
 constexpr int kThreads = kConsumers + 32;      // and the producer warp
 constexpr int kStages = 6;                     // 32 KB each: one CTA per SM
 
+// What the epilogue makes of a tile's fp32 results, the bias added: the gemm family's activations (their codes
+// are oasr/jit/gemm_config.py's EPILOGUES), or GLU: then a tile's B holds 64 weight rows and their 64 gate rows
+// (N / 2 rows on), and the tile stores value * sigmoid(gate), 64 columns.
+enum class Epilogue { kNone = 1, kRelu = 2, kGelu = 3, kGeluTanh = 4, kSilu = 5, kGlu = 6 };
+
+// A tile's output columns.
+template <Epilogue E>
+constexpr int kOutCols = E == Epilogue::kGlu ? kBN / 2 : kBN;
+
+__device__ __forceinline__ float tanh_approx(float x) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(x));
+  return t;
+}
+
+// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh, and bf16's SiLU, by tanh.approx
+// (fp16's finer rounding would show it on small outputs: its SiLU takes an exponential).
+template <Epilogue E, class T>
+__device__ __forceinline__ float activate(float x) {
+  if constexpr (E == Epilogue::kRelu) {
+    return fmaxf(x, 0.f);
+  } else if constexpr (E == Epilogue::kGelu) {
+    return 0.5f * x * (1.f + erff(x * 0.70710678f));
+  } else if constexpr (E == Epilogue::kGeluTanh) {
+    return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
+  } else if constexpr (E == Epilogue::kSilu && std::is_same_v<T, nv_bfloat16>) {
+    return x * (0.5f + 0.5f * tanh_approx(0.5f * x));
+  } else if constexpr (E == Epilogue::kSilu) {
+    return x / (1.f + expf(-x));
+  } else {
+    return x;
+  }
+}
+
 // The CUDA type of a CUTLASS 16-bit element (the kernel's arithmetic is CUDA's, the API's types CUTLASS's).
 template <class Element>
 using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
@@ -90,7 +124,13 @@ __device__ __forceinline__ int group_table(const Params<Element>& p, int* first,
     if (g < p.groups) {
       int s, e;
       bool clamped;
-      group_rows(p.offsets, g, p.rows, s, e, clamped);
+      if (p.offsets != nullptr) {
+        group_rows(p.offsets, g, p.rows, s, e, clamped);
+      } else {  // the gemm family: one group of every row
+        s = 0;
+        e = p.rows;
+        clamped = false;
+      }
       bad |= clamped;
       start[g] = s;
       end[g] = e;
@@ -124,6 +164,7 @@ struct Tile {
   int g, row0, end, n0;
 };
 
+template <int Cols>
 __device__ __forceinline__ Tile locate(int u, int n_tiles, int groups, const int* first, const int* start,
                                        const int* end) {
   const int m = u / n_tiles;
@@ -136,23 +177,27 @@ __device__ __forceinline__ Tile locate(int u, int n_tiles, int groups, const int
       hi = mid - 1;
     }
   }
-  return Tile{lo, start[lo] + (m - first[lo]) * kBM, end[lo], (u - m * n_tiles) * kBN};
+  return Tile{lo, start[lo] + (m - first[lo]) * kBM, end[lo], (u - m * n_tiles) * Cols};
 }
 
-template <class Element, int Stages>
+template <class Element, int Stages, Epilogue Epi>
 __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
   using P = Plan<Element, Stages>;
   const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
   int it = 0;
   for (int u = blockIdx.x; u < units; u += gridDim.x) {
-    const Tile t = locate(u, n_tiles, p.groups, first, start, end);
+    const Tile t = locate<kOutCols<Epi>>(u, n_tiles, p.groups, first, start, end);
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
       if (it >= Stages) mbarrier_wait(empty + 8 * slot, (it / Stages - 1) & 1);  // its last use was released
       mbarrier_arrive_expect_tx(full + 8 * slot, P::kStageBytes);
       tma_load(smem + slot * P::kABytes, &p.a_map, full + 8 * slot, kb * kBK, t.row0);
-      tma_load(smem + P::kBOffset + slot * P::kBBytes, &p.b_map, full + 8 * slot, kb * kBK, t.n0, t.g);
+      const uint32_t b = smem + P::kBOffset + slot * P::kBBytes;
+      tma_load(b, &p.b_map, full + 8 * slot, kb * kBK, t.n0, t.g);
+      if constexpr (Epi == Epilogue::kGlu) {  // the gates: B's second half
+        tma_load(b + P::kBBytes / 2, &p.b_map, full + 8 * slot, kb * kBK, p.n / 2 + t.n0, t.g);
+      }
     }
   }
 }
@@ -184,18 +229,19 @@ __device__ __forceinline__ void store_row(T* row, int c, int n, const uint4& v) 
 // memory as rows, and each lane loads 16 bytes of a row back and stores them: eight lanes write a row's 128
 // bytes, so that one store instruction touches 4 rows, not 16. A row's 16-byte chunks are XOR-swizzled by the
 // row, so that neither the stmatrix nor the loads meet a bank twice.
-template <class Element, bool Bias>
+template <class Element, bool Bias, Epilogue Epi>
 __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2],
                                       const float* bias, uint32_t block) {
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
   const int first = t.row0 + rows + 16 * (warp & 3);  // the warp's first row
+  const int n = Epi == Epilogue::kGlu ? p.n / 2 : p.n;  // the output's columns
   const int put_row = lane & 7, put_matrix = lane >> 3;  // stmatrix: lane 8 i + r gives row r of matrix i
   const int get_row = lane >> 3, get_chunk = lane & 7;   // loads: rows get_row and get_row + 4, one chunk
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // rows g, then rows g + 8
 #pragma unroll
-    for (int c = 0; c < kBN / 64; ++c) {
+    for (int c = 0; c < kOutCols<Epi> / 64; ++c) {
 #pragma unroll
       for (int s = 0; s < 2; ++s) {  // matrix i: 16-column block 4 c + 2 s + i / 2, its half i % 2: chunk 4 s + i
         uint32_t x[4];
@@ -207,6 +253,18 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
           if constexpr (Bias) {
             lo += bias[16 * j + 8 * k + 2 * q];
             hi += bias[16 * j + 8 * k + 2 * q + 1];
+          }
+          if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
+            float gate_lo = a[32], gate_hi = a[33];
+            if constexpr (Bias) {
+              gate_lo += bias[64 + 16 * j + 8 * k + 2 * q];
+              gate_hi += bias[64 + 16 * j + 8 * k + 2 * q + 1];
+            }
+            lo *= __fdividef(1.f, 1.f + __expf(-gate_lo));
+            hi *= __fdividef(1.f, 1.f + __expf(-gate_hi));
+          } else {
+            lo = activate<Epi, T>(lo);
+            hi = activate<Epi, T>(hi);
           }
           x[i] = round_pair(lo, hi, T{});
         }
@@ -223,7 +281,7 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
                      : "memory");
         const int r = first + 8 * h + staged;
         if (r < t.end) {
-          store_row(reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd, t.n0 + 64 * c + 8 * get_chunk, p.n, v);
+          store_row(reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd, t.n0 + 64 * c + 8 * get_chunk, n, v);
         }
       }
       __syncwarp();  // every lane has its chunks before the next stmatrix overwrites them
@@ -266,7 +324,7 @@ __device__ __forceinline__ unsigned char* smem_base() {
 }
 
 // This warpgroup's 64 rows of its pair's tiles: every other tile of the CTA.
-template <class Element, int Stages, bool Bias>
+template <class Element, int Stages, bool Bias, Epilogue Epi>
 __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem, int units, int n_tiles,
                                         int k_blocks, const int* first, const int* start, const int* end) {
   using P = Plan<Element, Stages>;
@@ -281,10 +339,11 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   const int count = units > static_cast<int>(blockIdx.x) ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   float acc[kBN / 2];
   int parity = 0;
-  Tile t = locate(blockIdx.x + pair * gridDim.x, n_tiles, p.groups, first, start, end);
+  Tile t = locate<kOutCols<Epi>>(blockIdx.x + pair * gridDim.x, n_tiles, p.groups, first, start, end);
   for (int j = pair; j < count; j += 2, parity ^= 1) {  // the CTA's tiles blockIdx.x + j gridDim.x
     if constexpr (Bias) {  // the tile's bias row, in while the products run
-      const int c = t.n0 + (threadIdx.x & 127);
+      const int i = threadIdx.x & 127;  // a GLU tile's second half: the gates' bias, N / 2 columns on
+      const int c = (Epi == Epilogue::kGlu && i >= 64 ? p.n / 2 - 64 : 0) + t.n0 + i;
       const T* row = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
       bias[parity * kBN + (threadIdx.x & 127)] = c < p.n ? static_cast<float>(row[c]) : 0.f;
     }
@@ -307,19 +366,19 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
     }
     if (j + 1 < count) pair_turn_give(pair);  // tile j + 1's products queue behind these
     const int u_next = blockIdx.x + (j + 2) * gridDim.x;  // the pair's next tile, found while the products run
-    const Tile next = j + 2 < count ? locate(u_next, n_tiles, p.groups, first, start, end) : t;
+    const Tile next = j + 2 < count ? locate<kOutCols<Epi>>(u_next, n_tiles, p.groups, first, start, end) : t;
     wgmma_wait<0>();
     if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
     wgmma_fence_registers(acc);
     // The warpgroup's bias writes are visible; the two parities keep a fast warp's next write off a row that a
     // slow warp still reads.
     if constexpr (Bias) warpgroup_sync(wg);
-    store<Element, Bias>(p, t, rows, acc, bias + parity * kBN, block);
+    store<Element, Bias, Epi>(p, t, rows, acc, bias + parity * kBN, block);
     t = next;
   }
 }
 
-template <class Element, int Stages, bool Bias>
+template <class Element, int Stages, bool Bias, Epilogue Epi>
 __global__ void __launch_bounds__(kThreads, 1) GroupGemmKernel(const __grid_constant__ Params<Element> p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using P = Plan<Element, Stages>;
@@ -340,14 +399,15 @@ __global__ void __launch_bounds__(kThreads, 1) GroupGemmKernel(const __grid_cons
   grid_dependency_wait();  // the offsets and A may come from the kernel before; D may still be read by it
   grid_dependency_trigger();
   const int tiles = group_table(p, first, start, end);  // its barriers also publish the mbarriers
-  const int n_tiles = (p.n + kBN - 1) / kBN, k_blocks = (p.k + kBK - 1) / kBK;
+  constexpr int kCols = kOutCols<Epi>;
+  const int n_tiles = ((Epi == Epilogue::kGlu ? p.n / 2 : p.n) + kCols - 1) / kCols, k_blocks = (p.k + kBK - 1) / kBK;
   const int units = tiles * n_tiles;
   if (threadIdx.x >= kConsumers) {
     if (threadIdx.x == kConsumers) {
-      produce<Element, Stages>(p, smem, units, n_tiles, k_blocks, first, start, end);
+      produce<Element, Stages, Epi>(p, smem, units, n_tiles, k_blocks, first, start, end);
     }
   } else {
-    consume<Element, Stages, Bias>(p, smem, units, n_tiles, k_blocks, first, start, end);
+    consume<Element, Stages, Bias, Epi>(p, smem, units, n_tiles, k_blocks, first, start, end);
   }
 #endif
 }
@@ -356,7 +416,8 @@ __global__ void __launch_bounds__(kThreads, 1) GroupGemmKernel(const __grid_cons
 
 // Launches the grouped GEMM on `stream` with `Stages` pipeline stages: no workspace, no allocation, no host
 // synchronisation. `pdl`: with programmatic dependent launch (it waits on the kernel before it on the device).
-template <class Element, int Stages, bool Bias>
+// `Epi`: the gemm family's epilogues (group_gemm's is kNone); null `p.offsets`: one group of every row.
+template <class Element, int Stages, bool Bias, direct::Epilogue Epi = direct::Epilogue::kNone>
 cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStream_t stream) {
   using P = direct::Plan<Element, Stages>;
   direct::Params<Element> params{};
@@ -370,19 +431,20 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
                               static_cast<uint64_t>(p.groups)};
   const uint64_t b_strides[2] = {static_cast<uint64_t>(p.ldb) * sizeof(Element),
                                  static_cast<uint64_t>(p.group_stride_b) * sizeof(Element)};
-  const uint32_t b_box[3] = {direct::kBK, direct::kBN, 1};
+  const uint32_t b_box[3] = {direct::kBK, Epi == direct::Epilogue::kGlu ? direct::kBN / 2 : direct::kBN, 1};
   if (!encode_tensor_map(&params.a_map, type, p.a, 2, a_dims, a_strides, a_box) ||
       !encode_tensor_map(&params.b_map, type, p.b, 3, b_dims, b_strides, b_box)) {
     return cudaErrorInvalidValue;
   }
 
-  const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, Stages, Bias>);
+  const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, Stages, Bias, Epi>);
   const size_t smem = P::bytes(p.groups);  // one CTA per SM: it fails here when the table does not fit
   const cudaError_t error =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (error != cudaSuccess) return error;
   // Tiles: at most one partial tile per non-empty group beyond the rows' own.
-  const int64_t n_tiles = (p.n + direct::kBN - 1) / direct::kBN;
+  constexpr int kCols = direct::kOutCols<Epi>;
+  const int64_t n_tiles = ((Epi == direct::Epilogue::kGlu ? p.n / 2 : p.n) + kCols - 1) / kCols;
   const int64_t tiles = ((p.rows + direct::kBM - 1) / direct::kBM + std::min(p.groups, p.rows)) * n_tiles;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, p.sm_count));
   void* args[] = {&params};
