@@ -102,8 +102,11 @@ def test_configurations_are_persistent_modules_of_their_own():
     with pytest.raises(ValueError, match="cooperative, ping-pong or direct"):
         gemm_config.group_gemm_variant("bfloat16", gemm_config.ONE_WAVE)
     direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct")
-    with pytest.raises(ValueError, match="group_gemm's own kernel"):
-        gemm_config.gemm_variant("bfloat16", "plain", direct)
+    with pytest.raises(ValueError, match="group_gemm's and gemm's kernel"):
+        gemm_config.bmm_variant("bfloat16", False, direct)
+    with pytest.raises(ValueError, match="GLU epilogue runs on the direct schedule only"):
+        gemm_config.gemm_variant("bfloat16", "glu", gemm_config.ONE_WAVE)
+    assert "-DOASR_GEMM_EPILOGUE=6" in gemm_config.gemm_variant("bfloat16", "glu", direct).cuda_cflags
     with pytest.raises(ValueError, match="direct schedule takes"):
         gemm_config.GemmConfig(128, 256, 64, 1, 1, "direct")
     picks = {
