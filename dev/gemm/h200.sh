@@ -7,8 +7,8 @@
 # tune:     dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart);
 # epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes;
 # wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave;
-# direct:   (not by default) dev/gemm/direct.py, group_gemm's direct kernel as one dense GEMM, bare and with a fused
-#           bias + SiLU or a GLU, next to cuBLAS and oasr.gemm (four modules, ~20 s each).
+# direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, then dev/gemm/direct.py: the
+#           direct kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
@@ -30,7 +30,11 @@ for s in ${*:-build test tune epilogue}; do
             > "$OUT/gemm-wave-pytest.log" 2>&1 || status=1
           tail -5 "$OUT/gemm-wave-pytest.log"
           python3 dev/gemm/tune.py --wave --csv "$OUT/gemm-wave.csv" 2>&1 | tee "$OUT/gemm-wave.txt" || status=1 ;;
-    direct) python3 dev/gemm/direct.py 2>&1 | tee "$OUT/gemm-direct.txt" || status=1 ;;
+    direct) python3 dev/gemm/direct.py --build 2>&1 | tail -3
+            python3 -m pytest -q -ra -p no:cacheprovider tests/test_gemm.py -k "direct or glu" \
+              > "$OUT/gemm-direct-pytest.log" 2>&1 || status=1
+            tail -5 "$OUT/gemm-direct-pytest.log"
+            python3 dev/gemm/direct.py 2>&1 | tee "$OUT/gemm-direct.txt" || status=1 ;;
     *) echo "unknown step $s (steps: build test tune epilogue wave direct)"; status=1 ;;
   esac
 done

@@ -175,6 +175,7 @@ def variants_to_build() -> list[tuple[object, object]]:
     wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
     wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
     wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
+    wanted += [(GEMM, gv(d, e, gemm_config.DIRECT)) for d in dtypes for e in (*gemm_config.EPILOGUES, "glu")]
     wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]
     unique = {}
