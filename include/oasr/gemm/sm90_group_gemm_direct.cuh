@@ -64,22 +64,46 @@ __device__ __forceinline__ float tanh_approx(float x) {
   return t;
 }
 
-// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh, and bf16's SiLU, by tanh.approx
-// (fp16's finer rounding would show it on small outputs: its SiLU takes an exponential).
+// tanh of a and b in one tanh.approx.f16x2: half the MUFU issue of two f32 ones (the epilogue's bottleneck), its
+// error about 2^-11 relative, within bf16's rounding; inputs past fp16's range round to +-inf, whose tanh is +-1.
+__device__ __forceinline__ void tanh_approx_pair(float& a, float& b) {
+  uint32_t h;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(b), "f"(a));
+  asm("tanh.approx.f16x2 %0, %0;" : "+r"(h));
+  a = __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffff)));
+  b = __half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16)));
+}
+
+// The activation of two fp32 results, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx,
+// bf16's SiLU by tanh too, bf16's tanh a pair at a time; fp16's SiLU takes an exponential (its finer rounding
+// would show the tanh form's absolute error on small outputs).
 template <Epilogue E, class T>
-__device__ __forceinline__ float activate(float x) {
+__device__ __forceinline__ void activate(float& lo, float& hi) {
+  constexpr bool kBf16 = std::is_same_v<T, nv_bfloat16>;
   if constexpr (E == Epilogue::kRelu) {
-    return fmaxf(x, 0.f);
+    lo = fmaxf(lo, 0.f);
+    hi = fmaxf(hi, 0.f);
   } else if constexpr (E == Epilogue::kGelu) {
-    return 0.5f * x * (1.f + erff(x * 0.70710678f));
+    lo = 0.5f * lo * (1.f + erff(lo * 0.70710678f));
+    hi = 0.5f * hi * (1.f + erff(hi * 0.70710678f));
   } else if constexpr (E == Epilogue::kGeluTanh) {
-    return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
-  } else if constexpr (E == Epilogue::kSilu && std::is_same_v<T, nv_bfloat16>) {
-    return x * (0.5f + 0.5f * tanh_approx(0.5f * x));
+    float tl = 0.7978845608f * (lo + 0.044715f * lo * lo * lo), th = 0.7978845608f * (hi + 0.044715f * hi * hi * hi);
+    if constexpr (kBf16) {
+      tanh_approx_pair(tl, th);
+    } else {
+      tl = tanh_approx(tl);
+      th = tanh_approx(th);
+    }
+    lo = 0.5f * lo * (1.f + tl);
+    hi = 0.5f * hi * (1.f + th);
+  } else if constexpr (E == Epilogue::kSilu && kBf16) {
+    float tl = 0.5f * lo, th = 0.5f * hi;
+    tanh_approx_pair(tl, th);
+    lo *= 0.5f + 0.5f * tl;
+    hi *= 0.5f + 0.5f * th;
   } else if constexpr (E == Epilogue::kSilu) {
-    return x / (1.f + expf(-x));
-  } else {
-    return x;
+    lo = lo / (1.f + expf(-lo));
+    hi = hi / (1.f + expf(-hi));
   }
 }
 
@@ -251,20 +275,21 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
           const float* a = acc + 8 * j + 2 * (2 * k + h);
           float lo = a[0], hi = a[1];
           if constexpr (Bias) {
-            lo += bias[16 * j + 8 * k + 2 * q];
-            hi += bias[16 * j + 8 * k + 2 * q + 1];
+            const float2 b = *reinterpret_cast<const float2*>(bias + 16 * j + 8 * k + 2 * q);
+            lo += b.x;
+            hi += b.y;
           }
           if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
             float gate_lo = a[32], gate_hi = a[33];
             if constexpr (Bias) {
-              gate_lo += bias[64 + 16 * j + 8 * k + 2 * q];
-              gate_hi += bias[64 + 16 * j + 8 * k + 2 * q + 1];
+              const float2 b = *reinterpret_cast<const float2*>(bias + 64 + 16 * j + 8 * k + 2 * q);
+              gate_lo += b.x;
+              gate_hi += b.y;
             }
             lo *= __fdividef(1.f, 1.f + __expf(-gate_lo));
             hi *= __fdividef(1.f, 1.f + __expf(-gate_hi));
           } else {
-            lo = activate<Epi, T>(lo);
-            hi = activate<Epi, T>(hi);
+            activate<Epi, T>(lo, hi);
           }
           x[i] = round_pair(lo, hi, T{});
         }
@@ -341,11 +366,12 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   int parity = 0;
   Tile t = locate<kOutCols<Epi>>(blockIdx.x + pair * gridDim.x, n_tiles, p.groups, first, start, end);
   for (int j = pair; j < count; j += 2, parity ^= 1) {  // the CTA's tiles blockIdx.x + j gridDim.x
-    if constexpr (Bias) {  // the tile's bias row, in while the products run
+    T bias_value{};  // this thread's column of the tile's bias row: loaded now, put in shared memory after the
+    if constexpr (Bias) {  // products, so that its latency hides under them rather than delay their issue
       const int i = threadIdx.x & 127;  // a GLU tile's second half: the gates' bias, N / 2 columns on
       const int c = (Epi == Epilogue::kGlu && i >= 64 ? p.n / 2 - 64 : 0) + t.n0 + i;
       const T* row = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
-      bias[parity * kBN + (threadIdx.x & 127)] = c < p.n ? static_cast<float>(row[c]) : 0.f;
+      if (c < p.n) bias_value = row[c];
     }
     if (j > 0) pair_turn_wait(pair);  // the other pair has issued tile j - 1's products
     int it = j * k_blocks;            // the ring's count of k-blocks before this one
@@ -372,7 +398,10 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
     wgmma_fence_registers(acc);
     // The warpgroup's bias writes are visible; the two parities keep a fast warp's next write off a row that a
     // slow warp still reads.
-    if constexpr (Bias) warpgroup_sync(wg);
+    if constexpr (Bias) {
+      bias[parity * kBN + (threadIdx.x & 127)] = static_cast<float>(bias_value);
+      warpgroup_sync(wg);
+    }
     store<Element, Bias, Epi>(p, t, rows, acc, bias + parity * kBN, block);
     t = next;
   }
