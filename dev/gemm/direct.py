@@ -4,6 +4,7 @@ bare, with each fused epilogue and as ``gemm_glu``'s one launch (needs an sm90 G
 
     python dev/gemm/direct.py            # check each result against float64, then time them
     python dev/gemm/direct.py --build    # build the modules and stop
+    python dev/gemm/direct.py --ncu plain bias silu   # launch these on the direct kernel for ncu (h200.sh direct-ncu)
 
 Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM (CUTLASS's epilogue took
 1.12-1.39x) and ``gemm_glu`` for <= 1.1x a bare GEMM with the same 2N (it was a GEMM into [..., 2N] and
@@ -154,12 +155,29 @@ def glu_table(m: int, n: int, k: int, rtol: float, atol: float) -> int:
     return failed
 
 
+def ncu_targets(epilogues: list[str]) -> None:
+    """Each of ``epilogues`` on the direct kernel, launched twice (the second warm) on :data:`NCU_SHAPES`, for ncu."""
+    for m, n, k in NCU_SHAPES:
+        i = op_input_sets(get_op("gemm"), {"m": m, "n": n, "k": k}, torch.bfloat16, max_sets=1)[0]
+        for epilogue in epilogues:
+            for _ in range(2):
+                direct(i, epilogue)
+    torch.cuda.synchronize()
+
+
+NCU_SHAPES = ((8000, 1024, 256), (16000, 2048, 256))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", action="store_true", help="build the modules and stop (no GPU needed)")
+    parser.add_argument("--ncu", nargs="+", metavar="EPILOGUE", help="launch these epilogues for ncu (no timing)")
     args = parser.parse_args()
     if not args.build:
         require_cuda("dev/gemm/direct.py")
+    if args.ncu:
+        ncu_targets(args.ncu)
+        return 0
     modules()
     if args.build:
         return 0

@@ -9,6 +9,8 @@
 # wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave;
 # direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, then dev/gemm/direct.py: the
 #           direct kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks.
+# direct-ncu: (not by default) the direct kernel bare, with a bias and with bias + SiLU under ncu (two shapes), and
+#           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
@@ -35,7 +37,16 @@ for s in ${*:-build test tune epilogue}; do
               > "$OUT/gemm-direct-pytest.log" 2>&1 || status=1
             tail -5 "$OUT/gemm-direct-pytest.log"
             python3 dev/gemm/direct.py 2>&1 | tee "$OUT/gemm-direct.txt" || status=1 ;;
-    *) echo "unknown step $s (steps: build test tune epilogue wave direct)"; status=1 ;;
+    direct-ncu) timeout 200 ncu --clock-control none -k regex:GroupGemmKernel --section SpeedOfLight \
+                  --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+                  --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
+                  python3 dev/gemm/direct.py --ncu plain bias silu > "$OUT/gemm-direct-ncu.txt" 2>&1 || status=1
+                grep -E "GroupGemm|Duration|Throughput|Busy|Stall|Issued|Eligible|Active Warps|gmma" \
+                  "$OUT/gemm-direct-ncu.txt"
+                timeout 200 ncu --clock-control none -k regex:GroupGemmKernel --launch-skip 1 --launch-count 1 \
+                  --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
+                  python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1 ;;
+    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu)"; status=1 ;;
   esac
 done
 exit $status
