@@ -64,46 +64,22 @@ __device__ __forceinline__ float tanh_approx(float x) {
   return t;
 }
 
-// tanh of a and b in one tanh.approx.f16x2: half the MUFU issue of two f32 ones (the epilogue's bottleneck), its
-// error about 2^-11 relative, within bf16's rounding; inputs past fp16's range round to +-inf, whose tanh is +-1.
-__device__ __forceinline__ void tanh_approx_pair(float& a, float& b) {
-  uint32_t h;
-  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(b), "f"(a));
-  asm("tanh.approx.f16x2 %0, %0;" : "+r"(h));
-  a = __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xffff)));
-  b = __half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16)));
-}
-
-// The activation of two fp32 results, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx,
-// bf16's SiLU by tanh too, bf16's tanh a pair at a time; fp16's SiLU takes an exponential (its finer rounding
-// would show the tanh form's absolute error on small outputs).
+// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh, and bf16's SiLU, by tanh.approx
+// (fp16's finer rounding would show it on small outputs: its SiLU takes an exponential).
 template <Epilogue E, class T>
-__device__ __forceinline__ void activate(float& lo, float& hi) {
-  constexpr bool kBf16 = std::is_same_v<T, nv_bfloat16>;
+__device__ __forceinline__ float activate(float x) {
   if constexpr (E == Epilogue::kRelu) {
-    lo = fmaxf(lo, 0.f);
-    hi = fmaxf(hi, 0.f);
+    return fmaxf(x, 0.f);
   } else if constexpr (E == Epilogue::kGelu) {
-    lo = 0.5f * lo * (1.f + erff(lo * 0.70710678f));
-    hi = 0.5f * hi * (1.f + erff(hi * 0.70710678f));
+    return 0.5f * x * (1.f + erff(x * 0.70710678f));
   } else if constexpr (E == Epilogue::kGeluTanh) {
-    float tl = 0.7978845608f * (lo + 0.044715f * lo * lo * lo), th = 0.7978845608f * (hi + 0.044715f * hi * hi * hi);
-    if constexpr (kBf16) {
-      tanh_approx_pair(tl, th);
-    } else {
-      tl = tanh_approx(tl);
-      th = tanh_approx(th);
-    }
-    lo = 0.5f * lo * (1.f + tl);
-    hi = 0.5f * hi * (1.f + th);
-  } else if constexpr (E == Epilogue::kSilu && kBf16) {
-    float tl = 0.5f * lo, th = 0.5f * hi;
-    tanh_approx_pair(tl, th);
-    lo *= 0.5f + 0.5f * tl;
-    hi *= 0.5f + 0.5f * th;
+    return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
+  } else if constexpr (E == Epilogue::kSilu && std::is_same_v<T, nv_bfloat16>) {
+    return x * (0.5f + 0.5f * tanh_approx(0.5f * x));
   } else if constexpr (E == Epilogue::kSilu) {
-    lo = lo / (1.f + expf(-lo));
-    hi = hi / (1.f + expf(-hi));
+    return x / (1.f + expf(-x));
+  } else {
+    return x;
   }
 }
 
@@ -289,7 +265,8 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
             lo *= __fdividef(1.f, 1.f + __expf(-gate_lo));
             hi *= __fdividef(1.f, 1.f + __expf(-gate_hi));
           } else {
-            activate<Epi, T>(lo, hi);
+            lo = activate<Epi, T>(lo);
+            hi = activate<Epi, T>(hi);
           }
           x[i] = round_pair(lo, hi, T{});
         }
