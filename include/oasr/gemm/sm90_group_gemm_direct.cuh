@@ -64,8 +64,18 @@ __device__ __forceinline__ float tanh_approx(float x) {
   return t;
 }
 
-// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh, and bf16's SiLU, by tanh.approx
-// (fp16's finer rounding would show it on small outputs: its SiLU takes an exponential).
+// The sigmoid of SiLU and of GLU's gate: bf16's by one tanh.approx, 0.5 + 0.5 tanh(x / 2) (fp16's finer rounding
+// would show its absolute error on small outputs: it takes an exponential and a reciprocal).
+template <class T>
+__device__ __forceinline__ float sigmoid(float x) {
+  if constexpr (std::is_same_v<T, nv_bfloat16>) {
+    return 0.5f + 0.5f * tanh_approx(0.5f * x);
+  } else {
+    return __fdividef(1.f, 1.f + __expf(-x));
+  }
+}
+
+// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx, SiLU by sigmoid().
 template <Epilogue E, class T>
 __device__ __forceinline__ float activate(float x) {
   if constexpr (E == Epilogue::kRelu) {
@@ -74,10 +84,8 @@ __device__ __forceinline__ float activate(float x) {
     return 0.5f * x * (1.f + erff(x * 0.70710678f));
   } else if constexpr (E == Epilogue::kGeluTanh) {
     return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
-  } else if constexpr (E == Epilogue::kSilu && std::is_same_v<T, nv_bfloat16>) {
-    return x * (0.5f + 0.5f * tanh_approx(0.5f * x));
   } else if constexpr (E == Epilogue::kSilu) {
-    return x / (1.f + expf(-x));
+    return x * sigmoid<T>(x);
   } else {
     return x;
   }
@@ -262,8 +270,8 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
               gate_lo += b.x;
               gate_hi += b.y;
             }
-            lo *= __fdividef(1.f, 1.f + __expf(-gate_lo));
-            hi *= __fdividef(1.f, 1.f + __expf(-gate_hi));
+            lo *= sigmoid<T>(gate_lo);
+            hi *= sigmoid<T>(gate_hi);
           } else {
             lo = activate<Epi, T>(lo);
             hi = activate<Epi, T>(hi);
