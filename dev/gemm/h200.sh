@@ -7,8 +7,9 @@
 # tune:     dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart);
 # epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes;
 # wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave;
-# direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, then dev/gemm/direct.py: the
-#           direct kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks.
+# direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, dev/gemm/direct.py (the direct
+#           kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks), then
+#           those tests under compute-sanitizer memcheck and racecheck.
 # direct-ncu: (not by default) the direct kernel bare, with a bias and with bias + SiLU under ncu (two shapes), and
 #           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv.
 set -uo pipefail
@@ -36,7 +37,14 @@ for s in ${*:-build test tune epilogue}; do
             python3 -m pytest -q -ra -p no:cacheprovider tests/test_gemm.py -k "direct or glu" \
               > "$OUT/gemm-direct-pytest.log" 2>&1 || status=1
             tail -5 "$OUT/gemm-direct-pytest.log"
-            python3 dev/gemm/direct.py 2>&1 | tee "$OUT/gemm-direct.txt" || status=1 ;;
+            python3 dev/gemm/direct.py 2>&1 | tee "$OUT/gemm-direct.txt" || status=1
+            for tool in memcheck racecheck; do
+              timeout 200 compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 python3 -m pytest -q \
+                -p no:cacheprovider tests/test_gemm.py -k "direct_kernel or glu_odd" > "$OUT/gemm-direct-$tool.log" 2>&1 \
+                || status=1
+              echo "$tool: $(grep -E "(ERROR|RACECHECK) SUMMARY" "$OUT/gemm-direct-$tool.log" | tail -1)"
+              tail -1 "$OUT/gemm-direct-$tool.log"
+            done ;;
     direct-ncu) timeout 200 ncu --clock-control none -k regex:GroupGemmKernel --section SpeedOfLight \
                   --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
                   --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
