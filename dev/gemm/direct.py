@@ -5,6 +5,7 @@ bare, with each fused epilogue and as ``gemm_glu``'s one launch (needs an sm90 G
     python dev/gemm/direct.py            # check each result against float64, then time them
     python dev/gemm/direct.py --build    # build the modules and stop
     python dev/gemm/direct.py --ncu plain bias silu   # launch these on the direct kernel for ncu (h200.sh direct-ncu)
+    python dev/gemm/direct.py --summarise source.csv  # ncu's source page of one kernel: the epilogue's instructions
 
 Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM (CUTLASS's epilogue took
 1.12-1.39x) and ``gemm_glu`` for <= 1.1x a bare GEMM with the same 2N (it was a GEMM into [..., 2N] and
@@ -19,6 +20,8 @@ Timing: the harness's CUDA-graph replay, backends in turn, input sets rotated pa
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import sys
 import time
 from pathlib import Path
@@ -168,11 +171,50 @@ def ncu_targets(epilogues: list[str]) -> None:
 NCU_SHAPES = ((8000, 1024, 256), (16000, 2048, 256))
 
 
+def summarise_source(csv_path: Path) -> None:
+    """Prints what ``ncu --page source --csv`` wrote for one direct kernel: the epilogue's instructions per warp and
+    tile by opcode (the SASS lines from the products' last wait to the last global store), stall samples by reason,
+    and the lines with the most samples."""
+    lines = csv_path.read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith('"Address"'))
+    rows = list(csv.DictReader(io.StringIO("\n".join(lines[header:]))))
+
+    def value(row: dict, key: str) -> float:
+        return float(row[key] or 0)
+
+    def opcode(row: dict) -> str:
+        return next(w for w in row["Source"].split() if not w.startswith("@")).split(".")[0]
+
+    first = next(i for i, r in enumerate(rows) if "DEPBAR.LE gsb0, 0x0" in r["Source"])
+    last = max(i for i, r in enumerate(rows) if opcode(r) == "STG")
+    epilogue = [r for r in rows[first : last + 1] if value(r, "Instructions Executed") > 0]
+    per_tile = max(value(r, "Instructions Executed") for r in epilogue if opcode(r) == "STSM")  # warps x tiles
+    counts: dict[str, float] = {}
+    for r in epilogue:
+        counts[opcode(r)] = counts.get(opcode(r), 0) + value(r, "Instructions Executed") / per_tile
+    print(f"epilogue instructions per warp and tile: {sum(counts.values()):.0f} ({per_tile:.0f} warp-tiles)")
+    print("  " + ", ".join(f"{k} {v:.0f}" for k, v in sorted(counts.items(), key=lambda kv: -kv[1])[:16]))
+    reasons = [k for k in rows[0] if k.startswith("stall_") and "Not Issued" not in k]
+    totals = {k: sum(value(r, k) for r in rows) for k in reasons}
+    samples = sum(totals.values())
+    print(f"stall samples: {samples:.0f}; by reason:")
+    print("  " + ", ".join(f"{k[6:]} {v / samples:.1%}" for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:10]))
+    print("the ten SASS lines with the most samples (samples, main reason, executions, instruction):")
+    for r in sorted(rows, key=lambda r: -value(r, "Warp Stall Sampling (All Samples)"))[:10]:
+        reason = max(reasons, key=lambda k: value(r, k))[6:]
+        samples, executed = value(r, "Warp Stall Sampling (All Samples)"), r["Instructions Executed"]
+        print(f"  {samples:4.0f}  {reason:10s} x{executed:>6s}  {r['Source'].strip()}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", action="store_true", help="build the modules and stop (no GPU needed)")
     parser.add_argument("--ncu", nargs="+", metavar="EPILOGUE", help="launch these epilogues for ncu (no timing)")
+    parser.add_argument("--summarise", type=Path, metavar="CSV", help="summarise ncu's source page of one kernel")
     args = parser.parse_args()
+    if args.summarise:
+        summarise_source(args.summarise)
+        return 0
     if not args.build:
         require_cuda("dev/gemm/direct.py")
     if args.ncu:

@@ -53,7 +53,8 @@ for s in ${*:-build test tune epilogue}; do
                   "$OUT/gemm-direct-ncu.txt"
                 timeout 200 ncu --clock-control none -k regex:GroupGemmKernel --launch-skip 1 --launch-count 1 \
                   --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
-                  python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1 ;;
+                  python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1
+                python3 dev/gemm/direct.py --summarise "$OUT/gemm-direct-source.csv" | tee "$OUT/gemm-direct-source.txt" ;;
     *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu)"; status=1 ;;
   esac
 done
