@@ -280,10 +280,11 @@ GEMM = Family(
         "use; `oasr/jit/gemm_config.py` chooses one per shape by a rule read off `dev/gemm/tune.py`'s "
         "H200 table (`dev/gemm/results/tune_h200.txt`): 128x128 ping-pong tiles for most shapes, non-persistent "
         "tiles for grids of one wave or less, cooperative for long K and for the bias/activation epilogues. "
-        "`gemm_glu` is, for now, the gemm with its bias into a temporary "
-        "followed by `oasr.glu`: two kernels, not one epilogue."
+        "`gemm_glu` is one launch of group_gemm's own kernel "
+        "(`include/oasr/gemm/sm90_group_gemm_direct.cuh`, every row one group): each tile's B holds 64 weight rows "
+        "and their 64 gate rows, and its epilogue stores value * sigmoid(gate)."
     ),
-    headers=("oasr/gemm/sm90_gemm.cuh",),
+    headers=("oasr/gemm/sm90_gemm.cuh", "oasr/gemm/sm90_group_gemm_direct.cuh"),
     capabilities=(90,),
     extra_cuda_cflags=(SM90A,),
     include_paths=cutlass.include_paths,

@@ -26,7 +26,12 @@ tile-count bands; the bands' edges (66 and 132 tiles) are where the measured win
 
 A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
 slowest there, and the best of the fused sweep (4 shapes) is cooperative, 128x128 for one wave and
-128x256 (when N >= 256 fills it) for more (``dev/gemm/results/epilogue_h200.txt``).
+128x256 (when N >= 256 fills it) for more (``dev/gemm/results/epilogue_h200.txt``). group_gemm's
+direct kernel (:data:`DIRECT`) with bias + SiLU lost to those picks on 7 of the 8 shapes of
+``dev/gemm/results/direct_h200.txt`` (x1.01-1.18 of their time; 24000x2048x512 x0.93, and x1.01 in the run
+before, ``direct_c39d687_h200.txt``), so it runs ``gemm_glu`` only:
+one launch with the gate in the epilogue, x1.04-1.10 of cuBLAS over 2N where the gemm and ``oasr.glu``
+took x1.40-1.57.
 """
 
 from __future__ import annotations
