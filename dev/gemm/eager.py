@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Host cost per call of the gemm family against torch, split into its parts (needs an sm90 GPU).
 
-    python dev/gemm/eager.py [--before PATCH]   (h200.sh eager: --before dev/gemm/variants/adapter-initialize.patch)
+    python dev/gemm/eager.py [--before COMMIT]      (bash dev/gemm/h200.sh eager: --before 41df35e)
 
 Per shape (bf16, ``out=`` given): ``torch.mm``; ``oasr.gemm`` (the rule's CUTLASS pick) and ``oasr.gemm_glu`` (the
 direct kernel); the same modules called straight through tvm-ffi with ready views (the launcher alone: the C++
 side and the launch); the launch floor (``benchmarks/launch_floor.cu``: a tvm-ffi call with two tensors, and the
-same launching an empty kernel). ``--before``: the CUTLASS pick built with PATCH applied to ``include/`` too (the
+same launching an empty kernel). ``--before``: the CUTLASS pick built from ``include/`` as COMMIT has it too (the
 launcher before a change), called the same way. Calls go back to back without synchronizing
 (``host_overhead_us``: the host's cost, the problems being small enough that the GPU keeps up); the best of five
 runs of 200 calls.
@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path)
-from dev.tune_kernels import build_all, patched_include, variant_spec
+from dev.tune_kernels import build_all, include_at, variant_spec
 from oasr.jit import gemm_config, gen_jit_spec
 from oasr.jit.families import GEMM
 from profiling.harness.timing import host_overhead_us, require_cuda, run_gpu_script
@@ -39,7 +39,7 @@ def cost_us(fn) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", type=Path, metavar="PATCH", help="also the CUTLASS picks with PATCH on include/")
+    parser.add_argument("--before", metavar="COMMIT", help="also the CUTLASS picks built from COMMIT's include/")
     args = parser.parse_args()
     require_cuda("dev/gemm/eager.py")
     picks = {gemm_config.choose(m, n, k) for m, n, k in SHAPES}
@@ -48,8 +48,8 @@ def main() -> int:
     specs = {c: GEMM.jit_spec(variant=v) for c, v in variants.items()}
     before = {}
     if args.before:
-        name, include = patched_include(args.before)
-        before = {c: variant_spec(GEMM, f"{name}_{c.name}", include, v) for c, v in variants.items()}
+        include = include_at(args.before, f"before-{args.before}")
+        before = {c: variant_spec(GEMM, f"{args.before}_{c.name}", include, v) for c, v in variants.items()}
     build_all([*specs.values(), *before.values(), GEMM.jit_spec(variant=glu)])
     floor = gen_jit_spec("launch_floor", [Path(__file__).resolve().parents[2] / "benchmarks" / "launch_floor.cu"])
     floor = floor.build_and_load()
@@ -68,7 +68,7 @@ def main() -> int:
         }
         if config in before:
             old = before[config].load()
-            rows[f"  its module with {args.before.stem}"] = partial(old.gemm, out[None], x[None], w[None], None, 0)
+            rows[f"  its module built at {args.before}"] = partial(old.gemm, out[None], x[None], w[None], None, 0)
         glu_module, code = GEMM.module(glu), gemm_config.epilogue_code("glu")
         rows["oasr.gemm_glu (direct)"] = partial(oasr.gemm_glu, x, w2, out=out)
         rows["  the GLU module called alone"] = partial(glu_module.gemm, out[None], x[None], w2[None], None, code)

@@ -57,7 +57,7 @@ for s in ${*:-build test tune epilogue}; do
                   --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
                   python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1
                 python3 dev/gemm/direct.py --summarise "$OUT/gemm-direct-source.csv" | tee "$OUT/gemm-direct-source.txt" ;;
-    eager) python3 dev/gemm/eager.py --before dev/gemm/variants/adapter-initialize.patch 2>&1 | tee "$OUT/gemm-eager.txt" || status=1 ;;
+    eager) python3 dev/gemm/eager.py --before 41df35e 2>&1 | tee "$OUT/gemm-eager.txt" || status=1 ;;
     *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu eager)"; status=1 ;;
   esac
 done
