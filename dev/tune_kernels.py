@@ -105,27 +105,20 @@ def variant_include(name: str, edits: list[Edit]) -> Path:
     return root
 
 
-def include_at(commit: str | None, name: str) -> Path:
-    """A fresh copy of ``include/`` (as ``commit`` has it, else as the work tree has it) in a folder of the temp dir
-    named ``name``: the path of the copy's ``include``."""
+def patched_include(patch: Path, commit: str | None = None) -> tuple[str, Path]:
+    """``patch`` (a diff of ``include/``, paths ``a/include/...``) applied to a fresh copy of ``include/``, or of
+    ``include/`` as ``commit`` has it, in a folder of the temp dir named for the patch file: (name, that copy)."""
+    name = patch.name.removesuffix(".patch")
     root = Path(tempfile.gettempdir()) / "oasr-variants" / name
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     if commit:
         archive = subprocess.run(["git", "-C", str(INCLUDE.parent), "archive", commit, "include"], capture_output=True)
         if archive.returncode != 0:
-            raise ValueError(f"{name}@{commit}: git archive failed: {archive.stderr.decode().strip()}")
+            raise ValueError(f"{patch.name}@{commit}: git archive failed: {archive.stderr.decode().strip()}")
         subprocess.run(["tar", "-x", "-C", str(root)], input=archive.stdout, check=True)
     else:
         shutil.copytree(INCLUDE, root / "include")
-    return root / "include"
-
-
-def patched_include(patch: Path, commit: str | None = None) -> tuple[str, Path]:
-    """``patch`` (a diff of ``include/``, paths ``a/include/...``) applied to a fresh copy of ``include/``, or of
-    ``include/`` as ``commit`` has it, in a folder of the temp dir named for the patch file: (name, that copy)."""
-    name = patch.name.removesuffix(".patch")
-    root = include_at(commit, name).parent
     applied = subprocess.run(
         ["patch", "-s", "-F0", "--no-backup-if-mismatch", "-p1", "-d", str(root), "-i", str(patch.resolve())],
         capture_output=True,

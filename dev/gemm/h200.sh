@@ -11,9 +11,7 @@
 #           kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks), then
 #           those tests under compute-sanitizer memcheck and racecheck.
 # direct-ncu: (not by default) the direct kernel bare, with a bias and with bias + SiLU under ncu (two shapes), and
-#           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv;
-# eager:    (not by default) dev/gemm/eager.py: host cost per call, split into its parts, the CUTLASS launcher before
-#           and after run_cutlass (include/oasr/common/cutlass_launch.cuh).
+#           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
@@ -57,8 +55,7 @@ for s in ${*:-build test tune epilogue}; do
                   --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
                   python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1
                 python3 dev/gemm/direct.py --summarise "$OUT/gemm-direct-source.csv" | tee "$OUT/gemm-direct-source.txt" ;;
-    eager) python3 dev/gemm/eager.py --before 41df35e 2>&1 | tee "$OUT/gemm-eager.txt" || status=1 ;;
-    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu eager)"; status=1 ;;
+    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu)"; status=1 ;;
   esac
 done
 exit $status

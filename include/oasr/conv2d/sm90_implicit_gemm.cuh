@@ -21,7 +21,6 @@
 #include <cutlass/conv/kernel/conv_universal.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
 #include <cutlass/epilogue/thread/activation.h>
-#include <oasr/common/cutlass_launch.cuh>
 
 #include <cstdint>
 
@@ -95,8 +94,14 @@ cudaError_t RunImplicitGemm(const ImplicitGemmParams<Element>& p, cudaStream_t s
   args.hw_info.device_id = p.device;
   args.hw_info.sm_count = p.sm_count;
   if (Conv::Device::get_workspace_size(args) != 0) return cudaErrorNotSupported;
-  if (Conv::Device::can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
-  return run_cutlass<typename Conv::Device, typename Conv::Device::ConvKernel>(args, stream);
+  typename Conv::Device op;
+  if (op.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
+  if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  if (op.run(stream) != cutlass::Status::kSuccess) {
+    cudaError_t error = cudaGetLastError();
+    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace oasr::conv2d

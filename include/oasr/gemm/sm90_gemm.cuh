@@ -22,7 +22,6 @@
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 #include <cutlass/gemm/kernel/gemm_universal.hpp>
 #include <cutlass/kernel_hardware_info.h>
-#include <oasr/common/cutlass_launch.cuh>
 
 #include <cstdint>
 
@@ -170,7 +169,13 @@ cudaError_t Run(const GemmParams<Element>& p, cudaStream_t stream) {
   auto args = make_arguments<Gemm>(p);
   if constexpr (Gemm::FusionOp::IsPerColBiasSupported) args.epilogue.thread.bias_ptr = p.bias;
   if (Gemm::Device::get_workspace_size(args) != 0) return cudaErrorNotSupported;
-  return run_cutlass<typename Gemm::Device, typename Gemm::Device::GemmKernel>(args, stream);
+  typename Gemm::Device op;
+  if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
+  if (op.run(stream) != cutlass::Status::kSuccess) {
+    cudaError_t error = cudaGetLastError();
+    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace oasr::gemm
