@@ -11,7 +11,8 @@
 #           kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks), then
 #           those tests under compute-sanitizer memcheck and racecheck.
 # direct-ncu: (not by default) the direct kernel bare, with a bias and with bias + SiLU under ncu (two shapes), and
-#           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv.
+#           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv;
+# eager:    (not by default) dev/gemm/eager.py: host cost per call of oasr.gemm and gemm_glu, split into its parts.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-gemm-out}; mkdir -p "$OUT"
@@ -55,7 +56,8 @@ for s in ${*:-build test tune epilogue}; do
                   --section SourceCounters --section WarpStateStats --page source --print-source sass --csv \
                   python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1
                 python3 dev/gemm/direct.py --summarise "$OUT/gemm-direct-source.csv" | tee "$OUT/gemm-direct-source.txt" ;;
-    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu)"; status=1 ;;
+    eager) python3 dev/gemm/eager.py 2>&1 | tee "$OUT/gemm-eager.txt" || status=1 ;;
+    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu eager)"; status=1 ;;
   esac
 done
 exit $status
