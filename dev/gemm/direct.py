@@ -23,7 +23,6 @@ import argparse
 import csv
 import io
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path)
+from dev.gemm.tune import eager_us
 from dev.tune_kernels import build_all
 from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
@@ -76,17 +76,6 @@ def direct(i: dict, epilogue: str, out: str = "out") -> torch.Tensor:
     act = None if epilogue in ("plain", "bias") else epilogue
     gemm_module._linear(i["x"], i["weight"], bias, act, i[out], gemm_config.DIRECT)
     return i[out]
-
-
-def eager_us(fn, calls: int = 200) -> float:
-    for _ in range(10):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - start) / calls * 1e6
 
 
 def report(label: str, flop: int, fns: dict, bare: str) -> None:
