@@ -130,9 +130,9 @@ def _linear(
         zeros = torch.zeros(rows, dtype=out.dtype, device=out.device)
         out.copy_(_TORCH_ACT[activation](bias.expand(rows) if bias is not None else zeros))
         return
-    a = addressable_copy(input.reshape(m, k))
+    a = addressable_copy(input if input.dim() == 2 else input.reshape(m, k))
     w = addressable_copy(weight)
-    view = _row_view(out, m, n)
+    view = out if out.dim() == 2 else _row_view(out, m, n)
     target = view if view is not None and addressable(view) else padded_empty((m, n), out.dtype, out.device)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()

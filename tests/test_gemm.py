@@ -167,6 +167,20 @@ def test_python_layer_matches_reference_on_cpu(torch_gemm, m, n, k, activation):
     assert torch_gemm.variants[-1].startswith(f"bf16_{epilogue}_")
 
 
+def test_addressable_layouts():
+    """TMA's rule (start and outer strides multiples of 16 bytes, innermost stride 1), on its fast path (contiguous
+    rows of a multiple of 16 bytes) and off it."""
+    t = torch.zeros(64, 40, dtype=torch.bfloat16)
+    assert addressable(t) and addressable(t[:, :8]) and addressable(t[8:, 16:24])  # 80-byte rows, aligned starts
+    assert not addressable(t[:, 1:9])  # a start 2 bytes in
+    assert not addressable(t[:, :8].t())  # the innermost stride is 40
+    odd = torch.zeros(4, 3, dtype=torch.bfloat16)  # 6-byte rows
+    assert not addressable(odd) and addressable(odd[:1]) and addressable(torch.zeros(1, 1, 3, dtype=torch.float16))
+    assert not addressable(torch.zeros(2, 2, 4, dtype=torch.bfloat16))  # 8-byte rows
+    assert addressable(torch.zeros(2, 1, 8, dtype=torch.bfloat16)) and addressable(torch.zeros(3, 5, 16))
+    assert addressable(torch.zeros(3, 2, 16, dtype=torch.bfloat16)[:, 1])  # rows 64 bytes apart, a 32-byte start
+
+
 def test_python_layer_handles_layouts_on_cpu(torch_gemm):
     x, w, b = operands(6, 10, 24, torch.float16, "cpu")
     expected = reference(x, w)
