@@ -6,6 +6,7 @@ bare, with each fused epilogue and as ``gemm_glu``'s one launch (needs an sm90 G
     python dev/gemm/direct.py --build    # build the modules and stop
     python dev/gemm/direct.py --ncu plain bias silu   # launch these on the direct kernel for ncu (h200.sh direct-ncu)
     python dev/gemm/direct.py --summarise source.csv  # ncu's source page of one kernel: the epilogue's instructions
+    python dev/gemm/direct.py --variants dev/gemm/variants/direct-maxnreg.patch ...  # also the kernel so edited
 
 Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM (CUTLASS's epilogue took
 1.12-1.39x) and ``gemm_glu`` for <= 1.1x a bare GEMM with the same 2N (it was a GEMM into [..., 2N] and
@@ -32,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path)
 from dev.gemm.tune import eager_us
-from dev.tune_kernels import build_all
+from dev.tune_kernels import build_all, patched_include, variant_spec
 from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
 from profiling.harness.correctness import compare
@@ -45,7 +46,13 @@ DIRECT_EPILOGUES = ("plain", "bias", *ACTIVATIONS, "glu")
 TORCH_ACT = {"relu": F.relu, "gelu": F.gelu, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh"), "silu": F.silu}
 
 
-def gemm_shapes() -> list[tuple[int, int, int]]:
+ISSUE_SHAPES = ((8000, 256, 256), (8000, 1024, 256), (1500, 2048, 512), (16000, 512, 512))
+"""Issue 17's bare-GEMM targets (``--issue-shapes``: these alone)."""
+
+
+def gemm_shapes(issue_only: bool = False) -> list[tuple[int, int, int]]:
+    if issue_only:
+        return list(ISSUE_SHAPES)
     op = get_op("gemm")
     large = op.large_case(op, torch.bfloat16)
     return [(c["m"], c["n"], c["k"]) for c in (*op.default_sweep, large)]
@@ -68,6 +75,32 @@ def modules() -> None:
         variants.append(gemm_config.gemm_variant("bfloat16", "bias", gemm_config.choose(m, 2 * n, k, fused=True)))
     unique = {v.name: v for v in variants}
     build_all([GEMM.jit_spec(variant=v) for v in unique.values()])
+
+
+VARIANT_EPILOGUES = ("plain", "bias", "silu", "glu")
+
+
+def variant_modules(patches: list[Path]) -> dict[str, dict[str, object]]:
+    """Per patch (a diff of ``include/``), the bf16 direct modules of :data:`VARIANT_EPILOGUES` built with it, in
+    parallel: {patch name: {epilogue: module}}."""
+    specs = {}
+    for patch in patches:
+        name, include = patched_include(patch)
+        for epilogue in VARIANT_EPILOGUES:
+            variant = gemm_config.gemm_variant("bfloat16", epilogue, gemm_config.DIRECT)
+            specs[name, epilogue] = variant_spec(GEMM, f"{name}_{epilogue}", include, variant)
+    build_all(list(specs.values()))
+    found: dict[str, dict[str, object]] = {}
+    for (name, epilogue), spec in specs.items():
+        found.setdefault(name, {})[epilogue] = spec.load()
+    return found
+
+
+def launch(module: object, i: dict, epilogue: str, out: str = "out") -> torch.Tensor:
+    """``i[out]`` = a variant module's ``epilogue`` on the input set ``i`` (addressable as made), no Python layer."""
+    bias = None if epilogue == "plain" else i["bias"]
+    module.gemm(i[out][None], i["x"][None], i["weight"][None], bias, gemm_config.epilogue_code(epilogue))
+    return i[out]
 
 
 def direct(i: dict, epilogue: str, out: str = "out") -> torch.Tensor:
@@ -96,7 +129,7 @@ def check(name: str, label: str, result: torch.Tensor, expected: torch.Tensor, r
     return 0 if errors["passed"] else 1
 
 
-def gemm_table(m: int, n: int, k: int, rtol: float, atol: float) -> int:
+def gemm_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict) -> int:
     bare, fused = gemm_config.choose(m, n, k), gemm_config.choose(m, n, k, fused=True)
     label = f"{m}x{n}x{k}  (rule: bare {bare.name}, fused {fused.name})"
     sets = op_input_sets(get_op("gemm"), {"m": m, "n": n, "k": k}, torch.bfloat16, max_sets=8)
@@ -109,6 +142,11 @@ def gemm_table(m: int, n: int, k: int, rtol: float, atol: float) -> int:
     i["out"].fill_(float("nan"))
     failed += check("rule silu", label, oasr.gemm(i["x"], i["weight"], i["bias"], "silu", out=i["out"]),
                     expected["silu"], rtol, atol)  # fmt: skip
+    for name, found in variants.items():
+        for epilogue in ("plain", "bias", "silu"):
+            i["out"].fill_(float("nan"))
+            result = launch(found[epilogue], i, epilogue)
+            failed += check(f"{name} {epilogue}", label, result, expected[epilogue], rtol, atol)
     fns = {
         "cublas": [lambda s=s: torch.mm(s["x"], s["weight"].T, out=s["out"]) for s in sets],
         "rule": [lambda s=s: oasr.gemm(s["x"], s["weight"], out=s["out"]) for s in sets],
@@ -116,11 +154,14 @@ def gemm_table(m: int, n: int, k: int, rtol: float, atol: float) -> int:
         "rule bias+silu": [lambda s=s: oasr.gemm(s["x"], s["weight"], s["bias"], "silu", out=s["out"]) for s in sets],
         "torch bias+silu": [lambda s=s: F.silu(F.linear(s["x"], s["weight"], s["bias"])) for s in sets],
     }
+    for name, found in variants.items():
+        for e in ("plain", "bias", "silu"):
+            fns[f"{name} {e}"] = [lambda s=s, module=found[e], e=e: launch(module, s, e) for s in sets]
     report(label, 2 * m * n * k, fns, "cublas")
     return failed
 
 
-def glu_table(m: int, n: int, k: int, rtol: float, atol: float) -> int:
+def glu_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict) -> int:
     label = f"gemm_glu {m}x{n}x{k} (2N = {2 * n})"
     sets = op_input_sets(get_op("gemm_glu"), {"m": m, "n": n, "k": k}, torch.bfloat16, max_sets=8)
     for s in sets:
@@ -130,6 +171,9 @@ def glu_table(m: int, n: int, k: int, rtol: float, atol: float) -> int:
     reference = F.glu(F.linear(i["x"].double(), i["weight"].double(), i["bias"].double()), -1)
     failed = check("oasr.gemm_glu", label, oasr.gemm_glu(i["x"], i["weight"], i["bias"], out=i["out"]), reference,
                    rtol, atol)  # fmt: skip
+    for name, found in variants.items():
+        i["out"].fill_(float("nan"))
+        failed += check(f"{name} glu", label, launch(found["glu"], i, "glu"), reference, rtol, atol)
 
     def two_kernels(s: dict) -> torch.Tensor:
         oasr.gemm(s["x"], s["weight"], s["bias"], out=s["wide"])
@@ -143,6 +187,8 @@ def glu_table(m: int, n: int, k: int, rtol: float, atol: float) -> int:
         "gemm+bias, glu": [lambda s=s: two_kernels(s) for s in sets],
         "torch glu+bias": [lambda s=s: F.glu(F.linear(s["x"], s["weight"], s["bias"]), -1) for s in sets],
     }
+    for name, found in variants.items():
+        fns[f"{name} glu+bias"] = [lambda s=s, module=found["glu"]: launch(module, s, "glu") for s in sets]
     report(label, 4 * m * n * k, fns, "cublas 2N")
     return failed
 
@@ -200,6 +246,9 @@ def main() -> int:
     parser.add_argument("--build", action="store_true", help="build the modules and stop (no GPU needed)")
     parser.add_argument("--ncu", nargs="+", metavar="EPILOGUE", help="launch these epilogues for ncu (no timing)")
     parser.add_argument("--summarise", type=Path, metavar="CSV", help="summarise ncu's source page of one kernel")
+    help = "also the direct kernel with each diff of include/ (bf16: plain, bias, SiLU, GLU)"
+    parser.add_argument("--variants", nargs="+", type=Path, default=[], metavar="PATCH", help=help)
+    parser.add_argument("--issue-shapes", action="store_true", help="issue 17's four gemm shapes only (and GLU's)")
     args = parser.parse_args()
     if args.summarise:
         summarise_source(args.summarise)
@@ -210,11 +259,12 @@ def main() -> int:
         ncu_targets(args.ncu)
         return 0
     modules()
+    variants = variant_modules(args.variants) if args.variants else {}
     if args.build:
         return 0
     rtol, atol = get_op("gemm").tolerance(torch.bfloat16)
-    failed = sum(gemm_table(m, n, k, rtol, atol) for m, n, k in gemm_shapes())
-    failed += sum(glu_table(m, n, k, rtol, atol) for m, n, k in glu_shapes())
+    failed = sum(gemm_table(m, n, k, rtol, atol, variants) for m, n, k in gemm_shapes(args.issue_shapes))
+    failed += sum(glu_table(m, n, k, rtol, atol, variants) for m, n, k in glu_shapes())
     print(f"\n{failed} wrong results" if failed else "\nevery checked result matched float64")
     return 1 if failed else 0
 

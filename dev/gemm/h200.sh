@@ -9,7 +9,9 @@
 # wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave;
 # direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, dev/gemm/direct.py (the direct
 #           kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks), then
-#           those tests under compute-sanitizer memcheck and racecheck.
+#           those tests under compute-sanitizer memcheck and racecheck (DIRECT_ARGS: direct.py's options, e.g.
+#           "--variants dev/gemm/variants/direct-maxnreg.patch --issue-shapes");
+# direct-variants: (not by default) dev/gemm/direct.py $DIRECT_ARGS alone.
 # direct-ncu: (not by default) the direct kernel bare, with a bias and with bias + SiLU under ncu (two shapes), and
 #           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv;
 # eager:    (not by default) dev/gemm/eager.py: host cost per call of oasr.gemm and gemm_glu, split into its parts.
@@ -38,7 +40,7 @@ for s in ${*:-build test tune epilogue}; do
             python3 -m pytest -q -ra -p no:cacheprovider tests/test_gemm.py -k "direct or glu" \
               > "$OUT/gemm-direct-pytest.log" 2>&1 || status=1
             tail -5 "$OUT/gemm-direct-pytest.log"
-            python3 dev/gemm/direct.py 2>&1 | tee "$OUT/gemm-direct.txt" || status=1
+            python3 dev/gemm/direct.py ${DIRECT_ARGS:-} 2>&1 | tee "$OUT/gemm-direct.txt" || status=1
             for tool in memcheck racecheck; do
               timeout 200 compute-sanitizer --tool $tool --error-exitcode 99 --print-limit 20 python3 -m pytest -q \
                 -p no:cacheprovider tests/test_gemm.py -k "direct_kernel or glu_odd" > "$OUT/gemm-direct-$tool.log" 2>&1 \
@@ -46,6 +48,7 @@ for s in ${*:-build test tune epilogue}; do
               echo "$tool: $(grep -E "(ERROR|RACECHECK) SUMMARY" "$OUT/gemm-direct-$tool.log" | tail -1)"
               tail -1 "$OUT/gemm-direct-$tool.log"
             done ;;
+    direct-variants) python3 dev/gemm/direct.py ${DIRECT_ARGS:-} 2>&1 | tee "$OUT/gemm-direct.txt" || status=1 ;;
     direct-ncu) timeout 200 ncu --clock-control none -k regex:GroupGemmKernel --section SpeedOfLight \
                   --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
                   --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
@@ -57,7 +60,7 @@ for s in ${*:-build test tune epilogue}; do
                   python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1
                 python3 dev/gemm/direct.py --summarise "$OUT/gemm-direct-source.csv" | tee "$OUT/gemm-direct-source.txt" ;;
     eager) python3 dev/gemm/eager.py 2>&1 | tee "$OUT/gemm-eager.txt" || status=1 ;;
-    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-ncu eager)"; status=1 ;;
+    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-variants direct-ncu eager)"; status=1 ;;
   esac
 done
 exit $status
