@@ -38,6 +38,11 @@ def cost_us(fn: partial, runs: int = 5, calls: int = 200) -> float:
     return min(host_overhead_us(fn, calls=calls) for _ in range(runs))
 
 
+def launch_floor() -> object:
+    """``launch_floor.cu``'s module: ``ffi_call`` (a tvm-ffi call with two tensors) and ``empty_launch``."""
+    return gen_jit_spec("launch_floor", [Path(__file__).with_name("launch_floor.cu")]).build_and_load()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"])
@@ -61,7 +66,7 @@ def main() -> int:
             if not within:
                 over.append(f"{name} {dtype_name}")
             print(f"{dtype_name:<10} {oasr_us:13.2f} {torch_us:14.2f} {'yes' if within else 'NO':>13}")
-    floor = gen_jit_spec("launch_floor", [Path(__file__).with_name("launch_floor.cu")]).build_and_load()
+    floor = launch_floor()
     x = torch.empty(CHANNELS, device=device, dtype=torch.float16)
     y = torch.empty_like(x)
     print("\nfloor (no checks, no work; float16 [256] tensors)")

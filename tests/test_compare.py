@@ -119,7 +119,7 @@ def test_a_state_gives_each_variant_its_own_module(monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(compare, "build_state", build)
     modules = compare.state_modules(GROUP_GEMM, compare.State("old", tmp_path, "0" * 16))
-    fp16 = gemm_config.group_gemm_variant("float16", gemm_config.GROUP_DIRECT)
+    fp16 = gemm_config.group_gemm_variant("float16", gemm_config.DIRECT)
     seen = compare.with_module(GROUP_GEMM, modules, lambda: [GROUP_GEMM.module(v) for v in (fp16, fp16, None)])
     assert seen[0] is seen[1] and seen[2] is not seen[0]
     assert built == [("old", fp16.name), ("old", None)]

@@ -35,7 +35,12 @@ ACTIVATIONS = {0: lambda y: y, 1: F.silu, 2: F.relu, 3: F.gelu}
 CONV2D_ACTIVATIONS = {0: lambda y: y, 1: F.relu, 2: F.silu}
 """The conv1d launchers' activation codes (oasr.conv1d.ACTIVATIONS)."""
 GEMM_EPILOGUES = (
-    *(lambda y: y, lambda y: y, F.relu, F.gelu, lambda y: F.gelu(y, approximate="tanh"), F.silu),
+    lambda y: y,
+    lambda y: y,
+    F.relu,
+    F.gelu,
+    lambda y: F.gelu(y, approximate="tanh"),
+    F.silu,
     lambda y: F.glu(y, -1),
 )
 """The gemm launcher's epilogue codes (oasr.jit.gemm_config.EPILOGUES, then GLU_CODE: weight [1, 2N, K])."""

@@ -481,7 +481,7 @@ class TestGroupGemm:
         torch.cuda.synchronize()
         assert_close(out, reference(x, w, offsets, b), torch.bfloat16, 64)
 
-    @pytest.mark.parametrize("config", [gemm_config.GROUP_DIRECT, gemm_config.GROUP_WIDE], ids=lambda c: c.name)
+    @pytest.mark.parametrize("config", [gemm_config.DIRECT, gemm_config.GROUP_WIDE], ids=lambda c: c.name)
     def test_bad_offsets_are_clamped_and_flagged(self, config):
         x, w, _, _ = operands([50, 50], 64, 64, torch.bfloat16, "cuda")
         oasr.group_gemm_check()

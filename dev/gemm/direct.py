@@ -193,6 +193,9 @@ def glu_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict) 
     return failed
 
 
+NCU_SHAPES = ((8000, 1024, 256), (16000, 2048, 256))
+
+
 def ncu_targets(epilogues: list[str]) -> None:
     """Each of ``epilogues`` on the direct kernel, launched twice (the second warm) on :data:`NCU_SHAPES`, for ncu."""
     for m, n, k in NCU_SHAPES:
@@ -201,9 +204,6 @@ def ncu_targets(epilogues: list[str]) -> None:
             for _ in range(2):
                 direct(i, epilogue)
     torch.cuda.synchronize()
-
-
-NCU_SHAPES = ((8000, 1024, 256), (16000, 2048, 256))
 
 
 def summarise_source(csv_path: Path) -> None:

@@ -24,17 +24,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path)
+from benchmarks.host_overhead import cost_us, launch_floor
 from dev.tune_kernels import build_all, patched_include, variant_spec
-from oasr.jit import gemm_config, gen_jit_spec
+from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
-from profiling.harness.timing import host_overhead_us, require_cuda, run_gpu_script
+from profiling.harness.timing import require_cuda, run_gpu_script
 
 SHAPES = ((1, 256, 256), (16, 256, 256), (375, 1024, 256))
 """(M, N, K): one frame, a streaming chunk, an utterance's frames after subsampling."""
-
-
-def cost_us(fn) -> float:
-    return min(host_overhead_us(fn, calls=200) for _ in range(5))
 
 
 def main() -> int:
@@ -51,8 +48,7 @@ def main() -> int:
         name, include = patched_include(args.before)
         before = {c: variant_spec(GEMM, f"{name}_{c.name}", include, v) for c, v in variants.items()}
     build_all([*specs.values(), *before.values(), GEMM.jit_spec(variant=glu)])
-    floor = gen_jit_spec("launch_floor", [Path(__file__).resolve().parents[2] / "benchmarks" / "launch_floor.cu"])
-    floor = floor.build_and_load()
+    floor = launch_floor()
     print(f"torch {torch.__version__}; host us per call, best of 5 x 200 calls back to back")
     for m, n, k in SHAPES:
         config = gemm_config.choose(m, n, k)

@@ -68,7 +68,7 @@ def backends(dtype: torch.dtype, only: str = "") -> dict[str, Callable[[dict], t
     if dtype == torch.bfloat16:
         fns["torch._grouped_mm"] = op_module.torch_grouped
     fns["oasr+bias"] = lambda i: oasr.group_gemm(i["x"], i["weight"], i["offsets"], i["bias"], out=i["out"])
-    fns["oasr+bias:direct"] = lambda i: _launch(i, gemm_config.GROUP_DIRECT, None, i["bias"])
+    fns["oasr+bias:direct"] = lambda i: _launch(i, gemm_config.DIRECT, None, i["bias"])
     fns["loop"] = op_module.linear_loop
     fns["dense"] = lambda i: torch.matmul(i["x"], i["weight"][0].T, out=i["out"])
     return fns

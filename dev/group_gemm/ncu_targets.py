@@ -25,7 +25,7 @@ group_module = sys.modules["oasr.group_gemm"]
 
 
 def main() -> None:
-    names = sys.argv[1:] or [gemm_config.GROUP_DIRECT.name, gemm_config.GROUP_WIDE.name]
+    names = sys.argv[1:] or [gemm_config.DIRECT.name, gemm_config.GROUP_WIDE.name]
     configs = {c.name: c for c in gemm_config.GROUP_CANDIDATES}
     issue_shape = op_module.GROUP_GEMM_SWEEP[0]  # the harness op's inputs, as bench.py times them
     i = op_module.GROUP_GEMM.make_inputs(issue_shape, torch.bfloat16, torch.device("cuda"), 0)

@@ -4,7 +4,7 @@
     compute-sanitizer --tool memcheck python dev/group_gemm/sanitize.py    (dev/group_gemm/h200.sh sanitize)
 
 Cases: empty groups and one group taking every row, rows and N off the tiles, K below one k-block, a bias,
-fp16 and bf16; the direct kernel (gemm_config.GROUP_DIRECT) and 128x256 cooperative (GROUP_WIDE). Each result is
+fp16 and bf16; the direct kernel (gemm_config.DIRECT) and 128x256 cooperative (GROUP_WIDE). Each result is
 held to the harness op's float64 loop and tolerances (``profiling/harness/ops/group_gemm.py``, as
 ``bench.py``); exits 1 on a wrong result.
 """
@@ -45,7 +45,7 @@ def main() -> int:
             expected = op_module.reference({"x": x, "weight": w, "sizes": sizes})
             expected += b.double().repeat_interleave(torch.tensor(sizes, device="cuda"), dim=0)
             rtol, atol = op_module.GROUP_GEMM.tolerance(dtype)
-            for config in (gemm_config.GROUP_DIRECT, gemm_config.GROUP_WIDE):
+            for config in (gemm_config.DIRECT, gemm_config.GROUP_WIDE):
                 out = torch.full((rows, n), float("nan"), device="cuda", dtype=dtype)
                 group_module._launch(x, w, ends, b, out, config)
                 check = compare(out, expected, rtol, atol)

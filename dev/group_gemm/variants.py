@@ -6,7 +6,7 @@
 
 A variant is PATCH (a diff of ``include/``, named after its file) applied to a copy of ``include/``, or to
 ``include/`` of COMMIT for ``PATCH@COMMIT``, or ``NAME=INCLUDE_DIR``, an edited copy made by hand; it is built
-as the bf16 direct module (``gemm_config.GROUP_DIRECT``, no bias). A variant named ``diag-...`` is a diagnostic
+as the bf16 direct module (``gemm_config.DIRECT``, no bias). A variant named ``diag-...`` is a diagnostic
 (it leaves out work, e.g. the stores): it is timed but not checked. The others are checked against the float64
 loop first. Timing: the harness's CUDA-graph replay, interleaved with production and one dense GEMM over all
 rows (cuBLAS, and ``oasr.gemm``'s CUTLASS kernel), on the first three shapes of the harness op's sweep (the
@@ -49,7 +49,7 @@ def include_dir(arg: str) -> tuple[str, Path]:
 
 def modules(args: list[str]) -> dict[str, object]:
     """Production's module and each variant's, built in parallel (a failed build ends the run)."""
-    variant = gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_DIRECT)
+    variant = gemm_config.group_gemm_variant("bfloat16", gemm_config.DIRECT)
     specs = {"prod": GROUP_GEMM.jit_spec(variant=variant)}
     for arg in args:
         name, folder = include_dir(arg)

@@ -223,7 +223,6 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
 DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
 """group_gemm's own kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``); for gemm one group of every row, its
 epilogue in registers: the activations, and GLU (``gemm_glu``'s one launch)."""
-GROUP_DIRECT = DIRECT
 GROUP_DIRECT_MAX_GROUPS = 1024
 """The direct kernel keeps a table of 12 bytes per group in shared memory beside its six 32 KB stages: up to 1024
 groups fit; more take CUTLASS's kernel."""
@@ -232,7 +231,7 @@ GROUP_NARROW = GemmConfig(128, 128, 64, 2, 1, "cooperative")
 GROUP_LONG_K = MANY_WAVES  # the gemm rule's pick at long K too
 GROUP_LONG_K_NARROW = GemmConfig(256, 128, 64, 1, 1, "cooperative")  # ... where N <= 256
 GROUP_LONG_K_MIN = 2048
-GROUP_PICKS = (GROUP_DIRECT, GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K, GROUP_LONG_K_NARROW)
+GROUP_PICKS = (DIRECT, GROUP_WIDE, GROUP_NARROW, GROUP_LONG_K, GROUP_LONG_K_NARROW)
 """What :func:`choose_group` returns (``dev/group_gemm/bench.py --build`` builds both dtypes, plain and bias)."""
 GROUP_CANDIDATES: tuple[GemmConfig, ...] = (
     *GROUP_PICKS,
@@ -246,7 +245,7 @@ tiles): the picks, the runners-up of the first H200 sweep (128x128 cooperative, 
 default), and larger tiles and clusters for the issue's 8 x 1000 rows (128x256 with a 2x1 or 1x2 cluster,
 256x128). The 64-row ping-pong tiles lost every shape of that sweep (1.09-2.31x the best time) and are no
 longer built."""
-GROUP_DEFAULT = GROUP_DIRECT
+GROUP_DEFAULT = DIRECT
 """The group_gemm family's representative build (prebuilding, the CPU build test): the issue's shape's pick."""
 GROUP_PDL = True
 """Whether ``oasr.group_gemm`` launches its kernels with programmatic dependent launch (PDL: each becomes
@@ -282,7 +281,7 @@ def choose_group(n: int, k: int, groups: int = 1) -> GemmConfig:
     if k >= GROUP_LONG_K_MIN:
         return GROUP_LONG_K_NARROW if n <= 256 else GROUP_LONG_K
     if groups <= GROUP_DIRECT_MAX_GROUPS:
-        return GROUP_DIRECT
+        return DIRECT
     return GROUP_NARROW if n < 256 else GROUP_WIDE
 
 
