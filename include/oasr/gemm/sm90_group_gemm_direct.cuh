@@ -17,7 +17,7 @@
 // warpgroup gives its registers to the consumers (setmaxnreg), who then hold a tile without spilling.
 // Two pairs of consumer warpgroups take the CTA's tiles in turns (ping-pong): in a pair each warpgroup runs
 // wgmma on 64 rows of the tile (m64 n128 k16, both operands from shared memory, 128-byte swizzle), and the
-// pairs issue their products one tile after the other, so that one pair's epilogue (activation in fp32,
+// pairs issue their products one tile after the other, so that one pair's epilogue (bias added in fp32,
 // rounded, transposed through shared memory, stored under the row predicate) runs while the other's
 // products keep the tensor cores busy. Measured variants (two CTAs per SM sharing tiles, 256-row tiles, an
 // L2 prefetch of the next tile): dev/README.md.
@@ -97,8 +97,8 @@ template <class Element>
 using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the
-// full and empty mbarriers, each consumer warp's 8 x 64 output block (the epilogue's transpose), then the group
-// table: first tile [G + 1], start row [G], end row [G].
+// full and empty mbarriers, each warpgroup's bias rows, each consumer warp's 8 x 64 output block (the
+// epilogue's transpose), then the group table: first tile [G + 1], start row [G], end row [G].
 template <class Element, int Stages>
 struct Plan {
   static constexpr uint32_t kABytes = kBM * kBK * sizeof(Element);
@@ -106,7 +106,8 @@ struct Plan {
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   static constexpr uint32_t kBOffset = Stages * kABytes;
   static constexpr uint32_t kBarriers = Stages * kStageBytes;
-  static constexpr uint32_t kBlocks = kBarriers + 2 * Stages * 8;
+  static constexpr uint32_t kBias = kBarriers + 2 * Stages * 8;       // fp32 [warpgroup][tile parity][kBN]
+  static constexpr uint32_t kBlocks = kBias + kConsumers / 128 * 2 * kBN * sizeof(float);
   static constexpr uint32_t kBlockBytes = 8 * 64 * sizeof(Element);
   static constexpr uint32_t kTable = kBlocks + kConsumers / 32 * kBlockBytes;
   static size_t bytes(int groups) { return 1024 + kTable + 4 * (3 * static_cast<size_t>(groups) + 1); }
@@ -231,17 +232,17 @@ __device__ __forceinline__ void store_row(T* row, int c, int n, const uint4& v) 
   }
 }
 
-// The warp's 16 rows from row `rows` of the tile (the bias is in the accumulators), rounded once, 8 rows
+// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once, 8 rows
 // by 64 columns at a time: stmatrix puts the fragments (lane 4 g + t: columns 2t, 2t + 1 of row g, or g + 8, in
 // each 8-column half of a 16-column block, common/wgmma.cuh's layout) into the warp's 8 x 64 block in shared
 // memory as rows, and each lane loads 16 bytes of a row back and stores them: eight lanes write a row's 128
 // bytes, so that one store instruction touches 4 rows, not 16. A row's 16-byte chunks are XOR-swizzled by the
 // row, so that neither the stmatrix nor the loads meet a bank twice.
-template <class Element, Epilogue Epi>
+template <class Element, bool Bias, Epilogue Epi>
 __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2],
-                                      uint32_t block) {
+                                      const float* bias, uint32_t block) {
   using T = Native<Element>;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
   const int first = t.row0 + rows + 16 * (warp & 3);  // the warp's first row
   const int n = Epi == Epilogue::kGlu ? p.n / 2 : p.n;  // the output's columns
   const int put_row = lane & 7, put_matrix = lane >> 3;  // stmatrix: lane 8 i + r gives row r of matrix i
@@ -258,9 +259,20 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
           const int j = 4 * c + 2 * s + i / 2, k = i % 2;
           const float* a = acc + 8 * j + 2 * (2 * k + h);
           float lo = a[0], hi = a[1];
+          if constexpr (Bias) {
+            const float2 b = *reinterpret_cast<const float2*>(bias + 16 * j + 8 * k + 2 * q);
+            lo += b.x;
+            hi += b.y;
+          }
           if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
-            lo *= sigmoid<T>(a[32]);
-            hi *= sigmoid<T>(a[33]);
+            float gate_lo = a[32], gate_hi = a[33];
+            if constexpr (Bias) {
+              const float2 b = *reinterpret_cast<const float2*>(bias + 64 + 16 * j + 8 * k + 2 * q);
+              gate_lo += b.x;
+              gate_hi += b.y;
+            }
+            lo *= sigmoid<T>(gate_lo);
+            hi *= sigmoid<T>(gate_hi);
           } else {
             lo = activate<Epi, T>(lo);
             hi = activate<Epi, T>(hi);
@@ -306,6 +318,16 @@ __device__ __forceinline__ void pair_turn_give(int pair) {
   }
 }
 
+// The four warps of warpgroup `wg` (named barriers 5 to 8).
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  switch (wg) {
+    case 0: asm volatile("bar.sync 5, 128;\n" ::: "memory"); break;
+    case 1: asm volatile("bar.sync 6, 128;\n" ::: "memory"); break;
+    case 2: asm volatile("bar.sync 7, 128;\n" ::: "memory"); break;
+    default: asm volatile("bar.sync 8, 128;\n" ::: "memory"); break;
+  }
+}
+
 // The dynamic shared memory, from its first 1024-byte boundary.
 __device__ __forceinline__ unsigned char* smem_base() {
   extern __shared__ unsigned char smem_bytes[];
@@ -323,33 +345,21 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
   const int rows = 64 * (wg & 1);                                // this warpgroup's first row of a tile
   const uint32_t a_rows = rows * kBK * sizeof(Element);         // and its bytes into a stage's A
   const bool releases = (threadIdx.x & 31) == 0;                // one arrival per warp
+  float* bias = reinterpret_cast<float*>(smem_base() + P::kBias) + wg * 2 * kBN;
   const uint32_t block = smem + P::kBlocks + (threadIdx.x >> 5) * P::kBlockBytes;  // this warp's 8 x 64
   const int count = units > static_cast<int>(blockIdx.x) ? (units - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   float acc[kBN / 2];
+  int parity = 0;
   Tile t = locate<kOutCols<Epi>>(blockIdx.x + pair * gridDim.x, n_tiles, p.groups, first, start, end);
-  for (int j = pair; j < count; j += 2) {  // the CTA's tiles blockIdx.x + j gridDim.x
-    // The bias starts the accumulators: this thread's columns of the tile's bias row (wgmma's layout: 16 i + 8 h
-    // + 2 q and the next, each for two rows) are loaded before the turn wait, which hides their latency.
-    T bias[kBN / 4];
-    if constexpr (Bias) {
-      const int q = threadIdx.x & 3;
+  for (int j = pair; j < count; j += 2, parity ^= 1) {  // the CTA's tiles blockIdx.x + j gridDim.x
+    T bias_value{};  // this thread's column of the tile's bias row: loaded now, put in shared memory after the
+    if constexpr (Bias) {  // products, so that its latency hides under them rather than delay their issue
+      const int i = threadIdx.x & 127;  // a GLU tile's second half: the gates' bias, N / 2 columns on
+      const int c = (Epi == Epilogue::kGlu && i >= 64 ? p.n / 2 - 64 : 0) + t.n0 + i;
       const T* row = reinterpret_cast<const T*>(p.bias) + t.g * p.group_stride_bias;
-#pragma unroll
-      for (int e = 0; e < kBN / 4; ++e) {  // a GLU tile's second half: the gates' bias, N / 2 columns on
-        const int i = 8 * (e / 2) + 2 * q + e % 2;
-        const int c = (Epi == Epilogue::kGlu && i >= 64 ? p.n / 2 - 64 : 0) + t.n0 + i;
-        bias[e] = c < p.n ? row[c] : T{};
-      }
+      if (c < p.n) bias_value = row[c];
     }
     if (j > 0) pair_turn_wait(pair);  // the other pair has issued tile j - 1's products
-    if constexpr (Bias) {
-#pragma unroll
-      for (int e = 0; e < kBN / 4; ++e) {  // acc[8 i + 2 (2 h + r) + e % 2]: block i, half h, row g + 8 r
-        const float b = static_cast<float>(bias[e]);
-        acc[4 * (e / 2) + e % 2] = b;
-        acc[4 * (e / 2) + 2 + e % 2] = b;
-      }
-    }
     int it = j * k_blocks;            // the ring's count of k-blocks before this one
     for (int kb = 0; kb < k_blocks; ++kb, ++it) {
       const int slot = it % Stages;
@@ -358,8 +368,7 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < kBK / 16; ++ks) {
-        wgmma_ss_m64k16<T, kBN>(acc, wgmma_desc_sw128(a + 32 * ks), wgmma_desc_sw128(b + 32 * ks),
-                                Bias || kb > 0 || ks > 0);
+        wgmma_ss_m64k16<T, kBN>(acc, wgmma_desc_sw128(a + 32 * ks), wgmma_desc_sw128(b + 32 * ks), kb > 0 || ks > 0);
       }
       wgmma_commit();
       if (kb > 0) {  // the k-block before this one is done with its stage
@@ -373,7 +382,13 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
     wgmma_wait<0>();
     if (releases) mbarrier_arrive(empty + 8 * ((it - 1) % Stages));
     wgmma_fence_registers(acc);
-    store<Element, Epi>(p, t, rows, acc, block);
+    // The warpgroup's bias writes are visible; the two parities keep a fast warp's next write off a row that a
+    // slow warp still reads.
+    if constexpr (Bias) {
+      bias[parity * kBN + (threadIdx.x & 127)] = static_cast<float>(bias_value);
+      warpgroup_sync(wg);
+    }
+    store<Element, Bias, Epi>(p, t, rows, acc, bias + parity * kBN, block);
     t = next;
   }
 }
