@@ -134,7 +134,7 @@ EPILOGUE_VARIANTS = (
     EpilogueVariant("plain_epi64", "plain", False, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
     EpilogueVariant("silu_epi64", "silu", True, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
 )
-EPILOGUE_CONFIGS = gemm_config.FUSED_PICKS  # the fused rule's picks (cooperative)
+EPILOGUE_CONFIGS = (gemm_config.FUSED_NARROW, gemm_config.FUSED_WIDE)  # the fused rule's CUTLASS picks
 
 
 def epilogue_spec(variant: EpilogueVariant, config: gemm_config.GemmConfig) -> JitSpec:

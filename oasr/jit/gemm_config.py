@@ -27,11 +27,13 @@ tile-count bands; the bands' edges (66 and 132 tiles) are where the measured win
 A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
 slowest there, and the best of the fused sweep (4 shapes) is cooperative, 128x128 for one wave and
 128x256 (when N >= 256 fills it) for more (``dev/gemm/results/epilogue_h200.txt``). group_gemm's
-direct kernel (:data:`DIRECT`) with bias + SiLU lost to those picks on 7 of the 8 shapes of
-``dev/gemm/results/direct_h200.txt`` (x1.01-1.18 of their time; 24000x2048x512 x0.93, and x1.01 in the run
-before, ``direct_c39d687_h200.txt``), so it runs ``gemm_glu`` only:
-one launch with the gate in the epilogue, x1.04-1.10 of cuBLAS over 2N where the gemm and ``oasr.glu``
-took x1.40-1.57.
+direct kernel (:data:`DIRECT`) takes grids of three waves or more at K <= 512: with its producer warpgroup's
+registers handed to the consumers (setmaxnreg) its bias + SiLU took 13.57 us on 8000x1024x256 (504 tiles) and
+18.75 on 16000x512x512 (500) against 14.10 and 19.58 for the CUTLASS picks, and lost on the one-wave shapes
+(7.33 against 6.76 on 8000x256x256, 11.26 against 11.07 on 1500x2048x512; ``dev/gemm/results/direct_final_h200.txt``).
+Before that change it had lost on 7 of 8 shapes, winning only on 24000x2048x512 (``direct_h200.txt``); at K = 2048
+it trails CUTLASS in group_gemm's sweeps. It always runs ``gemm_glu``: one launch with the gate in the epilogue,
+x0.98-1.01 of cuBLAS over 2N where the gemm and ``oasr.glu`` took x1.39-1.55.
 """
 
 from __future__ import annotations
@@ -145,8 +147,14 @@ PARTIAL_WAVE = GemmConfig(128, 192, 64, 1, 1, "nonpersistent")
 for 128x192 cooperative)."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
+DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
+"""group_gemm's own kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``); for gemm one group of every row, its
+epilogue in registers: the activations, and GLU (``gemm_glu``'s one launch)."""
+FUSED_DIRECT_MIN_TILES = 3 * NUM_SMS_H200
+FUSED_DIRECT_MAX_K = 512
+"""A fused gemm of at least this many 128x128 tiles and K up to this runs on :data:`DIRECT` (the module docstring)."""
 PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
-FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE)
+FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, DIRECT)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
 """The family's representative build (prebuilding, the CPU build test)."""
@@ -161,6 +169,8 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     """
     tiles = batch * -(-m // 128) * -(-n // 128)  # 128x128 output tiles
     if fused:
+        if batch == 1 and tiles >= FUSED_DIRECT_MIN_TILES and k <= FUSED_DIRECT_MAX_K:
+            return DIRECT
         return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else FUSED_NARROW
     if n <= 64:
         return NARROW
@@ -220,9 +230,6 @@ def bmm_variant(dtype: str, b_n_major: bool, config: GemmConfig) -> Variant:
     )
 
 
-DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
-"""group_gemm's own kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``); for gemm one group of every row, its
-epilogue in registers: the activations, and GLU (``gemm_glu``'s one launch)."""
 GROUP_DIRECT_MAX_GROUPS = 1024
 """The direct kernel keeps a table of 12 bytes per group in shared memory beside its six 32 KB stages: up to 1024
 groups fit; more take CUTLASS's kernel."""
