@@ -55,9 +55,19 @@ constexpr int kStages = 6;                     // 32 KB each: one CTA per SM
 // (N / 2 rows on), and the tile stores value * sigmoid(gate), 64 columns.
 enum class Epilogue { kNone = 1, kRelu = 2, kGelu = 3, kGeluTanh = 4, kSilu = 5, kGlu = 6 };
 
-// A tile's output columns.
+// A tile's output columns (also B's rows per TMA box: GLU loads its values and its gates in two boxes).
 template <Epilogue E>
 constexpr int kOutCols = E == Epilogue::kGlu ? kBN / 2 : kBN;
+
+// The output's columns, of a B with `n` rows per group, and the tiles across them.
+template <Epilogue E>
+__host__ __device__ __forceinline__ int out_columns(int n) {
+  return E == Epilogue::kGlu ? n / 2 : n;
+}
+template <Epilogue E>
+__host__ __device__ __forceinline__ int column_tiles(int n) {
+  return (out_columns<E>(n) + kOutCols<E> - 1) / kOutCols<E>;
+}
 
 __device__ __forceinline__ float tanh_approx(float x) {
   float t;
@@ -244,7 +254,7 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
   const int first = t.row0 + rows + 16 * (warp & 3);  // the warp's first row
-  const int n = Epi == Epilogue::kGlu ? p.n / 2 : p.n;  // the output's columns
+  const int n = out_columns<Epi>(p.n);
   const int put_row = lane & 7, put_matrix = lane >> 3;  // stmatrix: lane 8 i + r gives row r of matrix i
   const int get_row = lane >> 3, get_chunk = lane & 7;   // loads: rows get_row and get_row + 4, one chunk
 #pragma unroll
@@ -414,8 +424,7 @@ __global__ void __launch_bounds__(kThreads, 1) GroupGemmKernel(const __grid_cons
   grid_dependency_wait();  // the offsets and A may come from the kernel before; D may still be read by it
   grid_dependency_trigger();
   const int tiles = group_table(p, first, start, end);  // its barriers also publish the mbarriers
-  constexpr int kCols = kOutCols<Epi>;
-  const int n_tiles = ((Epi == Epilogue::kGlu ? p.n / 2 : p.n) + kCols - 1) / kCols, k_blocks = (p.k + kBK - 1) / kBK;
+  const int n_tiles = column_tiles<Epi>(p.n), k_blocks = (p.k + kBK - 1) / kBK;
   const int units = tiles * n_tiles;
   if (threadIdx.x >= kConsumers) {  // registers to the consumers: 24 x 128 + 112 x 512 fit the SM's 65536
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
@@ -448,7 +457,7 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
                               static_cast<uint64_t>(p.groups)};
   const uint64_t b_strides[2] = {static_cast<uint64_t>(p.ldb) * sizeof(Element),
                                  static_cast<uint64_t>(p.group_stride_b) * sizeof(Element)};
-  const uint32_t b_box[3] = {direct::kBK, Epi == direct::Epilogue::kGlu ? direct::kBN / 2 : direct::kBN, 1};
+  const uint32_t b_box[3] = {direct::kBK, direct::kOutCols<Epi>, 1};
   if (!encode_tensor_map(&params.a_map, type, p.a, 2, a_dims, a_strides, a_box) ||
       !encode_tensor_map(&params.b_map, type, p.b, 3, b_dims, b_strides, b_box)) {
     return cudaErrorInvalidValue;
@@ -460,8 +469,7 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (error != cudaSuccess) return error;
   // Tiles: at most one partial tile per non-empty group beyond the rows' own.
-  constexpr int kCols = direct::kOutCols<Epi>;
-  const int64_t n_tiles = ((Epi == direct::Epilogue::kGlu ? p.n / 2 : p.n) + kCols - 1) / kCols;
+  const int64_t n_tiles = direct::column_tiles<Epi>(p.n);
   const int64_t tiles = ((p.rows + direct::kBM - 1) / direct::kBM + std::min(p.groups, p.rows)) * n_tiles;
   const unsigned grid = static_cast<unsigned>(std::min<int64_t>(tiles, p.sm_count));
   void* args[] = {&params};
