@@ -7,12 +7,14 @@ bare, with each fused epilogue and as ``gemm_glu``'s one launch (needs an sm90 G
     python dev/gemm/direct.py --ncu plain bias silu   # launch these on the direct kernel for ncu (h200.sh direct-ncu)
     python dev/gemm/direct.py --summarise source.csv  # ncu's source page of one kernel: the epilogue's instructions
     python dev/gemm/direct.py --variants dev/gemm/variants/direct-bias-acc.patch ...  # also the kernel so edited
+    python dev/gemm/direct.py --dtype float16 ...   # fp16 inputs (default bfloat16)
 
 Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM (CUTLASS's epilogue took
 1.12-1.39x) and ``gemm_glu`` for <= 1.1x a bare GEMM with the same 2N (it was a GEMM into [..., 2N] and
 ``oasr.glu``). Per shape of the harness's gemm sweep and its 600 TFLOP/s case: ``cublas`` (``torch.mm``), the rule's
 bare pick (``oasr.gemm``), ``direct`` (``gemm_config.DIRECT``) bare and with a bias and each activation, the rule's
-fused pick with bias + SiLU (CUTLASS) and torch's ``F.silu(F.linear(...))``. Per shape of the gemm_glu sweep:
+fused pick with bias + SiLU, CUTLASS's fused pick for the shape (``gemm_config.choose_cutlass_fused``) and torch's
+``F.silu(F.linear(...))``. Per shape of the gemm_glu sweep:
 cuBLAS and the rule over 2N, ``oasr.gemm_glu`` (the direct kernel's GLU), the two-kernel form and torch's.
 Timing: the harness's CUDA-graph replay, backends in turn, input sets rotated past the L2 (``time_interleaved``);
 ``eager us`` is the host's wall time per call of a loop of eager calls, launch included.
@@ -62,17 +64,18 @@ def glu_shapes() -> list[tuple[int, int, int]]:
     return [(c["m"], c["n"], c["k"]) for c in get_op("gemm_glu").default_sweep]
 
 
-def modules() -> None:
-    """Every module the run uses, built in parallel: the direct ones (both dtypes: the tests' too) and the rule's
-    picks (bare, bias, SiLU)."""
-    dtypes = gemm_config.DTYPES
-    variants = [gemm_config.gemm_variant(d, e, gemm_config.DIRECT) for d in dtypes for e in DIRECT_EPILOGUES]
+def modules(dtype: str) -> None:
+    """Every module the run uses, built in parallel: the direct ones (both dtypes: the tests' too) and, in
+    ``dtype``, the rule's picks (bare, bias, SiLU) and CUTLASS's fused picks."""
+    direct = gemm_config.DIRECT
+    variants = [gemm_config.gemm_variant(d, e, direct) for d in gemm_config.DTYPES for e in DIRECT_EPILOGUES]
     for m, n, k in gemm_shapes():
-        variants.append(gemm_config.gemm_variant("bfloat16", "plain", gemm_config.choose(m, n, k)))
-        variants.append(gemm_config.gemm_variant("bfloat16", "silu", gemm_config.choose(m, n, k, fused=True)))
+        variants.append(gemm_config.gemm_variant(dtype, "plain", gemm_config.choose(m, n, k)))
+        variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose(m, n, k, fused=True)))
+        variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose_cutlass_fused(m, n)))
     for m, n, k in glu_shapes():
-        variants.append(gemm_config.gemm_variant("bfloat16", "plain", gemm_config.choose(m, 2 * n, k)))
-        variants.append(gemm_config.gemm_variant("bfloat16", "bias", gemm_config.choose(m, 2 * n, k, fused=True)))
+        variants.append(gemm_config.gemm_variant(dtype, "plain", gemm_config.choose(m, 2 * n, k)))
+        variants.append(gemm_config.gemm_variant(dtype, "bias", gemm_config.choose(m, 2 * n, k, fused=True)))
     unique = {v.name: v for v in variants}
     build_all([GEMM.jit_spec(variant=v) for v in unique.values()])
 
@@ -80,15 +83,15 @@ def modules() -> None:
 VARIANT_EPILOGUES = ("plain", "bias", "silu", "glu")
 
 
-def variant_modules(patches: list[Path]) -> dict[str, dict[str, object]]:
-    """Per patch (a diff of ``include/``), the bf16 direct modules of :data:`VARIANT_EPILOGUES` built with it, in
-    parallel: {patch name: {epilogue: module}}."""
+def variant_modules(patches: list[Path], dtype: str) -> dict[str, dict[str, object]]:
+    """Per patch (a diff of ``include/``), the direct modules of :data:`VARIANT_EPILOGUES` in ``dtype`` built with
+    it, in parallel: {patch name: {epilogue: module}}."""
     specs = {}
     for patch in patches:
         name, include = patched_include(patch)
         for epilogue in VARIANT_EPILOGUES:
-            variant = gemm_config.gemm_variant("bfloat16", epilogue, gemm_config.DIRECT)
-            specs[name, epilogue] = variant_spec(GEMM, f"{name}_{epilogue}", include, variant)
+            variant = gemm_config.gemm_variant(dtype, epilogue, gemm_config.DIRECT)
+            specs[name, epilogue] = variant_spec(GEMM, f"{name}_{variant.name}", include, variant)
     build_all(list(specs.values()))
     found: dict[str, dict[str, object]] = {}
     for (name, epilogue), spec in specs.items():
@@ -101,6 +104,12 @@ def launch(module: object, i: dict, epilogue: str, out: str = "out") -> torch.Te
     bias = None if epilogue == "plain" else i["bias"]
     module.gemm(i[out][None], i["x"][None], i["weight"][None], bias, gemm_config.epilogue_code(epilogue))
     return i[out]
+
+
+def cutlass_silu(i: dict, config: gemm_config.GemmConfig) -> torch.Tensor:
+    """``i["out"]`` = bias + SiLU on CUTLASS's ``config``, through the Python layer."""
+    gemm_module._linear(i["x"], i["weight"], i["bias"], "silu", i["out"], config)
+    return i["out"]
 
 
 def direct(i: dict, epilogue: str, out: str = "out") -> torch.Tensor:
@@ -129,10 +138,12 @@ def check(name: str, label: str, result: torch.Tensor, expected: torch.Tensor, r
     return 0 if errors["passed"] else 1
 
 
-def gemm_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict) -> int:
+def gemm_table(m: int, n: int, k: int, dtype: torch.dtype, variants: dict) -> int:
     bare, fused = gemm_config.choose(m, n, k), gemm_config.choose(m, n, k, fused=True)
-    label = f"{m}x{n}x{k}  (rule: bare {bare.name}, fused {fused.name})"
-    sets = op_input_sets(get_op("gemm"), {"m": m, "n": n, "k": k}, torch.bfloat16, max_sets=8)
+    cutlass = gemm_config.choose_cutlass_fused(m, n)
+    label = f"{m}x{n}x{k} {dtype}  (rule: bare {bare.name}, fused {fused.name}; CUTLASS fused {cutlass.name})"
+    rtol, atol = get_op("gemm").tolerance(dtype)
+    sets = op_input_sets(get_op("gemm"), {"m": m, "n": n, "k": k}, dtype, max_sets=8)
     i, failed = sets[0], 0
     x, w, b = i["x"].double(), i["weight"].double(), i["bias"].double()
     expected = {"plain": x @ w.T, "bias": x @ w.T + b, **{a: TORCH_ACT[a](x @ w.T + b) for a in ACTIVATIONS}}
@@ -142,6 +153,8 @@ def gemm_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict)
     i["out"].fill_(float("nan"))
     failed += check("rule silu", label, oasr.gemm(i["x"], i["weight"], i["bias"], "silu", out=i["out"]),
                     expected["silu"], rtol, atol)  # fmt: skip
+    i["out"].fill_(float("nan"))
+    failed += check("cutlass silu", label, cutlass_silu(i, cutlass), expected["silu"], rtol, atol)
     for name, found in variants.items():
         for epilogue in ("plain", "bias", "silu"):
             i["out"].fill_(float("nan"))
@@ -152,6 +165,7 @@ def gemm_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict)
         "rule": [lambda s=s: oasr.gemm(s["x"], s["weight"], out=s["out"]) for s in sets],
         **{f"direct {e}": [lambda s=s, e=e: direct(s, e) for s in sets] for e in expected},
         "rule bias+silu": [lambda s=s: oasr.gemm(s["x"], s["weight"], s["bias"], "silu", out=s["out"]) for s in sets],
+        "cutlass bias+silu": [lambda s=s: cutlass_silu(s, cutlass) for s in sets],
         "torch bias+silu": [lambda s=s: F.silu(F.linear(s["x"], s["weight"], s["bias"])) for s in sets],
     }
     for name, found in variants.items():
@@ -161,11 +175,12 @@ def gemm_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict)
     return failed
 
 
-def glu_table(m: int, n: int, k: int, rtol: float, atol: float, variants: dict) -> int:
-    label = f"gemm_glu {m}x{n}x{k} (2N = {2 * n})"
-    sets = op_input_sets(get_op("gemm_glu"), {"m": m, "n": n, "k": k}, torch.bfloat16, max_sets=8)
+def glu_table(m: int, n: int, k: int, dtype: torch.dtype, variants: dict) -> int:
+    label = f"gemm_glu {m}x{n}x{k} {dtype} (2N = {2 * n})"
+    rtol, atol = get_op("gemm_glu").tolerance(dtype)
+    sets = op_input_sets(get_op("gemm_glu"), {"m": m, "n": n, "k": k}, dtype, max_sets=8)
     for s in sets:
-        s["wide"] = torch.empty(m, 2 * n, dtype=torch.bfloat16, device="cuda")
+        s["wide"] = torch.empty(m, 2 * n, dtype=dtype, device="cuda")
     i = sets[0]
     i["out"].fill_(float("nan"))
     reference = F.glu(F.linear(i["x"].double(), i["weight"].double(), i["bias"].double()), -1)
@@ -246,9 +261,10 @@ def main() -> int:
     parser.add_argument("--build", action="store_true", help="build the modules and stop (no GPU needed)")
     parser.add_argument("--ncu", nargs="+", metavar="EPILOGUE", help="launch these epilogues for ncu (no timing)")
     parser.add_argument("--summarise", type=Path, metavar="CSV", help="summarise ncu's source page of one kernel")
-    help = "also the direct kernel with each diff of include/ (bf16: plain, bias, SiLU, GLU)"
+    help = "also the direct kernel with each diff of include/ (plain, bias, SiLU, GLU)"
     parser.add_argument("--variants", nargs="+", type=Path, default=[], metavar="PATCH", help=help)
     parser.add_argument("--issue-shapes", action="store_true", help="issue 17's four gemm shapes only (and GLU's)")
+    parser.add_argument("--dtype", choices=gemm_config.DTYPES, default="bfloat16", help="the inputs' dtype")
     args = parser.parse_args()
     if args.summarise:
         summarise_source(args.summarise)
@@ -258,13 +274,13 @@ def main() -> int:
     if args.ncu:
         ncu_targets(args.ncu)
         return 0
-    modules()
-    variants = variant_modules(args.variants) if args.variants else {}
+    modules(args.dtype)
+    variants = variant_modules(args.variants, args.dtype) if args.variants else {}
     if args.build:
         return 0
-    rtol, atol = get_op("gemm").tolerance(torch.bfloat16)
-    failed = sum(gemm_table(m, n, k, rtol, atol, variants) for m, n, k in gemm_shapes(args.issue_shapes))
-    failed += sum(glu_table(m, n, k, rtol, atol, variants) for m, n, k in glu_shapes())
+    dtype = getattr(torch, args.dtype)
+    failed = sum(gemm_table(m, n, k, dtype, variants) for m, n, k in gemm_shapes(args.issue_shapes))
+    failed += sum(glu_table(m, n, k, dtype, variants) for m, n, k in glu_shapes())
     print(f"\n{failed} wrong results" if failed else "\nevery checked result matched float64")
     return 1 if failed else 0
 

@@ -10,7 +10,7 @@
 # direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, dev/gemm/direct.py (the direct
 #           kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks), then
 #           those tests under compute-sanitizer memcheck and racecheck (DIRECT_ARGS: direct.py's options, e.g.
-#           "--variants dev/gemm/variants/direct-bias-acc.patch --issue-shapes");
+#           "--variants dev/gemm/variants/direct-bias-acc.patch --issue-shapes" or "--dtype float16");
 # direct-variants: (not by default) dev/gemm/direct.py $DIRECT_ARGS alone.
 # direct-ncu: (not by default) the direct kernel bare, with a bias and with bias + SiLU under ncu (two shapes), and
 #           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv;

@@ -171,7 +171,7 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     if fused:
         if batch == 1 and tiles >= FUSED_DIRECT_MIN_TILES and k <= FUSED_DIRECT_MAX_K:
             return DIRECT
-        return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else FUSED_NARROW
+        return choose_cutlass_fused(m, n, batch)
     if n <= 64:
         return NARROW
     if 2 * tiles <= NUM_SMS_H200:
@@ -181,6 +181,13 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     if batch * -(-m // 128) * -(-n // 192) <= NUM_SMS_H200:
         return PARTIAL_WAVE
     return MANY_WAVES
+
+
+def choose_cutlass_fused(m: int, n: int, batch: int = 1) -> GemmConfig:
+    """CUTLASS's configuration for a fused ``[m, k] x [k, n]`` problem (what :func:`choose` gives the shapes it keeps
+    off the direct kernel): 128x256 cooperative where the grid is over a wave and N fills the tile, else 128x128."""
+    tiles = batch * -(-m // 128) * -(-n // 128)
+    return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else FUSED_NARROW
 
 
 SIGMOID_BY_TANH = "-DCUTLASS_USE_TANH_FOR_SIGMOID"
