@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from profiling.harness.ops import get_op
+from profiling.nsight import packing, sweep
 from profiling.nsight import recordings as store
-from profiling.nsight import sweep
 from profiling.nsight.recordings import DamagedRecordingWarning
 from profiling.nsight.runner import NcuFailedError
 from profiling.nsight.sweep import MissingRecordingWarning, NoRecordingError, profile_sweep
@@ -38,11 +38,11 @@ SIZES = [dict(c) for c in get_op("scale").default_sweep]
 
 
 def committed_report() -> Path:
-    found = sorted(COMMITTED.glob("roofline-*.ncu-rep"))
+    found = packing.stored(COMMITTED, "roofline-*")
     if not found:
         pytest.skip(f"no committed recording of scale in {COMMITTED}")
     pytest.importorskip("ncu_report", reason="NVIDIA's ncu_report reader (pip install ncu-report) is needed")
-    return found[0]
+    return packing.readable(found[0])
 
 
 def entries(configs=SIZES, backends=("oasr", "torch"), dtype="float16"):

@@ -14,6 +14,7 @@ import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
 
 from profiling.analysis import roofline as RL
+from profiling.nsight import packing
 from profiling.nsight.presets import CEILING_COLUMNS, counter_ceilings
 from profiling.nsight.reader import ReportTables, read_report
 
@@ -30,8 +31,7 @@ RECORDINGS = ALL_RECORDINGS / "scale"
 
 @cache
 def _roofline_reports() -> tuple[ReportTables, ...]:
-    paths = sorted(p for p in RECORDINGS.rglob("*.ncu-rep") if not p.name.startswith("."))
-    tables = [read_report(p) for p in paths]
+    tables = [read_report(packing.readable(p)) for p in packing.stored(RECORDINGS)]
     return tuple(t for t in tables if t.launches[["l2_bytes", "flop"]].notna().all(axis=None))
 
 

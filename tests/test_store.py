@@ -25,8 +25,8 @@ import pytest
 from oasr.jit.families import FAMILIES, NORM, SCALE
 from profiling import files
 from profiling.harness.ops import OPS, get_op
+from profiling.nsight import packing, sweep
 from profiling.nsight import recordings as store
-from profiling.nsight import sweep
 from profiling.nsight.runner import NcuTimeoutError, NoGpuError
 from profiling.nsight.sweep import MissingRecordingWarning, NoRecordingError, profile_sweep
 from profiling.nsight.worker import EVENT_PREFIX
@@ -413,8 +413,8 @@ def test_real_report_through_store_and_replay(tmp_path, monkeypatch):
     monkeypatch.setattr(sweep, "gpu_available", lambda: False)
     profiles = store.ProfileStore("h200", "scale", tmp_path)
     staged = profiles.temp_report_path()
-    (recording,) = COMMITTED.glob("roofline-*.ncu-rep")
-    shutil.copyfile(recording, staged)
+    (recording,) = packing.stored(COMMITTED, "roofline-*")
+    shutil.copyfile(packing.readable(recording), staged)
     sizes = list(get_op("scale").default_sweep)
     profiles.save(staged, entries(sizes), preset="roofline", source_hash="dev", provenance={"gpu": "NVIDIA H200"})
     result = profile_sweep("scale", configs=sizes[1:3], reports_dir=tmp_path)  # a subset of the report

@@ -4,9 +4,10 @@ An ``.ncu-rep`` compresses 3-7x, and the large ones (source-preset reports carry
 SASS; a grouped GEMM's roofline sweep holds hundreds of launches) would otherwise push the repository past
 what a device run carries (64 MiB). A recording's sidecar, digest and name stay those of the plain report;
 :func:`readable` gives the path to read, decompressing a packed report once into ``~/.cache/oasr/ncu-reports``
-(``$OASR_REPORT_CACHE``), where the copy is named by the packed file's digest.
+(``$OASR_REPORT_CACHE``), where the copy keeps the report's name in a folder named by the packed file's digest;
+:func:`stored` lists a folder's reports, plain or packed, by their plain names.
 
-    python -m profiling.nsight.packing reports/h200     # pack every report of 2 MB or more under it
+    python -m profiling.nsight.packing reports/h200     # pack every report of 0.5 MB or more under it
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from pathlib import Path
 from ..files import TMP_PREFIX, cached_digest
 
 PACKED_SUFFIX = ".gz"
-MIN_PACKED_BYTES = 2_000_000
-"""Reports from this size on are packed: the ten largest committed ones, 44 of 87 MB of the tree."""
+MIN_PACKED_BYTES = 500_000
+"""Reports from this size on are packed: every committed one (0.7-4.4 MB plain); at 2 MB the eleven below it
+still took 9.6 of the tree's 50 MB, and the tree and a notebook run's wheels no longer fitted in a device run."""
 
 
 def cache_dir() -> Path:
@@ -39,14 +41,23 @@ def exists(report: Path) -> bool:
     return report.is_file() or packed(report).is_file()
 
 
+def stored(folder: Path, pattern: str = "*") -> list[Path]:
+    """The reports under ``folder`` whose names match ``pattern`` (``<pattern>.ncu-rep``), plain or packed, each by
+    its plain path (read it through :func:`readable`), sorted."""
+    plain = {p for p in folder.glob(f"{pattern}.ncu-rep")}
+    plain |= {p.with_name(p.name.removesuffix(PACKED_SUFFIX)) for p in folder.glob(f"{pattern}.ncu-rep{PACKED_SUFFIX}")}
+    return sorted(p for p in plain if not p.name.startswith(TMP_PREFIX))
+
+
 def readable(report: str | Path) -> Path:
     """``report`` itself when it is a plain file, else its packed form decompressed into the cache (once per
-    packed content); a report stored neither way comes back unchanged, for the caller's "missing" error."""
+    packed content, under the report's own name); a report stored neither way comes back unchanged, for the
+    caller's "missing" error."""
     report = Path(report)
     source = packed(report)
     if report.is_file() or not source.is_file():
         return report
-    target = cache_dir() / f"{cached_digest(source)[1][:16]}-{report.name}"
+    target = cache_dir() / cached_digest(source)[1][:16] / report.name
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = target.with_name(f"{TMP_PREFIX}{os.getpid()}-{target.name}")
