@@ -18,7 +18,7 @@ from profiling.provenance import REPO_ROOT
 CUDA = torch.cuda.is_available()
 
 RECORDINGS = REPO_ROOT / "reports" / "h200" / "profiles"
-"""Committed Nsight Compute recordings made on the H200 (searched recursively for ``*.ncu-rep``)."""
+"""Committed Nsight Compute recordings made on the H200 (``<op>/<name>.ncu-rep``, most packed: ``packing.stored``)."""
 requires_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (none on this machine)")
 
 FLOAT_DTYPES = [torch.float32, torch.float16, torch.bfloat16]

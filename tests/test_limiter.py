@@ -54,7 +54,7 @@ def test_large_gemm_is_tensor_pipe_bound_against_the_dense_peak() -> None:
     _, table = _replayed("gemm")
     row = _row(table, "oasr", "k=2048,m=16000,n=256")
     assert row["limiter"] == "tensor-pipe"
-    assert row["sentence"].startswith("tensor-pipe-bound: tensor pipe at 50% of its dense peak (DRAM 42%")
+    assert row["sentence"].startswith("tensor-pipe-bound: tensor pipe at 50% of its dense peak (DRAM 41%")
 
 
 def test_advice_sits_beside_each_sentence() -> None:

@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from profiling.analysis import plots as P
 from profiling.analysis import roofline as RL
+from profiling.nsight import packing
 from profiling.nsight.presets import counter_ceilings
 from profiling.nsight.reader import ReportTables, read_report
 
@@ -31,8 +32,7 @@ RECORDINGS = ALL_RECORDINGS / "scale"
 
 @cache
 def _roofline_report() -> ReportTables:
-    paths = sorted(p for p in RECORDINGS.rglob("*.ncu-rep") if not p.name.startswith("."))
-    tables = [read_report(p) for p in paths]
+    tables = [read_report(p) for p in packing.stored(RECORDINGS)]
     tables = [t for t in tables if t.launches[["l2_bytes", "flop"]].notna().all(axis=None)]
     assert tables, f"no roofline-preset report under {RECORDINGS}"
     return max(tables, key=lambda t: len(t.launches))

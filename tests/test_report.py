@@ -18,6 +18,7 @@ import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
 
 from profiling.harness.ops import OPS
+from profiling.nsight import packing
 from profiling.nsight import reader as R
 from profiling.nsight.presets import PRESETS, ROOFLINE_METRICS, ncu_args
 from profiling.nsight.reader import ReportTables, read_report, tables_from_actions
@@ -32,14 +33,13 @@ RECORDINGS = ALL_RECORDINGS / "scale"
 
 @cache
 def _reports() -> dict[Path, ReportTables]:
-    paths = sorted(p for p in RECORDINGS.rglob("*.ncu-rep") if not p.name.startswith("."))
-    return {p: read_report(p) for p in paths}
+    return {p: read_report(p) for p in packing.stored(RECORDINGS)}
 
 
 @pytest.fixture(scope="module")
 def reports() -> dict[Path, ReportTables]:
     found = _reports()
-    assert found, f"no .ncu-rep under {RECORDINGS}"
+    assert found, f"no recording under {RECORDINGS}"
     return found
 
 
@@ -53,7 +53,7 @@ def roofline_reports(reports: dict[Path, ReportTables]) -> dict[Path, ReportTabl
 
 def _raw(path: Path) -> list[Any]:
     ncu_report = R.import_ncu_report()
-    rep = ncu_report.load_report(str(path))
+    rep = ncu_report.load_report(str(packing.readable(path)))
     return [
         rep.range_by_idx(i).action_by_idx(j) for i in range(rep.num_ranges()) for j in range(len(rep.range_by_idx(i)))
     ]
@@ -318,8 +318,10 @@ def test_missing_file_and_missing_reader(monkeypatch: pytest.MonkeyPatch, tmp_pa
 def test_every_committed_recording_reads_back_for_its_op() -> None:
     folders = sorted(p for p in ALL_RECORDINGS.iterdir() if p.is_dir())
     assert [f.name for f in folders] == sorted(OPS)  # every op of the harness is recorded
-    for folder in folders:
-        for path in folder.glob("*.ncu-rep"):
+    for folder in folders:  # the roofline sweeps (test_source reads the source-preset ones, oasr's alone)
+        stored = packing.stored(folder, "roofline-*")
+        assert stored, f"no roofline recording in {folder}"
+        for path in stored:
             launches = read_report(path).launches
             assert set(launches["op"]) == {folder.name} and set(launches["backend"]) == {"oasr", "torch"}
             assert launches["duration_s"].gt(0).all() and launches["dram_bytes"].gt(0).all()
