@@ -6,6 +6,7 @@
 #include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
 #include "gemm_epilogue.h"
+#include "group_gemm_sm90.h"
 
 namespace {
 
@@ -19,29 +20,13 @@ constexpr int kStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::di
 
 void run_direct(TensorView output, TensorView input, TensorView weight, Optional bias) {
   using Element = oasr::gemm::config::Element;
-  using oasr::gemm::icheck_tma_view;
-  using oasr::gemm::row_stride;
-  icheck_tma_view(input, "input");
-  icheck_tma_view(weight, "weight");
-  icheck_tma_view(output, "out");
+  oasr::gemm::GroupGemmParams<Element> p = oasr::gemm::group_operands<Element>(output, input, weight);
   const int64_t m = input.size(1), k = input.size(2), n = output.size(2), weight_rows = weight.size(1);
   TVM_FFI_ICHECK(input.size(0) == 1 && weight.size(0) == 1 && output.size(0) == 1 && output.size(1) == m &&
                  weight.size(2) == k && weight_rows == (kGlu ? 2 * n : n))
       << "expected out [1, M, N], input [1, M, K] and weight [1, " << (kGlu ? "2N" : "N") << ", K]";
   TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && m < (1LL << 31) && weight_rows < (1LL << 31) && k < (1LL << 31))
       << "extents must be positive and below 2^31 (the Python API handles empty problems)";
-  oasr::gemm::GroupGemmParams<Element> p;
-  p.groups = 1;
-  p.rows = static_cast<int>(m);
-  p.n = static_cast<int>(weight_rows);
-  p.k = static_cast<int>(k);
-  p.a = data_ptr<const Element>(input);
-  p.lda = row_stride(input);
-  p.b = data_ptr<const Element>(weight);
-  p.ldb = row_stride(weight);
-  p.group_stride_b = weight_rows * p.ldb;
-  p.d = data_ptr<Element>(output);
-  p.ldd = row_stride(output);
   if (bias.has_value()) {
     TensorView v = bias.value();
     TVM_FFI_ICHECK(v.ndim() == 1 && v.size(0) == weight_rows && (weight_rows == 1 || v.stride(0) == 1) &&
@@ -50,8 +35,6 @@ void run_direct(TensorView output, TensorView input, TensorView weight, Optional
     p.bias = data_ptr<const Element>(v);
     p.group_stride_bias = weight_rows;
   }
-  p.device = input.device().device_id;
-  p.sm_count = oasr::multiprocessor_count(p.device);
   const cudaStream_t stream = get_stream(input.device());
   const cudaError_t status =
       bias.has_value() ? oasr::gemm::RunDirectGroup<Element, kStages, true, kEpilogue>(p, false, stream)

@@ -6,7 +6,7 @@
 #include <oasr/gemm/sm90_group_gemm.cuh>
 #include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
-#include "gemm_sm90.h"
+#include "group_gemm_sm90.h"
 
 namespace {
 
@@ -50,11 +50,7 @@ int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
 void group_gemm(TensorView output, TensorView input, TensorView weight, TensorView offsets, Optional bias,
                 TensorView workspace, TensorView error, bool pdl) {
   using Element = oasr::gemm::config::Element;
-  using oasr::gemm::icheck_tma_view;
-  using oasr::gemm::row_stride;
-  icheck_tma_view(input, "input");
-  icheck_tma_view(weight, "weight");
-  icheck_tma_view(output, "out");
+  oasr::gemm::GroupGemmParams<Element> p = oasr::gemm::group_operands<Element>(output, input, weight);
   const int64_t rows = input.size(1), k = input.size(2), groups = weight.size(0), n = weight.size(1);
   TVM_FFI_ICHECK(input.size(0) == 1 && output.size(0) == 1 && output.size(1) == rows && output.size(2) == n &&
                  weight.size(2) == k)
@@ -70,19 +66,7 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
                      group_gemm_workspace_size(groups, input.device().device_id))
       << "`workspace` must be a 128-byte aligned CUDA buffer of group_gemm_workspace_size bytes";
   TVM_FFI_ICHECK(error.numel() >= 1 && error.dtype() == kInt32) << "`error` must be a host-mapped int32";
-  oasr::gemm::GroupGemmParams<Element> p;
-  p.groups = static_cast<int>(groups);
-  p.rows = static_cast<int>(rows);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
   p.offsets = data_ptr<const int32_t>(offsets);
-  p.a = data_ptr<const Element>(input);
-  p.lda = row_stride(input);
-  p.b = data_ptr<const Element>(weight);
-  p.ldb = row_stride(weight);
-  p.group_stride_b = oasr::gemm::batch_stride(weight, p.ldb);
-  p.d = data_ptr<Element>(output);
-  p.ldd = row_stride(output);
   TVM_FFI_ICHECK(bias.has_value() == (OASR_GROUP_GEMM_BIAS == 1))
       << "this group_gemm module was built " << (OASR_GROUP_GEMM_BIAS ? "with" : "without") << " a bias";
   if (bias.has_value()) {
@@ -94,8 +78,6 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
     p.group_stride_bias = groups > 1 ? v.stride(0) : n;
   }
   p.error = data_ptr<int>(error);
-  p.device = input.device().device_id;
-  p.sm_count = oasr::multiprocessor_count(p.device);
 #if OASR_GROUP_GEMM_DIRECT
   cudaError_t status = oasr::gemm::RunDirectGroup<Element, kDirectStages, OASR_GROUP_GEMM_BIAS == 1>(
       p, pdl, get_stream(input.device()));
