@@ -278,11 +278,12 @@ GEMM = Family(
         "tile. The bias and the activation are an epilogue visitor tree computed on the accumulators and "
         "rounded once. Each (dtype, epilogue, tile, cluster, schedule) is its own JIT module, built on first "
         "use; `oasr/jit/gemm_config.py` chooses one per shape by a rule read off `dev/gemm/tune.py`'s "
-        "H200 table (`dev/gemm/results/tune_h200.txt`): 128x128 ping-pong tiles for most shapes, non-persistent "
-        "tiles for grids of one wave or less, cooperative for long K and for the bias/activation epilogues. "
-        "`gemm_glu` is one launch of group_gemm's own kernel "
-        "(`include/oasr/gemm/sm90_group_gemm_direct.cuh`, every row one group): each tile's B holds 64 weight rows "
-        "and their 64 gate rows, and its epilogue stores value * sigmoid(gate)."
+        "H200 table (`dev/gemm/results/tune_h200.txt`): 128x128 ping-pong tiles for most shapes (long K too), "
+        "non-persistent tiles for grids of one wave or less, cooperative for the bias/activation epilogues below "
+        "three waves or at long K. Fused grids of three waves or more at K <= 512, and `gemm_glu`, run as one "
+        "launch of group_gemm's own kernel (`include/oasr/gemm/sm90_group_gemm_direct.cuh`, every row one group, "
+        "its epilogue in registers); for `gemm_glu` each tile's B holds 64 weight rows and their 64 gate rows, and "
+        "the epilogue stores value * sigmoid(gate)."
     ),
     headers=("oasr/gemm/sm90_gemm.cuh", "oasr/gemm/sm90_group_gemm_direct.cuh"),
     capabilities=(90,),
