@@ -16,11 +16,11 @@ the best configuration per shape of this sweep's H200 run (``dev/gemm/results/tu
 The epilogue study: the fused bias+SiLU epilogue (CUTLASS's LinCombPerColBiasEltAct visitor tree) ran
 at about half the bare GEMM's speed in the d238755 run, slowest with ping-pong. :data:`EPILOGUE_VARIANTS`
 splits the cost (the bias broadcast: a synchronous gmem->smem load and a barrier per tile in
-Sm90RowBroadcast; a cheap activation; SiLU) and tries fixes: ``--use_fast_math``, SiLU with
-``__expf`` and ``__fdividef`` and a wider epilogue sub-tile (both ``dev/gemm/epilogue.cu``, which says
-what CUTLASS's accurate SiLU's SASS shows). At 7d8b06f the sigmoid as one ``tanh.approx`` (CUTLASS's
-``CUTLASS_USE_TANH_FOR_SIGMOID``) won every shape (``results/epilogue_h200.txt``) and became the
-production SiLU (``gemm_config.SIGMOID_BY_TANH``). Each is timed next to cuBLAS and torch.
+Sm90RowBroadcast; a cheap activation; SiLU) and tries fixes: ``--use_fast_math`` and a wider epilogue
+sub-tile (``dev/gemm/epilogue.cu``). At 7d8b06f the sigmoid as one ``tanh.approx`` won every shape
+(``results/epilogue_h200.txt``, where ``silu`` is CUTLASS's IEEE-divide SiLU, ``silu_fast`` the ``__expf`` and
+``__fdividef`` form and ``silu_tanh`` the tanh one): production's SiLU (``oasr::gemm::Silu``) is the tanh form
+for bf16 and the ``__expf`` one for fp16. Each is timed next to cuBLAS and torch.
 
 The wave study (issue 17): 8000x256x256 (x0.94 of cuBLAS, 126 tiles of 128x128 with 4 K blocks each)
 and 1500x2048x512 (x0.84, 192 tiles: 1.45 waves) were below the x0.95 target at 7d8b06f.
@@ -130,7 +130,6 @@ EPILOGUE_VARIANTS = (
     EpilogueVariant("silu_nobias", "silu", False, ping_pong_too=True),  # a null bias: no bias loads
     EpilogueVariant("gelu_tanh", "gelu_tanh", True),  # one tanh.approx an element too
     EpilogueVariant("silu_fastmath", "silu", True, ("--use_fast_math",), ping_pong_too=True),
-    EpilogueVariant("silu_fast", "silu", True, ("-DOASR_GEMM_DEV_FAST_SILU",), True, ping_pong_too=True),
     EpilogueVariant("plain_epi64", "plain", False, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
     EpilogueVariant("silu_epi64", "silu", True, ("-DOASR_GEMM_DEV_EPI_TILE_N=64",), True),
 )

@@ -190,13 +190,6 @@ def choose_cutlass_fused(m: int, n: int, batch: int = 1) -> GemmConfig:
     return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else FUSED_NARROW
 
 
-SIGMOID_BY_TANH = "-DCUTLASS_USE_TANH_FOR_SIGMOID"
-"""bf16 SiLU's sigmoid as 0.5 + 0.5 tanh(x / 2), one ``tanh.approx`` (absolute error below 2.5e-4 on
-the sigmoid), instead of CUTLASS's ``expf`` and IEEE divide, whose slow-path branch made the fused
-SiLU epilogue 1.6-3.3x the plain GEMM on the H200 (tanh: 1.1-1.3x; ``dev/gemm/results/epilogue_h200.txt``).
-fp16 keeps the accurate form: its finer rounding would show the approximation on small outputs."""
-
-
 def epilogue_code(epilogue: str) -> int:
     """The launcher's code of ``epilogue``: its place in :data:`EPILOGUES`, or :data:`GLU_CODE` for ``"glu"``."""
     return GLU_CODE if epilogue == "glu" else EPILOGUES.index(epilogue)
@@ -218,7 +211,6 @@ def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
             f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
             f"-DOASR_GEMM_EPILOGUE={epilogue_code(epilogue)}",
             "-DOASR_GEMM_B_NMAJOR=0",
-            *((SIGMOID_BY_TANH,) if epilogue == "silu" and dtype == "bfloat16" else ()),
             *config.flags(),
         ),
     )

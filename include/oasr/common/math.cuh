@@ -1,8 +1,10 @@
-// Conversions between storage types and the fp32 every kernel computes in.
+// Conversions between storage types and the fp32 every kernel computes in, and the fp32 primitives they share.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+
+#include <type_traits>
 
 namespace oasr {
 
@@ -19,6 +21,25 @@ __device__ __forceinline__ half from_float<half>(float x) { return __float2half_
 template <>
 __device__ __forceinline__ nv_bfloat16 from_float<nv_bfloat16>(float x) {
   return __float2bfloat16_rn(x);
+}
+
+// tanh by the SFU's approximation (MUFU.TANH, relative error about 2^-11).
+__device__ __forceinline__ float tanh_approx(float x) {
+  float t;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(x));
+  return t;
+}
+
+// The sigmoid of a result rounded to T, in the fewest SFU ops that rounding allows: bf16's by one tanh.approx,
+// 0.5 + 0.5 tanh(x / 2); fp16's finer rounding would show that one's absolute error on small outputs, so it
+// takes __expf and a fast reciprocal (both give the limits: e^-x = inf makes the sigmoid 0).
+template <class T>
+__device__ __forceinline__ float fast_sigmoid(float x) {
+  if constexpr (std::is_same_v<T, nv_bfloat16>) {
+    return 0.5f + 0.5f * tanh_approx(0.5f * x);
+  } else {
+    return __fdividef(1.f, 1.f + __expf(-x));
+  }
 }
 
 }  // namespace oasr

@@ -24,6 +24,9 @@
 #include <cutlass/kernel_hardware_info.h>
 
 #include <cstdint>
+#include <type_traits>
+
+#include "oasr/common/math.cuh"
 
 namespace oasr::gemm {
 
@@ -53,6 +56,30 @@ struct NonPersistent {  // one CTA per tile: no scheduler loop, for grids smalle
 struct Plain {};
 template <template <class> class Act>
 struct BiasAct {};
+
+// The CUDA type of a CUTLASS 16-bit element (the kernels' arithmetic is CUDA's, the API's types CUTLASS's).
+template <class Element>
+using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
+
+// SiLU of a result rounded to Element, by fast_sigmoid (as the direct kernel computes it): CUTLASS's SiLu
+// divides in IEEE, a slow-path call per element that made the fused epilogue 1.6-3.3x the plain GEMM (H200).
+template <class Element>
+struct Silu {
+  template <class T>  // CUTLASS's activation interface: fp32, or an Array of it
+  struct Act {
+    static const bool kIsHeavy = true;
+    CUTLASS_DEVICE T operator()(T const& x) const {
+      if constexpr (std::is_same_v<T, float>) {
+        return x * fast_sigmoid<Native<Element>>(x);
+      } else {
+        T y;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < T::kElements; ++i) y[i] = x[i] * fast_sigmoid<Native<Element>>(x[i]);
+        return y;
+      }
+    }
+  };
+};
 
 // B's layout: K-major [N, K] (nn.Linear weight, "NT") or N-major [K, N] ("NN").
 using KMajorB = cutlass::layout::ColumnMajor;

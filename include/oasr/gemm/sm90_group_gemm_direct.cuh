@@ -69,24 +69,7 @@ __host__ __device__ __forceinline__ int column_tiles(int n) {
   return (out_columns<E>(n) + kOutCols<E> - 1) / kOutCols<E>;
 }
 
-__device__ __forceinline__ float tanh_approx(float x) {
-  float t;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(x));
-  return t;
-}
-
-// The sigmoid of SiLU and of GLU's gate: bf16's by one tanh.approx, 0.5 + 0.5 tanh(x / 2) (fp16's finer rounding
-// would show its absolute error on small outputs: it takes an exponential and a reciprocal).
-template <class T>
-__device__ __forceinline__ float sigmoid(float x) {
-  if constexpr (std::is_same_v<T, nv_bfloat16>) {
-    return 0.5f + 0.5f * tanh_approx(0.5f * x);
-  } else {
-    return __fdividef(1.f, 1.f + __expf(-x));
-  }
-}
-
-// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx, SiLU by sigmoid().
+// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx, SiLU by fast_sigmoid.
 template <Epilogue E, class T>
 __device__ __forceinline__ float activate(float x) {
   if constexpr (E == Epilogue::kRelu) {
@@ -96,15 +79,11 @@ __device__ __forceinline__ float activate(float x) {
   } else if constexpr (E == Epilogue::kGeluTanh) {
     return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
   } else if constexpr (E == Epilogue::kSilu) {
-    return x * sigmoid<T>(x);
+    return x * fast_sigmoid<T>(x);
   } else {
     return x;
   }
 }
-
-// The CUDA type of a CUTLASS 16-bit element (the kernel's arithmetic is CUDA's, the API's types CUTLASS's).
-template <class Element>
-using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the
 // full and empty mbarriers, each warpgroup's bias rows, each consumer warp's 8 x 64 output block (the
@@ -281,8 +260,8 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
               gate_lo += b.x;
               gate_hi += b.y;
             }
-            lo *= sigmoid<T>(gate_lo);
-            hi *= sigmoid<T>(gate_hi);
+            lo *= fast_sigmoid<T>(gate_lo);
+            hi *= fast_sigmoid<T>(gate_hi);
           } else {
             lo = activate<Epi, T>(lo);
             hi = activate<Epi, T>(hi);
