@@ -1,6 +1,7 @@
 """Time every candidate gemm/bmm configuration on the issue's shapes next to cuBLAS (through torch).
 
     python dev/gemm/tune.py --build [--jobs 14]      # build every module the tests and the sweeps use, in parallel
+    python dev/gemm/tune.py --build --tests          # only the GPU tests' modules (tests/test_gemm.py, test_bmm.py)
     python dev/gemm/tune.py [--csv tune.csv]         # the sweep (H100/H200): one table per op, then the best per shape
     python dev/gemm/tune.py --epilogue [--csv e.csv] # the epilogue study (below); `--build --epilogue` builds just it
     python dev/gemm/tune.py --sass                   # the study's modules' SASS: registers, CALLs, branches, MUFU ops
@@ -166,16 +167,17 @@ def wave_configs() -> list[gemm_config.GemmConfig]:
 REPEAT, SAMPLES = 20, 15
 
 
-def variants_to_build() -> list[tuple[object, object]]:
-    """(family, variant) of every module this sweep and tests/test_gemm.py, tests/test_bmm.py use."""
+def variants_to_build(tests_only: bool = False) -> list[tuple[object, object]]:
+    """(family, variant) of every module tests/test_gemm.py and tests/test_bmm.py use, and (unless ``tests_only``)
+    this sweep's candidates."""
     gv, bv = gemm_config.gemm_variant, gemm_config.bmm_variant
     dtypes = gemm_config.DTYPES
-    wanted = [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
-    wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
+    wanted = [] if tests_only else [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
+    wanted += [] if tests_only else [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
+    wanted += [] if tests_only else [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
     wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
     wanted += [(GEMM, gv(d, e, gemm_config.DIRECT)) for d in dtypes for e in (*gemm_config.EPILOGUES, "glu")]
-    wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]
     unique = {}
     for family, variant in wanted:
@@ -183,11 +185,13 @@ def variants_to_build() -> list[tuple[object, object]]:
     return list(unique.values())
 
 
-def specs_to_build(epilogue_only: bool, wave_only: bool = False) -> list[JitSpec]:
+def specs_to_build(epilogue_only: bool, wave_only: bool = False, tests_only: bool = False) -> list[JitSpec]:
     """The modules of the sweep and the tests (unless ``epilogue_only``) and of the epilogue study, once each;
-    or (``wave_only``) just the wave study's."""
+    or (``wave_only``) just the wave study's; or (``tests_only``) just the tests'."""
     if wave_only:
         return [GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "plain", c)) for c in wave_configs()]
+    if tests_only:
+        return [family.jit_spec(variant=v) for family, v in variants_to_build(tests_only=True)]
     specs = [] if epilogue_only else [family.jit_spec(variant=v) for family, v in variants_to_build()]
     specs += [epilogue_spec(v, c) for v, c in epilogue_cases()]
     return list({spec.name: spec for spec in specs}.values())
@@ -521,11 +525,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (each ~1.8 GB, one core)")
     parser.add_argument("--epilogue", action="store_true", help="the epilogue study instead of the sweep")
     parser.add_argument("--wave", action="store_true", help="issue 17's wave study instead of the sweep")
+    parser.add_argument("--tests", action="store_true", help="with --build: only the modules the GPU tests use")
     parser.add_argument("--sass", action="store_true", help="the epilogue study's SASS counts (no GPU needed)")
     parser.add_argument("--csv", type=Path, help="also write the sweep's rows here")
     args = parser.parse_args()
     if args.build:
-        if build_in_parallel(specs_to_build(args.epilogue, args.wave), args.jobs):
+        if build_in_parallel(specs_to_build(args.epilogue, args.wave, args.tests), args.jobs):
             raise SystemExit(1)
     elif args.sass:
         sass_report(args.jobs)
