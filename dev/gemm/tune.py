@@ -172,7 +172,8 @@ def variants_to_build(tests_only: bool = False) -> list[tuple[object, object]]:
     this sweep's candidates."""
     gv, bv = gemm_config.gemm_variant, gemm_config.bmm_variant
     dtypes = gemm_config.DTYPES
-    wanted = [] if tests_only else [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
+    wanted = [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.WAVE_CANDIDATES]  # TestWaveCandidates
+    wanted += [] if tests_only else [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
     wanted += [] if tests_only else [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
     wanted += [] if tests_only else [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
