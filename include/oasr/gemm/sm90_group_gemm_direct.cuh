@@ -228,10 +228,24 @@ __device__ __forceinline__ void store_row(T* row, int c, int n, const uint4& v) 
 // bytes, so that one store instruction touches 4 rows, not 16. A row's 16-byte chunks are XOR-swizzled by the
 // row, so that neither the stmatrix nor the loads meet a bank twice.
 template <class Element, bool Bias, Epilogue Epi>
-__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, const float (&acc)[kBN / 2],
+__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, float (&acc)[kBN / 2],
                                       const float* bias, uint32_t block) {
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
+  if constexpr (Bias) {  // a column's bias serves both of the thread's rows: read once
+#pragma unroll
+    for (int j = 0; j < kBN / 16; ++j) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float2 b = *reinterpret_cast<const float2*>(bias + 16 * j + 8 * k + 2 * q);
+        float* a = acc + 8 * j + 4 * k;
+        a[0] += b.x;
+        a[1] += b.y;
+        a[2] += b.x;
+        a[3] += b.y;
+      }
+    }
+  }
   const int first = t.row0 + rows + 16 * (warp & 3);  // the warp's first row
   const int n = out_columns<Epi>(p.n);
   const int put_row = lane & 7, put_matrix = lane >> 3;  // stmatrix: lane 8 i + r gives row r of matrix i
@@ -248,20 +262,9 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
           const int j = 4 * c + 2 * s + i / 2, k = i % 2;
           const float* a = acc + 8 * j + 2 * (2 * k + h);
           float lo = a[0], hi = a[1];
-          if constexpr (Bias) {
-            const float2 b = *reinterpret_cast<const float2*>(bias + 16 * j + 8 * k + 2 * q);
-            lo += b.x;
-            hi += b.y;
-          }
           if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
-            float gate_lo = a[32], gate_hi = a[33];
-            if constexpr (Bias) {
-              const float2 b = *reinterpret_cast<const float2*>(bias + 64 + 16 * j + 8 * k + 2 * q);
-              gate_lo += b.x;
-              gate_hi += b.y;
-            }
-            lo *= fast_sigmoid<T>(gate_lo);
-            hi *= fast_sigmoid<T>(gate_hi);
+            lo *= fast_sigmoid<T>(a[32]);
+            hi *= fast_sigmoid<T>(a[33]);
           } else {
             lo = activate<Epi, T>(lo);
             hi = activate<Epi, T>(hi);
