@@ -173,13 +173,14 @@ def variants_to_build(tests_only: bool = False) -> list[tuple[object, object]]:
     gv, bv = gemm_config.gemm_variant, gemm_config.bmm_variant
     dtypes = gemm_config.DTYPES
     wanted = [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.WAVE_CANDIDATES]  # TestWaveCandidates
-    wanted += [] if tests_only else [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
-    wanted += [] if tests_only else [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
-    wanted += [] if tests_only else [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
     wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
     wanted += [(GEMM, gv(d, e, gemm_config.DIRECT)) for d in dtypes for e in (*gemm_config.EPILOGUES, "glu")]
     wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]
+    if not tests_only:
+        wanted += [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
+        wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
+        wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
     unique = {}
     for family, variant in wanted:
         unique[(family.name, variant.name)] = (family, variant)

@@ -44,7 +44,7 @@ def exists(report: Path) -> bool:
 def stored(folder: Path, pattern: str = "*") -> list[Path]:
     """The reports under ``folder`` whose names match ``pattern`` (``<pattern>.ncu-rep``), plain or packed, each by
     its plain path (read it through :func:`readable`), sorted."""
-    plain = {p for p in folder.glob(f"{pattern}.ncu-rep")}
+    plain = set(folder.glob(f"{pattern}.ncu-rep"))
     plain |= {p.with_name(p.name.removesuffix(PACKED_SUFFIX)) for p in folder.glob(f"{pattern}.ncu-rep{PACKED_SUFFIX}")}
     return sorted(p for p in plain if not p.name.startswith(TMP_PREFIX))
 
