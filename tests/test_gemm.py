@@ -35,6 +35,9 @@ ACTS = {
 }
 
 
+CUTLASS_FUSED_PICKS = [c for c in gemm_config.FUSED_PICKS if c != gemm_config.DIRECT]
+
+
 def reference(x, w, b=None, activation=None):
     """float64: act(x @ w.T + b)."""
     y = x.double() @ w.double().T
@@ -109,7 +112,8 @@ def test_config_rules():
     assert c.choose(375, 64, 375, 64) == c.NARROW  # bmm context: N = 64
     assert c.choose(375, 375, 64, 64) == c.MANY_WAVES  # bmm scores: 576 tiles
     assert c.choose(8000, 256, 256, fused=True) == c.FUSED_NARROW == c.GemmConfig(128, 128, 64, 1, 1, "cooperative")
-    assert c.choose(1500, 2048, 512, fused=True) == c.FUSED_WIDE  # 192 tiles
+    assert c.choose(1500, 2048, 512, fused=True) == c.PARTIAL_WAVE  # one wave of 128x192, as bare
+    assert c.choose(1500, 2304, 512, fused=True) == c.FUSED_WIDE  # 216 tiles, past one wave of 128x192
     assert c.choose(8000, 1024, 256, fused=True) == c.choose(16000, 512, 512, fused=True) == c.DIRECT  # 3.8 waves
     assert c.choose(16000, 2048, 2048, fused=True) == c.FUSED_WIDE  # long K stays on CUTLASS
     assert c.choose(375, 375, 64, 64, fused=True) == c.FUSED_WIDE  # the direct kernel has no batch
@@ -326,6 +330,15 @@ class TestGemm:
         b = b if with_bias else None
         out = poisoned_like(torch.empty(2, 300, 200, dtype=dtype, device="cuda"))
         gemm_module._linear(x, w, b, activation, out, gemm_config.DIRECT)
+        assert_close(out, reference(x, w, b, activation), dtype, 96)
+
+    @pytest.mark.parametrize("activation", list(ACTS))
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+    @pytest.mark.parametrize("config", CUTLASS_FUSED_PICKS, ids=lambda c: c.name)
+    def test_every_epilogue_on_the_cutlass_fused_picks(self, config, activation, dtype):
+        x, w, b = operands(300, 264, 96, dtype, "cuda")  # partial tiles of every width
+        out = poisoned_like(torch.empty(300, 264, dtype=dtype, device="cuda"))
+        gemm_module._linear(x, w, b, activation, out, config)
         assert_close(out, reference(x, w, b, activation), dtype, 96)
 
     @pytest.mark.parametrize("m,n,k", [(250, 256, 256), (77, 40, 37), (1, 8, 8), (300, 72, 2048)], ids=str)

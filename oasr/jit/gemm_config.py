@@ -26,7 +26,9 @@ tile-count bands; the bands' edges (66 and 132 tiles) are where the measured win
 
 A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
 slowest there, and the best of the fused sweep (4 shapes) is cooperative, 128x128 for one wave and
-128x256 (when N >= 256 fills it) for more (``dev/gemm/results/epilogue_h200.txt``). group_gemm's
+128x256 (when N >= 256 fills it) for more (``dev/gemm/results/epilogue_h200.txt``), except where the bare rule takes
+:data:`PARTIAL_WAVE`: one wave of 128x192 tiles beat 128x256 cooperative with bias + SiLU on 1500x2048x512 (bf16 9.79
+against 10.96 us, ``direct_biasonce_h200.txt``; fp16 11.34 against 12.23, ``direct_f16_h200.txt``). group_gemm's
 direct kernel (:data:`DIRECT`) takes grids of three waves or more at K <= 512: with its producer warpgroup's
 registers handed to the consumers (setmaxnreg) its bias + SiLU took 13.57 us on 8000x1024x256 (504 tiles) and
 18.75 on 16000x512x512 (500) against 14.10 and 19.58 for the CUTLASS picks, and lost on the one-wave shapes
@@ -154,7 +156,7 @@ FUSED_DIRECT_MIN_TILES = 3 * NUM_SMS_H200
 FUSED_DIRECT_MAX_K = 512
 """A fused gemm of at least this many 128x128 tiles and K up to this runs on :data:`DIRECT` (the module docstring)."""
 PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
-FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, DIRECT)
+FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, PARTIAL_WAVE, DIRECT)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
 """The family's representative build (prebuilding, the CPU build test)."""
@@ -171,7 +173,8 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     if fused:
         if batch == 1 and tiles >= FUSED_DIRECT_MIN_TILES and k <= FUSED_DIRECT_MAX_K:
             return DIRECT
-        return choose_cutlass_fused(m, n, batch)
+        bare = choose(m, n, k, batch)
+        return bare if bare == PARTIAL_WAVE else choose_cutlass_fused(m, n, batch)
     if n <= 64:
         return NARROW
     if 2 * tiles <= NUM_SMS_H200:

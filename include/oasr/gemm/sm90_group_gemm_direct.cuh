@@ -69,19 +69,26 @@ __host__ __device__ __forceinline__ int column_tiles(int n) {
   return (out_columns<E>(n) + kOutCols<E> - 1) / kOutCols<E>;
 }
 
-// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx, SiLU by fast_sigmoid.
+// The activation of a thread's two adjacent results, as the gemm family's CUTLASS epilogues compute it: gelu_tanh
+// by tanh.approx, SiLU by fast_sigmoid2 (bf16: one SFU op for the pair).
 template <Epilogue E, class T>
-__device__ __forceinline__ float activate(float x) {
-  if constexpr (E == Epilogue::kRelu) {
-    return fmaxf(x, 0.f);
-  } else if constexpr (E == Epilogue::kGelu) {
-    return 0.5f * x * (1.f + erff(x * 0.70710678f));
-  } else if constexpr (E == Epilogue::kGeluTanh) {
-    return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
-  } else if constexpr (E == Epilogue::kSilu) {
-    return x * fast_sigmoid<T>(x);
+__device__ __forceinline__ float2 activate(float lo, float hi) {
+  if constexpr (E == Epilogue::kSilu) {
+    const float2 s = fast_sigmoid2<T>(lo, hi);
+    return {lo * s.x, hi * s.y};
   } else {
-    return x;
+    auto one = [](float x) {
+      if constexpr (E == Epilogue::kRelu) {
+        return fmaxf(x, 0.f);
+      } else if constexpr (E == Epilogue::kGelu) {
+        return 0.5f * x * (1.f + erff(x * 0.70710678f));
+      } else if constexpr (E == Epilogue::kGeluTanh) {
+        return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
+      } else {
+        return x;
+      }
+    };
+    return {one(lo), one(hi)};
   }
 }
 
@@ -261,15 +268,14 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
         for (int i = 0; i < 4; ++i) {
           const int j = 4 * c + 2 * s + i / 2, k = i % 2;
           const float* a = acc + 8 * j + 2 * (2 * k + h);
-          float lo = a[0], hi = a[1];
+          float2 y;
           if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
-            lo *= fast_sigmoid<T>(a[32]);
-            hi *= fast_sigmoid<T>(a[33]);
+            const float2 gate = fast_sigmoid2<T>(a[32], a[33]);
+            y = {a[0] * gate.x, a[1] * gate.y};
           } else {
-            lo = activate<Epi, T>(lo);
-            hi = activate<Epi, T>(hi);
+            y = activate<Epi, T>(a[0], a[1]);
           }
-          x[i] = round_pair(lo, hi, T{});
+          x[i] = round_pair(y.x, y.y, T{});
         }
         store_matrices<4>(x, block + 128 * put_row + 16 * ((4 * s + put_matrix) ^ put_row));
       }
