@@ -24,6 +24,6 @@ using Epilogue = cute::conditional_t<
             OASR_GEMM_EPILOGUE == 2, BiasAct<act::ReLu>,
             cute::conditional_t<OASR_GEMM_EPILOGUE == 3, BiasAct<act::GELU>,
                                 cute::conditional_t<OASR_GEMM_EPILOGUE == 4, BiasAct<act::GELU_taylor>,
-                                                    BiasAct<Silu<Element>::Act>>>>>>;
+                                                    BiasAct<Silu>>>>>>;
 
 }  // namespace oasr::gemm::config

@@ -197,10 +197,10 @@ def gemm(
         ``[N]``, same dtype and device.
     activation : {None, "relu", "gelu", "gelu_tanh", "silu"}
         Applied after the bias, in fp32 before the one rounding; ``"gelu"`` is the erf form,
-        ``"gelu_tanh"`` the tanh approximation. ``"gelu_tanh"`` and bf16's ``"silu"`` use the
-        hardware ``tanh.approx`` (SiLU as ``x * (0.5 + 0.5 tanh(x / 2))``): an absolute error below
-        ``3e-4 * |x|`` before rounding, large relative to the small outputs of negative ``x``;
-        fp16's ``"silu"`` uses the approximate exponential and reciprocal (a few fp32 ulp).
+        ``"gelu_tanh"`` the tanh approximation. ``"gelu_tanh"`` and ``"silu"`` use the hardware
+        ``tanh.approx`` (SiLU as ``x * (0.5 + 0.5 tanh(x / 2))``, one SFU op): an absolute error
+        below ``3e-4 * |x|`` before rounding (PTX's bound; SiLU's measured ``4e-6 * |x|`` on the
+        H200, ``dev/gemm/sigmoid_error.py``), large relative to the small outputs of negative ``x``.
     out : torch.Tensor, optional
         Destination ``[..., N]`` of ``input``'s dtype and device; must not share memory with the
         other arguments. Any layout (one TMA cannot write to is filled through a temporary).

@@ -61,29 +61,22 @@ struct BiasAct {};
 template <class Element>
 using Native = std::conditional_t<std::is_same_v<Element, cutlass::half_t>, half, nv_bfloat16>;
 
-// SiLU of a result rounded to Element, by fast_sigmoid2 on pairs (as the direct kernel computes it): CUTLASS's SiLu
-// divides in IEEE, a slow-path call per element that made the fused epilogue 1.6-3.3x the plain GEMM (H200).
-template <class Element>
+// SiLU by fast_sigmoid, as the direct kernel computes it: CUTLASS's SiLu divides in IEEE, a slow-path call per
+// element that made the fused epilogue 1.6-3.3x the plain GEMM (H200). CUTLASS's activation interface: T is fp32,
+// or an Array of it.
+template <class T>
 struct Silu {
-  template <class T>  // CUTLASS's activation interface: fp32, or an Array of it
-  struct Act {
-    static const bool kIsHeavy = true;
-    CUTLASS_DEVICE T operator()(T const& x) const {
-      if constexpr (std::is_same_v<T, float>) {
-        return x * fast_sigmoid2<Native<Element>>(x, x).x;  // one SFU op, as for a pair
-      } else {
-        static_assert(T::kElements % 2 == 0, "Silu: the epilogue's fragments come in pairs");
-        T y;
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < T::kElements; i += 2) {
-          const float2 s = fast_sigmoid2<Native<Element>>(x[i], x[i + 1]);
-          y[i] = x[i] * s.x;
-          y[i + 1] = x[i + 1] * s.y;
-        }
-        return y;
-      }
+  static const bool kIsHeavy = true;
+  CUTLASS_DEVICE T operator()(T const& x) const {
+    if constexpr (std::is_same_v<T, float>) {
+      return x * fast_sigmoid(x);
+    } else {
+      T y;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < T::kElements; ++i) y[i] = x[i] * fast_sigmoid(x[i]);
+      return y;
     }
-  };
+  }
 };
 
 // B's layout: K-major [N, K] (nn.Linear weight, "NT") or N-major [K, N] ("NN").

@@ -69,26 +69,19 @@ __host__ __device__ __forceinline__ int column_tiles(int n) {
   return (out_columns<E>(n) + kOutCols<E> - 1) / kOutCols<E>;
 }
 
-// The activation of a thread's two adjacent results, as the gemm family's CUTLASS epilogues compute it: gelu_tanh
-// by tanh.approx, SiLU by fast_sigmoid2 (bf16: one SFU op for the pair).
-template <Epilogue E, class T>
-__device__ __forceinline__ float2 activate(float lo, float hi) {
-  if constexpr (E == Epilogue::kSilu) {
-    const float2 s = fast_sigmoid2<T>(lo, hi);
-    return {lo * s.x, hi * s.y};
+// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx, SiLU by fast_sigmoid.
+template <Epilogue E>
+__device__ __forceinline__ float activate(float x) {
+  if constexpr (E == Epilogue::kRelu) {
+    return fmaxf(x, 0.f);
+  } else if constexpr (E == Epilogue::kGelu) {
+    return 0.5f * x * (1.f + erff(x * 0.70710678f));
+  } else if constexpr (E == Epilogue::kGeluTanh) {
+    return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
+  } else if constexpr (E == Epilogue::kSilu) {
+    return x * fast_sigmoid(x);
   } else {
-    auto one = [](float x) {
-      if constexpr (E == Epilogue::kRelu) {
-        return fmaxf(x, 0.f);
-      } else if constexpr (E == Epilogue::kGelu) {
-        return 0.5f * x * (1.f + erff(x * 0.70710678f));
-      } else if constexpr (E == Epilogue::kGeluTanh) {
-        return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
-      } else {
-        return x;
-      }
-    };
-    return {one(lo), one(hi)};
+    return x;
   }
 }
 
@@ -268,14 +261,15 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
         for (int i = 0; i < 4; ++i) {
           const int j = 4 * c + 2 * s + i / 2, k = i % 2;
           const float* a = acc + 8 * j + 2 * (2 * k + h);
-          float2 y;
+          float lo = a[0], hi = a[1];
           if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
-            const float2 gate = fast_sigmoid2<T>(a[32], a[33]);
-            y = {a[0] * gate.x, a[1] * gate.y};
+            lo *= fast_sigmoid(a[32]);
+            hi *= fast_sigmoid(a[33]);
           } else {
-            y = activate<Epi, T>(a[0], a[1]);
+            lo = activate<Epi>(lo);
+            hi = activate<Epi>(hi);
           }
-          x[i] = round_pair(y.x, y.y, T{});
+          x[i] = round_pair(lo, hi, T{});
         }
         store_matrices<4>(x, block + 128 * put_row + 16 * ((4 * s + put_matrix) ^ put_row));
       }
