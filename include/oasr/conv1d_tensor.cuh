@@ -37,7 +37,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <type_traits>
 
 #include "oasr/common/mma.cuh"
 #include "oasr/conv1d_staged.cuh"

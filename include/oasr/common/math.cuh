@@ -4,8 +4,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <type_traits>
-
 namespace oasr {
 
 __device__ __forceinline__ float to_float(float x) { return x; }
