@@ -21,7 +21,7 @@ Sm90RowBroadcast; a cheap activation; SiLU) and tries fixes: ``--use_fast_math``
 sub-tile (``dev/gemm/epilogue.cu``). At 7d8b06f the sigmoid as one ``tanh.approx`` won every shape
 (``results/epilogue_h200.txt``, where ``silu`` is CUTLASS's IEEE-divide SiLU, ``silu_fast`` the ``__expf`` and
 ``__fdividef`` form and ``silu_tanh`` the tanh one): production's SiLU (``oasr::gemm::Silu``) is the tanh form
-for both dtypes (``common/math.cuh``'s ``fast_sigmoid``). Each is timed next to cuBLAS and torch.
+for both dtypes (``common/math.cuh``'s ``fast_silu``). Each is timed next to cuBLAS and torch.
 
 The wave study (issue 17): 8000x256x256 (x0.94 of cuBLAS, 126 tiles of 128x128 with 4 K blocks each)
 and 1500x2048x512 (x0.84, 192 tiles: 1.45 waves) were below the x0.95 target at 7d8b06f.

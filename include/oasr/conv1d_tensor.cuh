@@ -113,12 +113,12 @@ __device__ __forceinline__ void write_taps(const DepthwiseConv1dParams<T>& p, in
   }
 }
 
-// The activation of an fp32 result that is rounded to fp16 or bf16: SiLU by fast_sigmoid (one SFU op; an exp and a
+// The activation of an fp32 result that is rounded to fp16 or bf16: SiLU by fast_silu (one SFU op; an exp and a
 // divide, two, made SiLU 1.12x the plain kernel at K = 31 on the H200).
 template <int kActivation>
 __device__ __forceinline__ float activate(float v) {
   if constexpr (kActivation == kSilu) {
-    return v * fast_sigmoid(v);
+    return fast_silu(v);
   } else {
     return conv1d::detail::activate<kActivation>(v);
   }

@@ -69,7 +69,13 @@ __host__ __device__ __forceinline__ int column_tiles(int n) {
   return (out_columns<E>(n) + kOutCols<E> - 1) / kOutCols<E>;
 }
 
-// The activation, as the gemm family's CUTLASS epilogues compute it: gelu_tanh by tanh.approx, SiLU by fast_sigmoid.
+// SiLU and GLU gate by times_one_plus_tanh, whose h is half the value: their bias's add halves the accumulator too
+// (one FMA), or a multiply does without a bias.
+template <Epilogue E>
+constexpr bool kHalves = E == Epilogue::kSilu || E == Epilogue::kGlu;
+
+// The activation, as the gemm family's CUTLASS epilogues compute it (gelu_tanh by tanh.approx, SiLU by fast_silu's
+// form), of the biased result x, halved for SiLU (kHalves).
 template <Epilogue E>
 __device__ __forceinline__ float activate(float x) {
   if constexpr (E == Epilogue::kRelu) {
@@ -77,9 +83,9 @@ __device__ __forceinline__ float activate(float x) {
   } else if constexpr (E == Epilogue::kGelu) {
     return 0.5f * x * (1.f + erff(x * 0.70710678f));
   } else if constexpr (E == Epilogue::kGeluTanh) {
-    return 0.5f * x * (1.f + tanh_approx(0.7978845608f * (x + 0.044715f * x * x * x)));
+    return times_one_plus_tanh(0.5f * x, 0.7978845608f * (x + 0.044715f * x * x * x));
   } else if constexpr (E == Epilogue::kSilu) {
-    return x * fast_sigmoid(x);
+    return times_one_plus_tanh(x, x);
   } else {
     return x;
   }
@@ -200,22 +206,22 @@ __device__ __forceinline__ void produce(const Params<Element>& p, uint32_t smem,
   }
 }
 
-// Stores 8 consecutive elements `v` of one row at column `c`, those before column `n` only.
+// Stores the first `left` of 8 consecutive elements `v` at `dst`.
 template <class T>
-__device__ __forceinline__ void store_row(T* row, int c, int n, const uint4& v) {
-  if (c + 8 <= n) {
-    *reinterpret_cast<uint4*>(row + c) = v;
+__device__ __forceinline__ void store_chunk(T* dst, int left, const uint4& v) {
+  if (left >= 8) {
+    *reinterpret_cast<uint4*>(dst) = v;
     return;
   }
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
-    if (c + e < n) {
+    if (e < left) {
       const auto bits = static_cast<unsigned short>(e % 2 ? w[e / 2] >> 16 : w[e / 2] & 0xffff);
       if constexpr (std::is_same_v<T, half>) {
-        row[c + e] = __ushort_as_half(bits);
+        dst[e] = __ushort_as_half(bits);
       } else {
-        row[c + e] = __ushort_as_bfloat16(bits);
+        dst[e] = __ushort_as_bfloat16(bits);
       }
     }
   }
@@ -232,24 +238,34 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
                                       const float* bias, uint32_t block) {
   using T = Native<Element>;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
-  if constexpr (Bias) {  // a column's bias serves both of the thread's rows: read once
+  if constexpr (Bias) {  // a column's bias (halved with kHalves) serves both of the thread's rows: read once
+    const auto add = [](float a, float b) { return kHalves<Epi> ? fmaf(a, 0.5f, b) : a + b; };
 #pragma unroll
     for (int j = 0; j < kBN / 16; ++j) {
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
         const float2 b = *reinterpret_cast<const float2*>(bias + 16 * j + 8 * k + 2 * q);
         float* a = acc + 8 * j + 4 * k;
-        a[0] += b.x;
-        a[1] += b.y;
-        a[2] += b.x;
-        a[3] += b.y;
+        a[0] = add(a[0], b.x);
+        a[1] = add(a[1], b.y);
+        a[2] = add(a[2], b.x);
+        a[3] = add(a[3], b.y);
       }
     }
+  } else if constexpr (kHalves<Epi>) {
+#pragma unroll
+    for (int i = 0; i < kBN / 2; ++i) acc[i] *= 0.5f;
   }
   const int first = t.row0 + rows + 16 * (warp & 3);  // the warp's first row
   const int n = out_columns<Epi>(p.n);
   const int put_row = lane & 7, put_matrix = lane >> 3;  // stmatrix: lane 8 i + r gives row r of matrix i
   const int get_row = lane >> 3, get_chunk = lane & 7;   // loads: rows get_row and get_row + 4, one chunk
+  // The lane's chunks: rows first + get_row + 4 i, columns col + 64 c on. `whole`: all of the warp's are in the
+  // output (every tile but a group's last row tile and the last column tile), so no store needs a predicate.
+  const int col = t.n0 + 8 * get_chunk;
+  T* const out = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(first + get_row) * p.ldd + col;
+  const int64_t ldd4 = 4 * static_cast<int64_t>(p.ldd);
+  const bool whole = first + 16 <= t.end && t.n0 + kOutCols<Epi> <= n;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // rows g, then rows g + 8
 #pragma unroll
@@ -263,8 +279,8 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
           const float* a = acc + 8 * j + 2 * (2 * k + h);
           float lo = a[0], hi = a[1];
           if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
-            lo *= fast_sigmoid(a[32]);
-            hi *= fast_sigmoid(a[33]);
+            lo = times_one_plus_tanh(lo, a[32]);
+            hi = times_one_plus_tanh(hi, a[33]);
           } else {
             lo = activate<Epi>(lo);
             hi = activate<Epi>(hi);
@@ -282,9 +298,11 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
                      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                      : "r"(block + 128 * staged + 16 * (get_chunk ^ staged))
                      : "memory");
-        const int r = first + 8 * h + staged;
-        if (r < t.end) {
-          store_row(reinterpret_cast<T*>(p.d) + static_cast<int64_t>(r) * p.ldd, t.n0 + 64 * c + 8 * get_chunk, n, v);
+        T* const dst = out + (2 * h + s) * ldd4 + 64 * c;
+        if (whole) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else if (first + 8 * h + staged < t.end) {
+          store_chunk(dst, n - col - 64 * c, v);
         }
       }
       __syncwarp();  // every lane has its chunks before the next stmatrix overwrites them
@@ -377,7 +395,8 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
     // The warpgroup's bias writes are visible; the two parities keep a fast warp's next write off a row that a
     // slow warp still reads.
     if constexpr (Bias) {
-      bias[parity * kBN + (threadIdx.x & 127)] = static_cast<float>(bias_value);
+      const float b = static_cast<float>(bias_value);
+      bias[parity * kBN + (threadIdx.x & 127)] = kHalves<Epi> ? 0.5f * b : b;
       warpgroup_sync(wg);
     }
     store<Element, Bias, Epi>(p, t, rows, acc, bias + parity * kBN, block);
