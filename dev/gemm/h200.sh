@@ -7,6 +7,7 @@
 # tune:     dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart);
 # epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes;
 # wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave;
+# wave-fused: (not by default) tune.py --wave --fused: the same candidates and the fused ones with a bias + SiLU;
 # direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, dev/gemm/direct.py (the direct
 #           kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks), then
 #           those tests under compute-sanitizer memcheck and racecheck (DIRECT_ARGS: direct.py's options, e.g.
@@ -36,6 +37,9 @@ for s in ${*:-build test tune epilogue}; do
             > "$OUT/gemm-wave-pytest.log" 2>&1 || status=1
           tail -5 "$OUT/gemm-wave-pytest.log"
           python3 dev/gemm/tune.py --wave --csv "$OUT/gemm-wave.csv" 2>&1 | tee "$OUT/gemm-wave.txt" || status=1 ;;
+    wave-fused) python3 dev/gemm/tune.py --build --wave --fused --jobs "$(nproc)" 2>&1 | tail -3 || status=1
+                python3 dev/gemm/tune.py --wave --fused --csv "$OUT/gemm-wave-fused.csv" 2>&1 \
+                  | tee "$OUT/gemm-wave-fused.txt" || status=1 ;;
     direct) python3 dev/gemm/direct.py --build 2>&1 | tail -3
             python3 -m pytest -q -ra -p no:cacheprovider tests/test_gemm.py -k "direct or glu" \
               > "$OUT/gemm-direct-pytest.log" 2>&1 || status=1
@@ -60,7 +64,7 @@ for s in ${*:-build test tune epilogue}; do
                   python3 dev/gemm/direct.py --ncu bias > "$OUT/gemm-direct-source.csv" 2>&1 || status=1
                 python3 dev/gemm/direct.py --summarise "$OUT/gemm-direct-source.csv" | tee "$OUT/gemm-direct-source.txt" ;;
     eager) python3 dev/gemm/eager.py 2>&1 | tee "$OUT/gemm-eager.txt" || status=1 ;;
-    *) echo "unknown step $s (steps: build test tune epilogue wave direct direct-variants direct-ncu eager)"; status=1 ;;
+    *) echo "unknown step $s (steps: build test tune epilogue wave wave-fused direct direct-variants direct-ncu eager)"; status=1 ;;
   esac
 done
 exit $status

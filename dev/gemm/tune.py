@@ -158,10 +158,11 @@ WAVE_SHAPES = [(8000, 256, 256), (1500, 2048, 512), (8000, 256, 1024), (8000, 10
 and the other two targets (where a new pick must not lose)."""
 
 
-def wave_configs() -> list[gemm_config.GemmConfig]:
-    """The rule's current picks for :data:`WAVE_SHAPES`, then ``gemm_config.WAVE_CANDIDATES``."""
-    picks = [gemm_config.choose(m, n, k) for m, n, k in WAVE_SHAPES]
-    return list(dict.fromkeys([*picks, *gemm_config.WAVE_CANDIDATES]))
+def wave_configs(fused: bool = False) -> list[gemm_config.GemmConfig]:
+    """The rule's current picks for :data:`WAVE_SHAPES` (``fused``: for a bias + SiLU), then
+    ``gemm_config.WAVE_CANDIDATES`` (``fused``: and :data:`FUSED_CANDIDATES`)."""
+    picks = [gemm_config.choose(m, n, k, fused=fused) for m, n, k in WAVE_SHAPES]
+    return list(dict.fromkeys([*picks, *gemm_config.WAVE_CANDIDATES, *(FUSED_CANDIDATES if fused else ())]))
 
 
 REPEAT, SAMPLES = 20, 15
@@ -187,11 +188,15 @@ def variants_to_build(tests_only: bool = False) -> list[tuple[object, object]]:
     return list(unique.values())
 
 
-def specs_to_build(epilogue_only: bool, wave_only: bool = False, tests_only: bool = False) -> list[JitSpec]:
+def specs_to_build(
+    epilogue_only: bool, wave_only: bool = False, tests_only: bool = False, fused: bool = False
+) -> list[JitSpec]:
     """The modules of the sweep and the tests (unless ``epilogue_only``) and of the epilogue study, once each;
-    or (``wave_only``) just the wave study's; or (``tests_only``) just the tests'."""
+    or (``wave_only``) just the wave study's (``fused``: its bias + SiLU modules); or (``tests_only``) just the
+    tests'."""
     if wave_only:
-        return [GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "plain", c)) for c in wave_configs()]
+        epilogue = "silu" if fused else "plain"
+        return [GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", epilogue, c)) for c in wave_configs(fused)]
     if tests_only:
         return [family.jit_spec(variant=v) for family, v in variants_to_build(tests_only=True)]
     specs = [] if epilogue_only else [family.jit_spec(variant=v) for family, v in variants_to_build()]
@@ -403,11 +408,14 @@ def epilogue_study(csv_path: Path | None) -> None:
     write_csv(rows, csv_path)
 
 
-def float64_ok(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor) -> bool:
-    """``out`` against ``x @ w.T`` in float64, at tests/conftest.py's bf16 gemm tolerance (O(1) outputs)."""
+def float64_ok(out: torch.Tensor, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None) -> bool:
+    """``out`` against ``x @ w.T`` in float64 (with ``bias``: SiLU of it plus the bias), at tests/conftest.py's bf16
+    gemm tolerance (O(1) outputs)."""
     rtol = 1e-2
     atol = rtol / 4 + x.shape[-1] * 2.0**-20
     expected = x.double() @ w.double().T
+    if bias is not None:
+        expected = F.silu(expected + bias.double())
     return bool(torch.allclose(out.double(), expected, rtol=rtol, atol=atol))
 
 
@@ -423,34 +431,39 @@ def kernel_names(fn: Callable[[], object]) -> str:
         return f"unavailable ({type(exc).__name__}: {exc})"
 
 
-def wave_study(csv_path: Path | None) -> None:
-    """Every :func:`wave_configs` configuration on every :data:`WAVE_SHAPES` shape next to cuBLAS; a
-    configuration whose output fails the float64 check (or whose launch fails) is reported WRONG and not timed."""
+def wave_study(csv_path: Path | None, fused: bool = False) -> None:
+    """Every :func:`wave_configs` configuration on every :data:`WAVE_SHAPES` shape next to cuBLAS (``fused``: with a
+    bias and SiLU, still against bare cuBLAS, the issue's reference for a fused epilogue); a configuration whose
+    output fails the float64 check (or whose launch fails) is reported WRONG and not timed."""
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
+    epilogue, activation = ("silu", "silu") if fused else ("plain", None)
     configs = []
-    for config in wave_configs():  # load every module first: one that fails to build is named and left out
+    for config in wave_configs(fused):  # load every module first: one that fails to build is named and left out
         try:
-            GEMM.module(gemm_config.gemm_variant("bfloat16", "plain", config))
+            GEMM.module(gemm_config.gemm_variant("bfloat16", epilogue, config))
             configs.append(config)
         except Exception as exc:
             print(f"{config.name}: FAILED to build or load, left out: {exc}", flush=True)
     rows = []
     for m, n, k in WAVE_SHAPES:
         x, w = randn(m, k), randn(n, k, scale=k**-0.5)
+        bias = randn(n) if fused else None
         cublas = device_us(lambda: F.linear(x, w))
-        pick = gemm_config.choose(m, n, k)
+        pick = gemm_config.choose(m, n, k, fused=fused)
         tiles = -(-m // 128) * -(-n // 128)
         print(f"\n{m}x{n}x{k}: cuBLAS {cublas:.2f} us, {tiles} tiles of 128x128, the rule picks {pick.name}")
+        if fused:
+            print(f"  torch's bias + SiLU: {device_us(lambda: F.silu(F.linear(x, w, bias))):.2f} us")
         print(f"  cuBLAS runs: {kernel_names(lambda: F.linear(x, w))}", flush=True)
         for config in configs:
             out = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device="cuda")
             try:
-                gemm_module._linear(x, w, None, None, out, config)
-                ok = float64_ok(out, x, w)
+                gemm_module._linear(x, w, bias, activation, out, config)
+                ok = float64_ok(out, x, w, bias)
             except Exception as exc:  # a launch CUTLASS refuses: named, counted WRONG, the study goes on
                 print(f"  {config.name}: {type(exc).__name__}: {exc}", flush=True)
                 ok = False
-            us = device_us(lambda: gemm_module._linear(x, w, None, None, out, config)) if ok else float("nan")
+            us = device_us(lambda: gemm_module._linear(x, w, bias, activation, out, config)) if ok else float("nan")
             row = {
                 "shape": f"{m}x{n}x{k}",
                 "config": config.name,
@@ -527,12 +540,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (each ~1.8 GB, one core)")
     parser.add_argument("--epilogue", action="store_true", help="the epilogue study instead of the sweep")
     parser.add_argument("--wave", action="store_true", help="issue 17's wave study instead of the sweep")
+    parser.add_argument("--fused", action="store_true", help="with --wave: its configurations with a bias + SiLU")
     parser.add_argument("--tests", action="store_true", help="with --build: only the modules the GPU tests use")
     parser.add_argument("--sass", action="store_true", help="the epilogue study's SASS counts (no GPU needed)")
     parser.add_argument("--csv", type=Path, help="also write the sweep's rows here")
     args = parser.parse_args()
     if args.build:
-        if build_in_parallel(specs_to_build(args.epilogue, args.wave, args.tests), args.jobs):
+        if build_in_parallel(specs_to_build(args.epilogue, args.wave, args.tests, args.fused), args.jobs):
             raise SystemExit(1)
     elif args.sass:
         sass_report(args.jobs)
@@ -541,7 +555,7 @@ def main() -> None:
     elif args.epilogue:
         epilogue_study(args.csv)
     elif args.wave:
-        wave_study(args.csv)
+        wave_study(args.csv, args.fused)
     else:
         sweep(args.csv)
 
