@@ -111,13 +111,15 @@ def test_config_rules():
     assert c.choose(16000, 512, 2048) == c.MANY_WAVES  # long K too
     assert c.choose(375, 64, 375, 64) == c.NARROW  # bmm context: N = 64
     assert c.choose(375, 375, 64, 64) == c.MANY_WAVES  # bmm scores: 576 tiles
-    assert c.choose(8000, 256, 256, fused=True) == c.FUSED_NARROW == c.GemmConfig(128, 128, 64, 1, 1, "cooperative")
+    one_wave = c.GemmConfig(64, 128, 64, 1, 1, "nonpersistent", 4)
+    assert c.choose(8000, 256, 256, fused=True) == c.FUSED_ONE_WAVE == one_wave  # two CTAs to an SM
+    assert c.choose(1500, 512, 2048, fused=True) == c.FUSED_NARROW == c.GemmConfig(128, 128, 64, 1, 1, "cooperative")
     assert c.choose(1500, 2048, 512, fused=True) == c.PARTIAL_WAVE  # one wave of 128x192, as bare
     assert c.choose(1500, 2304, 512, fused=True) == c.FUSED_WIDE  # 216 tiles, past one wave of 128x192
     assert c.choose(8000, 1024, 256, fused=True) == c.choose(16000, 512, 512, fused=True) == c.DIRECT  # 3.8 waves
     assert c.choose(16000, 2048, 2048, fused=True) == c.FUSED_WIDE  # long K stays on CUTLASS
     assert c.choose(375, 375, 64, 64, fused=True) == c.FUSED_WIDE  # the direct kernel has no batch
-    assert c.choose(16000, 128, 256, fused=True) == c.FUSED_NARROW  # N does not fill a 256-wide tile
+    assert c.choose(24000, 128, 1024, fused=True) == c.FUSED_NARROW  # N does not fill a 256-wide tile
     for m, n, k in [(1, 1, 1), (8000, 256, 256), (1500, 2048, 512), (64 * 375, 375, 64), (7, 9000, 4096)]:
         for batch in (1, 3, 300):
             for fused in (False, True):

@@ -73,7 +73,7 @@ def modules(dtype: str) -> None:
     for m, n, k in gemm_shapes():
         variants.append(gemm_config.gemm_variant(dtype, "plain", gemm_config.choose(m, n, k)))
         variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose(m, n, k, fused=True)))
-        variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose_cutlass_fused(m, n)))
+        variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose_cutlass_fused(m, n, k)))
         variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose(m, n, k)))
     for m, n, k in glu_shapes():
         variants.append(gemm_config.gemm_variant(dtype, "plain", gemm_config.choose(m, 2 * n, k)))
@@ -142,7 +142,7 @@ def check(name: str, label: str, result: torch.Tensor, expected: torch.Tensor, r
 
 def gemm_table(m: int, n: int, k: int, dtype: torch.dtype, variants: dict) -> int:
     bare, fused = gemm_config.choose(m, n, k), gemm_config.choose(m, n, k, fused=True)
-    cutlass = gemm_config.choose_cutlass_fused(m, n)
+    cutlass = gemm_config.choose_cutlass_fused(m, n, k)
     label = f"{m}x{n}x{k} {dtype}  (rule: bare {bare.name}, fused {fused.name}; CUTLASS fused {cutlass.name})"
     rtol, atol = get_op("gemm").tolerance(dtype)
     sets = op_input_sets(get_op("gemm"), {"m": m, "n": n, "k": k}, dtype, max_sets=8)

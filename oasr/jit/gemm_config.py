@@ -24,18 +24,20 @@ shape (geomean x1.03 of cuBLAS over the 14; 1500x2048x512, 1.45 waves of 128x128
 worst at x0.84 until the wave study's 128x192 tiles). A shape outside the table falls into the same
 tile-count bands; the bands' edges (66 and 132 tiles) are where the measured winners change.
 
-A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the
-slowest there, and the best of the fused sweep (4 shapes) is cooperative, 128x128 for one wave and
-128x256 (when N >= 256 fills it) for more (``dev/gemm/results/epilogue_h200.txt``), except where the bare rule takes
-:data:`PARTIAL_WAVE`: one wave of 128x192 tiles beat 128x256 cooperative with bias + SiLU on 1500x2048x512 (bf16 9.79
-against 10.96 us, ``direct_biasonce_h200.txt``; fp16 11.34 against 12.23, ``direct_f16_h200.txt``). group_gemm's
-direct kernel (:data:`DIRECT`) takes grids of three waves or more at K <= 512: with its producer warpgroup's
-registers handed to the consumers (setmaxnreg) its bias + SiLU took 13.57 us on 8000x1024x256 (504 tiles) and
-18.75 on 16000x512x512 (500) against 14.10 and 19.58 for the CUTLASS picks, and lost on the one-wave shapes
-(7.33 against 6.76 on 8000x256x256, 11.26 against 11.07 on 1500x2048x512; ``dev/gemm/results/direct_final_h200.txt``).
-Before that change it had lost on 7 of 8 shapes, winning only on 24000x2048x512 (``direct_h200.txt``); at K = 2048
-it trails CUTLASS in group_gemm's sweeps. It always runs ``gemm_glu``: one launch with the gate in the epilogue,
-x0.98-1.02 of cuBLAS over 2N where the gemm and ``oasr.glu`` took x1.39-1.55.
+A bias or activation epilogue (``fused``) changes the winners: ping-pong with 128x128 tiles is the slowest there, and
+the best of the fused sweep (4 shapes) is cooperative, 128x128 for one wave and 128x256 (when N >= 256 fills it) for
+more (``dev/gemm/results/epilogue_h200.txt``), except where the bare rule takes one wave of 128x128 tiles, where 64x128
+tiles two to an SM hide one CTA's epilogue under the other's math (:data:`FUSED_ONE_WAVE`; ``tune.py --wave --fused``,
+``dev/gemm/results/wave_fused_h200.txt``: 6.20 against 6.75 us on 8000x256x256, 10.43 against 10.59 on 8000x256x1024),
+and where it takes :data:`PARTIAL_WAVE`: one wave of 128x192 tiles beat 128x256 cooperative with bias + SiLU on
+1500x2048x512 (bf16 9.79 against 10.96 us, ``direct_biasonce_h200.txt``; fp16 11.34 against 12.23,
+``direct_f16_h200.txt``). group_gemm's direct kernel (:data:`DIRECT`) takes grids of three waves or more at K <= 512:
+with its producer warpgroup's registers handed to the consumers (setmaxnreg) its bias + SiLU took 13.57 us on
+8000x1024x256 (504 tiles) and 18.75 on 16000x512x512 (500) against 14.10 and 19.58 for the CUTLASS picks, and lost on
+the one-wave shapes (7.33 against 6.76 on 8000x256x256, 11.26 against 11.07 on 1500x2048x512;
+``dev/gemm/results/direct_final_h200.txt``). Before that change it had lost on 7 of 8 shapes, winning only on
+24000x2048x512 (``direct_h200.txt``); at K = 2048 it trails CUTLASS in group_gemm's sweeps. It always runs ``gemm_glu``:
+one launch with the gate in the epilogue, x0.98-1.02 of cuBLAS over 2N where the gemm and ``oasr.glu`` took x1.39-1.55.
 """
 
 from __future__ import annotations
@@ -149,6 +151,10 @@ PARTIAL_WAVE = GemmConfig(128, 192, 64, 1, 1, "nonpersistent")
 for 128x192 cooperative)."""
 FUSED_NARROW = GemmConfig(128, 128, 64, 1, 1, "cooperative")
 FUSED_WIDE = GemmConfig(128, 256, 64, 1, 1, "cooperative")
+FUSED_ONE_WAVE = GemmConfig(64, 128, 64, 1, 1, "nonpersistent", 4)
+"""A fused gemm whose bare pick is :data:`ONE_WAVE`: 64x128 tiles two to an SM (4 stages, 96 KB), so that one CTA's
+epilogue runs beside the other's math (bias + SiLU on 8000x256x256: 6.20 us against 6.75 for 128x128 cooperative,
+``dev/gemm/results/wave_fused_h200.txt``)."""
 DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
 """group_gemm's own kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``); for gemm one group of every row, its
 epilogue in registers: the activations, and GLU (``gemm_glu``'s one launch)."""
@@ -156,7 +162,7 @@ FUSED_DIRECT_MIN_TILES = 3 * NUM_SMS_H200
 FUSED_DIRECT_MAX_K = 512
 """A fused gemm of at least this many 128x128 tiles and K up to this runs on :data:`DIRECT` (the module docstring)."""
 PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
-FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, PARTIAL_WAVE, DIRECT)
+FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, FUSED_ONE_WAVE, PARTIAL_WAVE, DIRECT)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
 """The family's representative build (prebuilding, the CPU build test)."""
@@ -173,8 +179,7 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     if fused:
         if batch == 1 and tiles >= FUSED_DIRECT_MIN_TILES and k <= FUSED_DIRECT_MAX_K:
             return DIRECT
-        bare = choose(m, n, k, batch)
-        return bare if bare == PARTIAL_WAVE else choose_cutlass_fused(m, n, batch)
+        return choose_cutlass_fused(m, n, k, batch)
     if n <= 64:
         return NARROW
     if 2 * tiles <= NUM_SMS_H200:
@@ -186,9 +191,16 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     return MANY_WAVES
 
 
-def choose_cutlass_fused(m: int, n: int, batch: int = 1) -> GemmConfig:
+def choose_cutlass_fused(m: int, n: int, k: int, batch: int = 1) -> GemmConfig:
     """CUTLASS's configuration for a fused ``[m, k] x [k, n]`` problem (what :func:`choose` gives the shapes it keeps
-    off the direct kernel): 128x256 cooperative where the grid is over a wave and N fills the tile, else 128x128."""
+    off the direct kernel): the bare rule's one wave of 128x192 tiles where it takes them, :data:`FUSED_ONE_WAVE` where
+    it takes one wave of 128x128, else 128x256 cooperative where the grid is over a wave and N fills the tile, and
+    128x128 cooperative."""
+    bare = choose(m, n, k, batch)
+    if bare == PARTIAL_WAVE:
+        return bare
+    if bare == ONE_WAVE:
+        return FUSED_ONE_WAVE
     tiles = batch * -(-m // 128) * -(-n // 128)
     return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else FUSED_NARROW
 
