@@ -280,10 +280,13 @@ GEMM = Family(
         "use; `oasr/jit/gemm_config.py` chooses one per shape by a rule read off `dev/gemm/tune.py`'s "
         "H200 table (`dev/gemm/results/tune_h200.txt`): 128x128 ping-pong tiles for most shapes (long K too), "
         "non-persistent tiles for grids of one wave or less (128x192 where those fit one wave and 128x128 do not, "
-        "fused or not), cooperative for the other bias/activation epilogues below three waves or at long K. Fused "
+        "fused or not; with a bias/activation epilogue, 64x128 tiles two to an SM where one wave of 128x128 fits, "
+        "so that one tile's epilogue runs beside the other's math), cooperative for the other bias/activation "
+        "epilogues below three waves or at long K. Fused "
         "grids of three waves or more at K <= 512, and `gemm_glu`, run as one "
         "launch of group_gemm's own kernel (`include/oasr/gemm/sm90_group_gemm_direct.cuh`, every row one group, "
-        "its epilogue in registers); for `gemm_glu` each tile's B holds 64 weight rows and their 64 gate rows, and "
+        "its epilogue in registers: SiLU and the GLU gate as h (1 + tanh u) on halved values, one SFU op and one "
+        "FMA each); for `gemm_glu` each tile's B holds 64 weight rows and their 64 gate rows, and "
         "the epilogue stores value * sigmoid(gate)."
     ),
     headers=("oasr/gemm/sm90_gemm.cuh", "oasr/gemm/sm90_group_gemm_direct.cuh"),
