@@ -260,7 +260,7 @@ def rendered_reports(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
     env = {**os.environ, "OASR_REPORTS_DIR": str(root / "reports"), "PYTHONUNBUFFERED": "1"}
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "profiling.workbench.publish"],
+            [sys.executable, "-m", "profiling.workbench.publish", "--jobs", "2"],  # replay, two at a time
             cwd=REPO, env=env, capture_output=True, text=True, timeout=PUBLISH_S,
         )  # fmt: skip
         returncode, output = done.returncode, done.stdout + done.stderr

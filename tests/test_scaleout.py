@@ -727,6 +727,23 @@ def test_notebooks_run_in_parallel_one_per_gpu(tmp_path, reports_dir):
     assert (reports_dir / "testgpu" / "03_c.html").is_file()
 
 
+def test_replay_runs_jobs_notebooks_at_a_time(tmp_path, reports_dir):
+    stamps = {name: tmp_path / f"{name}.json" for name in ("01_a", "02_b", "03_c")}
+    paths = [_notebook(tmp_path / f"{name}.ipynb", STAMP.format(path=str(stamp))) for name, stamp in stamps.items()]
+    runs = publish.run_notebooks(paths, reports_dir / "replay" / "h200", jobs=2)
+    assert [run.notebook for run in runs] == paths and all(run.ok for run in runs), [r.error for r in runs]
+    seen = {name: json.loads(stamp.read_text()) for name, stamp in stamps.items()}
+    (_, a0, a1), (_, b0, b1) = seen["01_a"], seen["02_b"]
+    assert a0 < b1 and b0 < a1, "the first two notebooks ran at the same time"
+    assert all(run.gpu is None for run in runs) and (reports_dir / "replay" / "h200" / "03_c.html").is_file()
+
+
+def test_main_command_jobs_must_be_positive(tmp_path, reports_dir, capsys):
+    with pytest.raises(SystemExit):
+        publish.main(["--jobs", "0", str(_notebook(tmp_path / "01_x.ipynb", "1"))])
+    assert "argument --jobs: must be at least 1" in capsys.readouterr().err
+
+
 def test_main_command_gpus_flag_needs_live(tmp_path, reports_dir, capsys):
     with pytest.raises(SystemExit):
         publish.main(["--gpus", "2", str(_notebook(tmp_path / "01_x.ipynb", "1"))])

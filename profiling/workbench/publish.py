@@ -12,7 +12,8 @@ git-ignored: replay never rewrites a committed file. The command prints where th
 
 On a machine with several GPUs (live), notebooks run in parallel, one per GPU: each
 notebook's kernel sees only its GPU (``CUDA_VISIBLE_DEVICES``); ``--gpus`` chooses
-them (``all``, a count, ids; ``--gpus 1`` runs one after the other).
+them (``all``, a count, ids; ``--gpus 1`` runs one after the other). In replay,
+``--jobs N`` runs N notebooks at a time (default one after the other).
 
 A failing notebook is named with its cell and error, its index row says so (its
 HTML is the partial run); the others still run, and the command exits 1. Ctrl-C
@@ -324,13 +325,14 @@ def run_notebooks(
     out_dir: Path | None = None,
     interrupt: Interrupt | None = None,
     gpus: Sequence[str] | None = None,
+    jobs: int = 1,
 ) -> list[NotebookRun]:
     """Run each notebook, export its two HTML variants into ``out_dir`` (default: this mode's
     :func:`~profiling.workbench.tables.output_dir`) and read the summary it wrote there.
 
-    With several ``gpus`` (device ids), one notebook runs on each at a time; otherwise they run
-    one after the other. A failed notebook gets a summary that says so (the index must not show
-    an earlier run's headline next to a partial report). After Ctrl-C no further notebook starts,
+    With several ``gpus`` (device ids), one notebook runs on each at a time; otherwise ``jobs`` at a
+    time (replay), by default one after the other. A failed notebook gets a summary that says so (the
+    index must not show an earlier run's headline next to a partial report). After Ctrl-C no further notebook starts,
     and an interrupted one leaves its earlier files as they were; the list holds the finished
     ones, in the order of ``paths``.
     """
@@ -355,7 +357,13 @@ def run_notebooks(
             finished[path] = run
             return True
 
-        if gpus is None or len(gpus) < 2:
+        if gpus is not None and len(gpus) > 1:
+            bar.set_postfix_str(f"{len(gpus)} GPUs")
+            _in_parallel(paths, gpus, one, interrupt)
+        elif jobs > 1:
+            bar.set_postfix_str(f"{jobs} at a time")
+            _in_parallel(paths, [None] * jobs, one, interrupt)
+        else:
             gpu = gpus[0] if gpus else None
             for path in paths:
                 if interrupt is not None and interrupt.requested:
@@ -363,23 +371,23 @@ def run_notebooks(
                 bar.set_postfix_str(path.name)
                 if not one(path, gpu):
                     break
-        else:
-            bar.set_postfix_str(f"{len(gpus)} GPUs")
-            _in_parallel(paths, gpus, one, interrupt)
     return [finished[p] for p in paths if p in finished]
 
 
 def _in_parallel(
-    paths: Sequence[Path], gpus: Sequence[str], one: Callable[[Path, str], bool], interrupt: Interrupt | None
+    paths: Sequence[Path],
+    gpus: Sequence[str | None],
+    one: Callable[[Path, str | None], bool],
+    interrupt: Interrupt | None,
 ) -> None:
-    """One thread per GPU takes the next notebook until none is left (or Ctrl-C); the main thread
-    only waits, so that it stays free for the SIGINT handler."""
+    """One thread per GPU (None: a replay worker) takes the next notebook until none is left (or Ctrl-C);
+    the main thread only waits, so that it stays free for the SIGINT handler."""
     todo: queue.SimpleQueue[Path] = queue.SimpleQueue()
     for path in paths:
         todo.put(path)
     errors: list[BaseException] = []
 
-    def serve(gpu: str) -> None:
+    def serve(gpu: str | None) -> None:
         try:
             while not (interrupt is not None and interrupt.requested):
                 try:
@@ -391,7 +399,10 @@ def _in_parallel(
         except BaseException as exc:  # handed to the main thread below
             errors.append(exc)
 
-    threads = [threading.Thread(target=serve, args=(gpu,), name=f"notebooks on GPU {gpu}") for gpu in gpus]
+    threads = [
+        threading.Thread(target=serve, args=(gpu,), name=f"notebooks on GPU {gpu}" if gpu else f"notebooks {i}")
+        for i, gpu in enumerate(gpus)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -532,7 +543,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: notebooks/*.ipynb)")
     parser.add_argument("--gpus", metavar="all|N|IDS", help="live: run one notebook per GPU at a time on these "
                         "(all, a count, or ids like 0,1; default: all; 1 runs them one after the other)")  # fmt: skip
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="replay: run N notebooks at a time (default: 1, one after the other)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"argument --jobs: must be at least 1, got {args.jobs}")
 
     paths = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
     os.environ.setdefault("PYTHONPATH", str(REPO_ROOT))
@@ -545,6 +560,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"argument --gpus: {error}")
     elif args.gpus is not None:
         parser.error("argument --gpus: notebooks run on GPUs only live, and this run replays recordings (no CUDA GPU)")
+    if mode == LIVE and args.jobs > 1:
+        parser.error("argument --jobs: live runs take one notebook per GPU at a time (--gpus); --jobs is for replay")
     print(_where(mode, out_dir) + (f"; one notebook per GPU on {', '.join(gpus)}" if gpus and len(gpus) > 1 else ""),
           flush=True)  # fmt: skip
 
@@ -553,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGINT, interrupt) if in_main_thread else None
     runs: list[NotebookRun] = []
     try:
-        runs = run_notebooks(paths, out_dir, interrupt, gpus)
+        runs = run_notebooks(paths, out_dir, interrupt, gpus, 1 if mode == LIVE else args.jobs)
     except KeyboardInterrupt:
         interrupt.count = max(interrupt.count, 1)
     finally:
