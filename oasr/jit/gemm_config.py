@@ -118,6 +118,7 @@ WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 192, 64, 1, 1, "nonpersistent"),  # one wave, one warpgroup per tile
     GemmConfig(64, 192, 64, 1, 1, "pingpong"),  # 24 x 11 = 264 tiles: two per SM, one per warpgroup
     GemmConfig(64, 192, 64, 1, 1, "nonpersistent", 3),  # the same as CTAs two to an SM (3 stages: 96 KB)
+    GemmConfig(128, 96, 64, 1, 1, "nonpersistent", 3),  # 12 x 22 = 264 CTAs two to an SM (3 stages: 84 KB)
 )
 """Issue 17's candidates for the two shapes below 0.95x cuBLAS in the 7d8b06f table: tiles that fill one
 wave, multicast, fewer K blocks, two CTAs per SM (``dev/gemm/tune.py --wave`` times them). Stream-K
