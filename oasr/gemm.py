@@ -85,7 +85,8 @@ def _check_gemm(
     shape = (*input.shape[:-1], rows // 2 if gated else rows)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
-    check_k_contiguous(op, input=input, weight=weight)
+    if (k > 1 and input.stride(-1) != 1) or (k > 1 and weight.stride(-1) != 1):  # (the helper words the error)
+        check_k_contiguous(op, input=input, weight=weight)
 
     device = input.device
     if device not in _READY:
@@ -101,7 +102,12 @@ def _check_gemm(
         check_out(op, "out", out, "weight", weight, False)
         if bias is not None:
             check_out(op, "out", out, "bias", bias, False)
-    if _grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias, out)):
+    if _grad_enabled() and (
+        input.requires_grad
+        or weight.requires_grad
+        or (bias is not None and bias.requires_grad)
+        or (out is not None and out.requires_grad)
+    ):
         raise requires_grad(op, _NAMES, (input, weight, bias, out))
     return shape
 

@@ -234,6 +234,8 @@ BAD = {
     "out shape": (lambda: oasr.gemm(_cpu(4, 8), _cpu(6, 8), out=_cpu(4, 8)), ValueError, "`out`"),
     "strided K": (lambda: oasr.gemm(_cpu(4, 16)[:, ::2], _cpu(6, 8)), ValueError, "contiguous"),
     "strided weight K": (lambda: oasr.gemm(_cpu(4, 8), _cpu(6, 16)[:, ::2]), ValueError, "contiguous"),
+    "weight requires grad": (lambda: oasr.gemm(_cpu(4, 8), _cpu(6, 8).requires_grad_()), ValueError, "`weight` req"),
+    "bias requires grad": (lambda: oasr.gemm(_cpu(4, 8), _cpu(6, 8), _cpu(6).requires_grad_()), ValueError, "`bias` r"),
     "glu odd rows": (lambda: oasr.gemm_glu(_cpu(4, 8), _cpu(5, 8)), ValueError, "even"),
     "glu out shape": (lambda: oasr.gemm_glu(_cpu(4, 8), _cpu(6, 8), out=_cpu(4, 6)), ValueError, "`out`"),
 }
