@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""The gemm family's Python layer alone, on any machine (no GPU needed): what ``oasr.gemm`` costs the host before the
+launch, split into its parts.
+
+    python dev/gemm/python_layer.py
+
+The calls run on CPU tensors (375x256 by 1024x256, bf16, ``out=`` given): the CPU is marked a ready device and the
+family's module is a stand-in whose ``gemm`` returns at once, so the figures are the checks, the layout work and the
+dispatch, without the launch (``dev/gemm/eager.py`` times whole calls on the H200). Best of five runs of 20000 calls.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import oasr  # (after the checkout is on the path)
+from oasr._checks import ready_devices
+from oasr.jit import gemm_config
+from oasr.jit.families import GEMM
+
+gemm_module = sys.modules["oasr.gemm"]
+
+
+class _Launch:
+    """The module stand-in: takes the launcher's arguments and returns."""
+
+    def gemm(self, *args: object) -> None:
+        pass
+
+
+def per_call_us(fn: Callable[[], object], calls: int = 20000, runs: int = 5) -> float:
+    for _ in range(1000):
+        fn()
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - start) / calls * 1e6)
+    return best
+
+
+def main() -> None:
+    ready_devices(GEMM).add(torch.device("cpu"))
+    GEMM.use_module(_Launch())
+    m, n, k = 375, 1024, 256
+    x, w = torch.randn(m, k, dtype=torch.bfloat16), torch.randn(n, k, dtype=torch.bfloat16)
+    bias, out = torch.randn(n, dtype=torch.bfloat16), torch.empty(m, n, dtype=torch.bfloat16)
+    rows = {
+        "oasr.gemm(x, w, out=out)": lambda: oasr.gemm(x, w, out=out),
+        "oasr.gemm(x, w, bias, 'silu', out=out)": lambda: oasr.gemm(x, w, bias, "silu", out=out),
+        "  _check_gemm": lambda: gemm_module._check_gemm("gemm", x, w, None, None, out, False),
+        "  _linear (the stand-in's launch included)": lambda: gemm_module._linear(x, w, None, None, out),
+        "    gemm_config.choose": lambda: gemm_config.choose(m, n, k),
+        "    a [None] view (the launcher takes 3-D)": lambda: x[None],
+    }
+    print(f"torch {torch.__version__}; {m}x{n}x{k} bf16 on CPU tensors, launch stubbed; us per call")
+    for label, fn in rows.items():
+        print(f"  {label:<44} {per_call_us(fn):6.2f}")
+
+
+if __name__ == "__main__":
+    main()
