@@ -85,7 +85,7 @@ def _check_gemm(
     shape = (*input.shape[:-1], rows // 2 if gated else rows)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
-    if (k > 1 and input.stride(-1) != 1) or (k > 1 and weight.stride(-1) != 1):  # (the helper words the error)
+    if k > 1 and (input.stride(-1) != 1 or weight.stride(-1) != 1):  # (the helper words the error)
         check_k_contiguous(op, input=input, weight=weight)
 
     device = input.device

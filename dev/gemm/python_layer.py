@@ -12,7 +12,6 @@ dispatch, without the launch (``dev/gemm/eager.py`` times whole calls on the H20
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +23,7 @@ import oasr  # (after the checkout is on the path)
 from oasr._checks import ready_devices
 from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
+from profiling.harness.timing import host_overhead_us
 
 gemm_module = sys.modules["oasr.gemm"]
 
@@ -35,16 +35,8 @@ class _Launch:
         pass
 
 
-def per_call_us(fn: Callable[[], object], calls: int = 20000, runs: int = 5) -> float:
-    for _ in range(1000):
-        fn()
-    best = float("inf")
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
+def per_call_us(fn: Callable[[], object]) -> float:
+    return min(host_overhead_us(fn, calls=20000, warmup=1000) for _ in range(5))
 
 
 def main() -> None:

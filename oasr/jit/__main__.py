@@ -129,7 +129,7 @@ def _build() -> int:
         return 1
     specs = [family.jit_spec() for family in FAMILIES]
     # nvcc runs in subprocesses, one core and up to ~2 GB (CUTLASS) each: a job per core.
-    return 1 if core.build_in_parallel(specs, max(1, min(len(specs), os.cpu_count() or 1))) else 0
+    return 1 if core.build_in_parallel(specs, min(len(specs), os.cpu_count() or 1)) else 0
 
 
 COMMANDS = {

@@ -570,7 +570,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous = signal.signal(signal.SIGINT, interrupt) if in_main_thread else None
     runs: list[NotebookRun] = []
     try:
-        runs = run_notebooks(paths, out_dir, interrupt, gpus, 1 if mode == LIVE else args.jobs)
+        runs = run_notebooks(paths, out_dir, interrupt, gpus, args.jobs)  # (live refused --jobs above)
     except KeyboardInterrupt:
         interrupt.count = max(interrupt.count, 1)
     finally:
