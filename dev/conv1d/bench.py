@@ -7,12 +7,14 @@ Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``;
 the same sources (``csrc/conv1d.cu``) against a copy of ``include/`` with constants rewritten by
 ``dev/tune_kernels.py``'s ``rewrite``: ``ffma`` turns the tensor-core kernel off
 (``oasr/conv1d_tensor.cuh``'s ``kMaxChunks = 0``), so 16-bit calls run the shared-memory FFMA kernel
-that was production before it; ``s2`` stages two tiles instead of three. Each is its own JIT module
-``conv1d_<name>``, swapped in as the family's module while its calls are warmed up and captured
-(``with_module``), so every form goes through the public API (``oasr/conv1d.py``). The variants live
-side by side in one process, so they are built with ``-fno-gnu-unique``: otherwise a static of an
-inline launcher (the occupancy cache) is one GNU-unique symbol for all of them; ``build`` stops when
-a variant module defines such a symbol.
+that was production before it; ``s2`` stages two tiles instead of three; each ``variants/NAME.patch``
+(a diff of ``include/``, applied by ``dev/tune_kernels.py``'s ``patched_include``) is variant NAME; the
+``diag-*`` patches leave a part of the kernel out (wrong outputs: time them with ``--sections sweep``).
+Each is its own JIT module ``conv1d_<name>``, swapped in as the family's module while its calls are
+warmed up and captured (``with_module``), so every form goes through the public API
+(``oasr/conv1d.py``). The variants live side by side in one process, so they are built with
+``-fno-gnu-unique``: otherwise a static of an inline launcher (the occupancy cache) is one GNU-unique
+symbol for all of them; ``build`` stops when a variant module defines such a symbol.
 
 Earlier tensor-core forms (one tile per block, no copies in flight) lost to the FFMA kernel
 (``results/bench_h200.txt``, ``results/tc_h200.txt``); their code is in git at 7d8b06f and 0c6edf8.
@@ -67,7 +69,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr.conv1d as conv1d
-from dev.tune_kernels import OWN_STATICS, Edit, rewrite, with_module
+from dev.tune_kernels import OWN_STATICS, Edit, patched_include, rewrite, with_module
 from oasr.jit.core import gen_jit_spec
 from oasr.jit.families import CONV1D
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
@@ -78,11 +80,13 @@ from profiling.provenance import git_commit
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 TENSOR = "conv1d_tensor.cuh"
-VARIANTS: dict[str, list[Edit] | None] = {
+VARIANTS: dict[str, list[Edit] | Path | None] = {
     "prod": None,
     "ffma": [(TENSOR, "kMaxChunks", "0")],
     "s2": [(TENSOR, "kStages", "2")],
+    **{patch.stem: patch for patch in sorted((HERE / "variants").glob("*.patch"))},
 }
+"""Production (None), constant edits of a copy of include/, or a diff of include/ (``variants/NAME.patch``)."""
 HEADLINE = ((16, 1500, 256, 31), (16, 1500, 512, 15))
 NCU_SHAPES = (*HEADLINE, (1, 16, 512, 31))
 """ncu's shapes: the headline ones and one tile per block (the streaming step's latency)."""
@@ -115,14 +119,18 @@ def say(line: str = "") -> None:
 # ---------------------------------------------------------------------------
 
 
-def variant_spec(name: str, edits: list[Edit]):
-    """The JIT spec of a variant: the family's sources against a copy of include/ with `edits` made."""
-    root = Path(tempfile.gettempdir()) / "oasr-variants" / f"conv1d_{name}" / "include"
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(ROOT / "include", root)
-    for edit in edits:
-        path, text = rewrite(root, edit)
-        path.write_text(text)
+def variant_spec(name: str, edits: list[Edit] | Path):
+    """The JIT spec of a variant: the family's sources against a copy of include/ with `edits` made (or the
+    patch applied)."""
+    if isinstance(edits, Path):
+        root = patched_include(edits)[1]
+    else:
+        root = Path(tempfile.gettempdir()) / "oasr-variants" / f"conv1d_{name}" / "include"
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(ROOT / "include", root)
+        for edit in edits:
+            path, text = rewrite(root, edit)
+            path.write_text(text)
     return gen_jit_spec(f"conv1d_{name}", CONV1D.jit_spec().sources, extra_cuda_cflags=[OWN_STATICS], include_dir=root)
 
 
@@ -569,7 +577,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--all", action="store_true", help="every section: check, sweep, fused, step, ncu, sanitize")
     parser.add_argument("--sections", default="check,sweep,fused,step")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated names of VARIANTS")
+    parser.add_argument(
+        "--variants",
+        default=",".join(name for name, edits in VARIANTS.items() if not isinstance(edits, Path)),
+        help="comma-separated names of VARIANTS (default: those without a patch)",
+    )
     parser.add_argument("--ncu-variants", default="prod")
     parser.add_argument("--sanitize-variants", default="prod")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")

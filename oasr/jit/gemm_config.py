@@ -117,13 +117,13 @@ WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 192, 64, 2, 1, "cooperative"),  # the same with B multicast
     GemmConfig(128, 192, 64, 1, 1, "nonpersistent"),  # one wave, one warpgroup per tile
     GemmConfig(64, 192, 64, 1, 1, "pingpong"),  # 24 x 11 = 264 tiles: two per SM, one per warpgroup
-    GemmConfig(64, 192, 64, 1, 1, "nonpersistent", 3),  # the same as CTAs two to an SM (3 stages: 96 KB)
-    GemmConfig(128, 96, 64, 1, 1, "nonpersistent", 3),  # 12 x 22 = 264 CTAs two to an SM (3 stages: 84 KB)
 )
 """Issue 17's candidates for the two shapes below 0.95x cuBLAS in the 7d8b06f table: tiles that fill one
 wave, multicast, fewer K blocks, two CTAs per SM (``dev/gemm/tune.py --wave`` times them). Stream-K
 (128x128x32 and 128x256x32) was the slowest candidate on every shape, x0.49-0.78 of cuBLAS
-(``dev/gemm/results/a93ff7a/wave_h200.txt``), and was removed."""
+(``dev/gemm/results/a93ff7a/wave_h200.txt``), and was removed; so were 64x192 and 128x96 non-persistent tiles two
+CTAs to an SM (3 stages), meant for 1500x2048x512's bias + SiLU: 9.44 and 12.75 us against 9.54 for the pick, 1.4-2.1x
+its time on the other shapes (``dev/gemm/results/wave_fused_d32aad9_h200.txt``)."""
 
 CANDIDATES: tuple[GemmConfig, ...] = (
     GemmConfig(128, 128, 64, 1, 1, "cooperative"),
