@@ -40,11 +40,6 @@ from profiling.harness.correctness import refcheck
 from profiling.harness.ops import OpSpec, dtype_name, get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
-OWN_STATICS = "-Xcompiler=-fno-gnu-unique"
-"""Variants of a family live side by side in one process: without this flag GCC makes the
-launchers' function-local statics (occupancy caches, "shared memory raised" flags) GNU-unique
-symbols that the loader binds once per process, so one variant would use another's."""
-
 INCLUDE = Path(__file__).resolve().parents[1] / "include"
 Edit = tuple[str, str, str]  # (header, constant, value)
 
@@ -130,13 +125,9 @@ def patched_include(patch: Path, commit: str | None = None) -> tuple[str, Path]:
 
 def variant_spec(family: Family, name: str, include: Path, variant: Variant | None = None) -> JitSpec:
     """``family``'s module (of ``variant``, else the default one) built against the edited copy ``include`` of
-    ``include/``, as the JIT module ``<family>_variant_<name>`` with statics of its own (:data:`OWN_STATICS`)."""
-    return family.jit_spec(
-        variant=variant,
-        name=f"{family.name}_variant_{name}",
-        include_dir=include.resolve(),
-        extra_cuda_cflags=[OWN_STATICS],
-    )
+    ``include/``, as the JIT module ``<family>_variant_<name>`` (with statics of its own, as every module:
+    ``oasr.jit.core.COMMON_NVCC_FLAGS``)."""
+    return family.jit_spec(variant=variant, name=f"{family.name}_variant_{name}", include_dir=include.resolve())
 
 
 def build_all(specs: list[JitSpec]) -> None:
@@ -189,11 +180,7 @@ def main() -> int:
         require_cuda("tune_kernels")
     families = list(dict.fromkeys(op.family for op in ops))
     includes = {name: variant_include(name, edits) for name, edits in variants.items()}
-    specs = {
-        (f.name, v): f.jit_spec(name=f"{f.name}_{v}", include_dir=includes[v], extra_cuda_cflags=[OWN_STATICS])
-        for f in families
-        for v in variants
-    }
+    specs = {(f.name, v): f.jit_spec(name=f"{f.name}_{v}", include_dir=includes[v]) for f in families for v in variants}
     with ThreadPoolExecutor(max_workers=8) as pool:  # nvcc runs in subprocesses
         built = dict(zip(specs, pool.map(lambda spec: spec.build_and_load(), specs.values()), strict=True))
     if args.build_only:

@@ -10,6 +10,8 @@ the C++ launcher assumes. GPU (H100/H200): the kernels against float64 reference
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -70,6 +72,14 @@ def test_default_instantiation_builds_for_sm90a_and_exports_gemm():
     assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags and "-DNDEBUG" in spec.nvcc_flags
     assert any(f.startswith("-DOASR_CUTLASS_VERSION=") for f in spec.nvcc_flags)
     assert callable(spec.build_and_load().gemm)
+    nm = shutil.which("nm")  # binutils, which nvcc's host compiler needs too
+    assert nm is not None
+    symbols = subprocess.run([nm, "-D", str(spec.library_path)], capture_output=True, text=True, check=True).stdout
+    kinds = {line.split()[-1]: line.split()[-2] for line in symbols.splitlines() if len(line.split()) >= 2}
+    # CUTLASS's direct driver calls land on the module's own hidden definitions (no -lcuda, nothing imported) ...
+    assert "cuTensorMapEncodeTiled" not in kinds and "cuTensorMapEncodeIm2col" not in kinds
+    # ... and the launchers' statics stay the module's own: no GNU-unique symbol
+    assert "u" not in kinds.values()
 
 
 def test_each_configuration_is_its_own_module():

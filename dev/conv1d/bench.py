@@ -69,7 +69,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr.conv1d as conv1d
-from dev.tune_kernels import OWN_STATICS, Edit, patched_include, rewrite, with_module
+from dev.tune_kernels import Edit, patched_include, rewrite, with_module
 from oasr.jit.core import gen_jit_spec
 from oasr.jit.families import CONV1D
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
@@ -131,7 +131,7 @@ def variant_spec(name: str, edits: list[Edit] | Path):
         for edit in edits:
             path, text = rewrite(root, edit)
             path.write_text(text)
-    return gen_jit_spec(f"conv1d_{name}", CONV1D.jit_spec().sources, extra_cuda_cflags=[OWN_STATICS], include_dir=root)
+    return gen_jit_spec(f"conv1d_{name}", CONV1D.jit_spec().sources, include_dir=root)
 
 
 def build(names: list[str]) -> dict[str, Any]:
@@ -146,7 +146,7 @@ def build(names: list[str]) -> dict[str, Any]:
     if shared:
         raise RuntimeError(
             f"variant modules define process-wide (GNU unique) symbols, e.g. {shared[0]}: variants loaded together "
-            f"would share them; build them with {OWN_STATICS}"
+            "would share them (oasr.jit.core.COMMON_NVCC_FLAGS builds every module with -fno-gnu-unique)"
         )
     return dict(zip(names, modules, strict=True))
 

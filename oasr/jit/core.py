@@ -59,6 +59,10 @@ COMMON_NVCC_FLAGS = (
     "-lineinfo",
     "-DNDEBUG",
     "-Xcompiler=-fPIC",
+    # Each module keeps its own function-local statics (the launchers' "shared memory allowed" and occupancy
+    # caches): GCC would make them GNU-unique symbols, bound once per process, so that two modules instantiating
+    # one launcher template (gemm and bmm of one tile, a dev/ variant and production) would share them.
+    "-Xcompiler=-fno-gnu-unique",
 )
 # nvcc prints "file.cu(12): error: ..." and host compilers "file.cc:12:3: error: ...".
 _DIAGNOSTIC = re.compile(r"^(?P<loc>\S+?(\(\d+\)|:\d+(:\d+)?)): (fatal )?error\b")

@@ -1,7 +1,10 @@
 """CUTLASS's C++ headers, from the ``nvidia-cutlass`` wheel (``cutlass_library/source``).
 
-The families built on CUTLASS add its include folders and a ``-DOASR_CUTLASS_VERSION`` flag, so
-that a different CUTLASS gives a different cache key (the key hashes flags, not external headers).
+The families built on CUTLASS add its include folders and two flags: ``-DOASR_CUTLASS_VERSION``, so
+that a different CUTLASS gives a different cache key (the key hashes flags, not external headers), and
+``-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1``: CUTLASS then calls the driver's TMA descriptor encoders by
+name instead of looking them up on every launch, and ``include/oasr/common/cutlass_launch.cuh`` defines
+them in each module (no ``-lcuda``).
 """
 
 from __future__ import annotations
@@ -32,7 +35,11 @@ def include_paths() -> list[Path]:
 
 
 @functools.cache
-def version_flags() -> tuple[str, ...]:
-    """``-DOASR_CUTLASS_VERSION=<the wheel's version>`` (part of every CUTLASS module's cache key)."""
+def flags() -> tuple[str, ...]:
+    """``-DOASR_CUTLASS_VERSION=<the wheel's version>`` (part of every CUTLASS module's cache key) and the
+    direct driver calls (the module docstring)."""
     cutlass_root()
-    return (f"-DOASR_CUTLASS_VERSION={importlib.metadata.version('nvidia-cutlass')}",)
+    return (
+        f"-DOASR_CUTLASS_VERSION={importlib.metadata.version('nvidia-cutlass')}",
+        "-DCUTLASS_ENABLE_DIRECT_CUDA_DRIVER_CALL=1",
+    )

@@ -257,7 +257,7 @@ CONV2D = Family(
     ),
     headers=("oasr/conv2d/direct.cuh", "oasr/conv2d/sm90_implicit_gemm.cuh", "oasr/conv2d/subsampling.cuh"),
     include_paths=cutlass.include_paths,
-    library_cflags=cutlass.version_flags,
+    library_cflags=cutlass.flags,
 )
 
 GEMM = Family(
@@ -293,7 +293,7 @@ GEMM = Family(
     capabilities=(90,),
     extra_cuda_cflags=(SM90A,),
     include_paths=cutlass.include_paths,
-    library_cflags=cutlass.version_flags,
+    library_cflags=cutlass.flags,
     default_variant=gemm_config.gemm_variant("bfloat16", "plain", gemm_config.DEFAULT),
 )
 
@@ -317,7 +317,7 @@ BMM = Family(
     capabilities=(90,),
     extra_cuda_cflags=(SM90A,),
     include_paths=cutlass.include_paths,
-    library_cflags=cutlass.version_flags,
+    library_cflags=cutlass.flags,
     default_variant=gemm_config.bmm_variant("bfloat16", False, gemm_config.DEFAULT),
 )
 
@@ -354,7 +354,7 @@ GROUP_GEMM = Family(
     capabilities=(90,),
     extra_cuda_cflags=(SM90A,),
     include_paths=cutlass.include_paths,
-    library_cflags=cutlass.version_flags,
+    library_cflags=cutlass.flags,
     default_variant=gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_DEFAULT),
 )
 

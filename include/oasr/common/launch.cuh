@@ -74,6 +74,23 @@ inline bool fits_int32(int64_t extent, unsigned blocks, int64_t items_per_block)
   return extent + 2 * int64_t{blocks} * items_per_block <= INT32_MAX;
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory on the current device (beyond 48 KB it must be allowed),
+// calling the runtime only when more than before is asked there. `allowed` is the kernel's
+// own per-device array (see per_device).
+inline cudaError_t allow_dynamic_shared_memory(const void* kernel, int bytes, int* allowed) {
+  int device = 0;
+  cudaGetDevice(&device);
+  const bool remembered = device < kMaxDevices;
+  if (remembered && allowed[device] >= bytes) return cudaSuccess;
+  const cudaError_t error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (error != cudaSuccess) {
+    cudaGetLastError();  // returned here: not left for the next launch's check
+  } else if (remembered) {
+    allowed[device] = bytes;
+  }
+  return error;
+}
+
 // Blocks of `kernel` that fit on one SM at `threads` threads per block (at least 1);
 // `cache` is the kernel's own per-device array (see per_device).
 template <typename Kernel>

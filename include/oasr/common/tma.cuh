@@ -42,21 +42,23 @@ __device__ __forceinline__ void tma_prefetch(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(map) : "memory");
 }
 
+// The driver's function `name` in its CUDA 12.0 form, or null if the driver has none: looked up through the runtime,
+// so that nothing links -lcuda. A lookup searches by name on every call: keep the result.
+template <class Function>
+inline Function driver_function(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  const cudaError_t error = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
+  return error == cudaSuccess && found == cudaDriverEntryPointSuccess ? reinterpret_cast<Function>(fn) : nullptr;
+}
+
 // A row-major tensor of 16-bit elements, `rank` (2 or 3) dimensions innermost first: `dims` elements,
 // `strides` bytes between consecutive indices of dimensions 1.. (multiples of 16), boxes of `box` elements
 // landing in shared memory with the 128-byte swizzle (box[0] * 2 must be 128: one swizzle row).
 // Returns false when the driver refuses it (or has no cuTensorMapEncodeTiled).
 inline bool encode_tensor_map(CUtensorMap* map, CUtensorMapDataType type, const void* base, int rank,
                               const uint64_t* dims, const uint64_t* strides, const uint32_t* box) {
-  static const auto encode = [] {  // the driver's entry point, looked up once (no -lcuda)
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    const cudaError_t error = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
-                                                               cudaEnableDefault, &found);
-    return error == cudaSuccess && found == cudaDriverEntryPointSuccess
-               ? reinterpret_cast<decltype(&::cuTensorMapEncodeTiled)>(fn)
-               : nullptr;
-  }();
+  static const auto encode = driver_function<decltype(&::cuTensorMapEncodeTiled)>("cuTensorMapEncodeTiled");
   if (encode == nullptr) return false;
   const cuuint32_t unit[3] = {1, 1, 1};
   return encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box, unit,

@@ -24,6 +24,8 @@
 
 #include <cstdint>
 
+#include "oasr/common/cutlass_launch.cuh"
+
 namespace oasr::conv2d {
 
 // ---------------------------------------------------------------------------------------------
@@ -94,14 +96,8 @@ cudaError_t RunImplicitGemm(const ImplicitGemmParams<Element>& p, cudaStream_t s
   args.hw_info.device_id = p.device;
   args.hw_info.sm_count = p.sm_count;
   if (Conv::Device::get_workspace_size(args) != 0) return cudaErrorNotSupported;
-  typename Conv::Device op;
-  if (op.can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
-  if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (op.run(stream) != cutlass::Status::kSuccess) {
-    cudaError_t error = cudaGetLastError();
-    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
-  }
-  return cudaSuccess;
+  if (Conv::Device::can_implement(args) != cutlass::Status::kSuccess) return cudaErrorNotSupported;
+  return run_cutlass<typename Conv::Device, typename Conv::Kernel>(args, stream);
 }
 
 }  // namespace oasr::conv2d

@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
 #include "oasr/common/mma.cuh"
 #include "oasr/common/tma.cuh"
@@ -347,8 +348,9 @@ inline size_t SubsamplingSmemBytes(int t2, int f2, int d) { return detail::Subsa
 template <typename T, int N>
 cudaError_t SubsamplingLaunch(const SubsamplingParams<T>& p, const detail::SubsamplingPlan& plan, cudaStream_t stream) {
   const auto kernel = detail::SubsamplingKernel<T, N>;
-  cudaError_t status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(plan.bytes));
+  static int allowed[kMaxDevices] = {};
+  cudaError_t status = allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), static_cast<int>(plan.bytes),
+                                                   allowed);
   if (status != cudaSuccess) return status;
   const dim3 grid((p.t2 * p.f2 + detail::kBM - 1) / detail::kBM, p.batch);
   kernel<<<grid, detail::kSubThreads, plan.bytes, stream>>>(p, plan);

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "oasr/common/cutlass_launch.cuh"
 #include "oasr/common/math.cuh"
 
 namespace oasr::gemm {
@@ -194,13 +195,7 @@ cudaError_t Run(const GemmParams<Element>& p, cudaStream_t stream) {
   auto args = make_arguments<Gemm>(p);
   if constexpr (Gemm::FusionOp::IsPerColBiasSupported) args.epilogue.thread.bias_ptr = p.bias;
   if (Gemm::Device::get_workspace_size(args) != 0) return cudaErrorNotSupported;
-  typename Gemm::Device op;
-  if (op.initialize(args, nullptr, stream) != cutlass::Status::kSuccess) return cudaErrorInvalidValue;
-  if (op.run(stream) != cutlass::Status::kSuccess) {
-    cudaError_t error = cudaGetLastError();
-    return error != cudaSuccess ? error : cudaErrorLaunchFailure;
-  }
-  return cudaSuccess;
+  return run_cutlass<typename Gemm::Device, typename Gemm::Kernel>(args, stream);
 }
 
 }  // namespace oasr::gemm

@@ -278,7 +278,8 @@ cudaError_t RunGroup(const GroupGemmParams<Element>& p, void* workspace, bool pd
   typename Kernel::Params params = Kernel::to_underlying_arguments(args, w.cutlass);
   const void* kernel = reinterpret_cast<const void*>(&GroupGemmAfterSetup<Kernel>);
   constexpr int kSmem = Kernel::SharedStorageSize;
-  error = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static int allowed[kMaxDevices] = {};
+  error = allow_dynamic_shared_memory(kernel, kSmem, allowed);
   if (error != cudaSuccess) return error;
   const dim3 cluster(cute::size<0>(typename Gemm::Cluster{}), cute::size<1>(typename Gemm::Cluster{}), 1);
   void* kernel_args[] = {&params};

@@ -33,6 +33,7 @@
 #include <type_traits>
 
 #include "oasr/common/grid_dependency.cuh"
+#include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
 #include "oasr/common/mma.cuh"
 #include "oasr/common/mbarrier.cuh"
@@ -466,8 +467,8 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
 
   const void* kernel = reinterpret_cast<const void*>(&direct::GroupGemmKernel<Element, Stages, Bias, Epi>);
   const size_t smem = P::bytes(p.groups);  // one CTA per SM: it fails here when the table does not fit
-  const cudaError_t error =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  static int allowed[kMaxDevices] = {};
+  const cudaError_t error = allow_dynamic_shared_memory(kernel, static_cast<int>(smem), allowed);
   if (error != cudaSuccess) return error;
   // Tiles: at most one partial tile per non-empty group beyond the rows' own.
   const int64_t n_tiles = direct::column_tiles<Epi>(p.n);
