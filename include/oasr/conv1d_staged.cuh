@@ -71,8 +71,8 @@ using conv1d::detail::Lane;
 // (the launch error of staged.cu names the device's own limit).
 constexpr int kMaxSmemOptin = 227 * 1024;
 
-// Opts `kernel` in to `smem` bytes above the default 48 KB at every launch (one cheap call), not
-// once behind a static flag, which dev/ variant modules loaded side by side would share.
+// Opts `kernel` in to `smem` bytes above the default 48 KB: a runtime call at every launch (common/launch.cuh's
+// allow_dynamic_shared_memory makes it once per device).
 template <typename Kernel>
 cudaError_t allow_smem(Kernel kernel, int smem) {
   if (smem <= 48 * 1024) return cudaSuccess;
