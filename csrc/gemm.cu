@@ -1,8 +1,8 @@
 // TVM-FFI launcher of the gemm family: out = act(input . weight^T + bias) on Hopper tensor cores.
 // One module per (dtype, epilogue, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API
-// (oasr/gemm.py) validates the arguments and hands over [1, M, K], [1, N, K] and [1, M, N] views. The direct
-// schedule (3) runs group_gemm's own kernel over one group of every row, its epilogue in registers: the
-// activations, and GLU (epilogue 6: weight [1, 2N, K], out [1, M, N], value * sigmoid(gate)).
+// (oasr/gemm.py) validates the arguments and hands over [M, K], [N, K] and [M, N] views (a leading 1 reads the same:
+// csrc/gemm_sm90.h's Batched). The direct schedule (3) runs group_gemm's own kernel over one group of every row, its
+// epilogue in registers: the activations, and GLU (epilogue 6: weight [2N, K], out [M, N], value * sigmoid(gate)).
 #include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
 #include "gemm_epilogue.h"
@@ -21,10 +21,11 @@ constexpr int kStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::di
 void run_direct(TensorView output, TensorView input, TensorView weight, Optional bias) {
   using Element = oasr::gemm::config::Element;
   oasr::gemm::GroupGemmParams<Element> p = oasr::gemm::group_operands<Element>(output, input, weight);
-  const int64_t m = input.size(1), k = input.size(2), n = output.size(2), weight_rows = weight.size(1);
-  TVM_FFI_ICHECK(input.size(0) == 1 && weight.size(0) == 1 && output.size(0) == 1 && output.size(1) == m &&
-                 weight.size(2) == k && weight_rows == (kGlu ? 2 * n : n))
-      << "expected out [1, M, N], input [1, M, K] and weight [1, " << (kGlu ? "2N" : "N") << ", K]";
+  const oasr::gemm::Batched in{input}, w{weight}, out{output};
+  const int64_t m = in.size(1), k = in.size(2), n = out.size(2), weight_rows = w.size(1);
+  TVM_FFI_ICHECK(in.size(0) == 1 && w.size(0) == 1 && out.size(0) == 1 && out.size(1) == m && w.size(2) == k &&
+                 weight_rows == (kGlu ? 2 * n : n))
+      << "expected out [M, N], input [M, K] and weight [" << (kGlu ? "2N" : "N") << ", K] (or each with a leading 1)";
   TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && m < (1LL << 31) && weight_rows < (1LL << 31) && k < (1LL << 31))
       << "extents must be positive and below 2^31 (the Python API handles empty problems)";
   if (bias.has_value()) {

@@ -44,17 +44,17 @@ int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
 #endif
 }
 
-// output [1, L, N], input [1, L, K], weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
+// output [L, N], input [L, K] (or both [1, ...]), weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
 // workspace: group_gemm_workspace_size bytes (CUDA, 128-byte aligned), error: one host-mapped int32,
 // pdl: launch both kernels with programmatic dependent launch (each overlapping the launch of the one before).
 void group_gemm(TensorView output, TensorView input, TensorView weight, TensorView offsets, Optional bias,
                 TensorView workspace, TensorView error, bool pdl) {
   using Element = oasr::gemm::config::Element;
   oasr::gemm::GroupGemmParams<Element> p = oasr::gemm::group_operands<Element>(output, input, weight);
-  const int64_t rows = input.size(1), k = input.size(2), groups = weight.size(0), n = weight.size(1);
-  TVM_FFI_ICHECK(input.size(0) == 1 && output.size(0) == 1 && output.size(1) == rows && output.size(2) == n &&
-                 weight.size(2) == k)
-      << "expected out [1, L, N], input [1, L, K] and weight [G, N, K]";
+  const oasr::gemm::Batched in{input}, w{weight}, out{output};
+  const int64_t rows = in.size(1), k = in.size(2), groups = w.size(0), n = w.size(1);
+  TVM_FFI_ICHECK(in.size(0) == 1 && out.size(0) == 1 && out.size(1) == rows && out.size(2) == n && w.size(2) == k)
+      << "expected out [L, N], input [L, K] (or both with a leading 1) and weight [G, N, K]";
   TVM_FFI_ICHECK(rows > 0 && n > 0 && k > 0 && rows < (1LL << 31) && n < (1LL << 31) && k < (1LL << 31))
       << "extents must be positive and below 2^31 (the Python API handles empty problems)";
   TVM_FFI_ICHECK(offsets.ndim() == 1 && offsets.size(0) == groups && offsets.dtype() == kInt32 &&

@@ -148,7 +148,7 @@ def _linear(
         config = gemm_config.DIRECT if epilogue == "glu" else gemm_config.choose(m, n, k, fused=fused)
     code = gemm_config.epilogue_code(epilogue)
     module = GEMM.module(_variant(input.dtype, epilogue, config))
-    module.gemm(target[None], a[None], w[None], bias, code)
+    module.gemm(target, a, w, bias, code)
     if target is not view:
         out.copy_(target.view(out.shape))
 

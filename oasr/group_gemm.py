@@ -187,7 +187,7 @@ def _launch(
     module = GROUP_GEMM.module(variant)
     workspace = _workspace(module, variant, input.device, groups)
     pdl = gemm_config.group_pdl(k) if pdl is None else pdl
-    module.group_gemm(target[None], a[None], w, offsets, bias, workspace, _error_flag(), pdl)
+    module.group_gemm(target, a, w, offsets, bias, workspace, _error_flag(), pdl)
     if target is not out:
         out.copy_(target)
 

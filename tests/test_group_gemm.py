@@ -153,10 +153,10 @@ class TorchGroupGemm:
                 stub.calls.append(variant.name)
                 stub.pdl.append(pdl)
                 stub.workspaces.append(workspace)
-                assert all(map(addressable, (out, a, w))) and out.shape[0] == a.shape[0] == 1
+                assert all(map(addressable, (out, a, w))) and out.dim() == a.dim() == 2
                 assert offsets.dtype == torch.int32 and offsets.shape == (w.shape[0],)
                 assert workspace.numel() == self.group_gemm_workspace_size(w.shape[0], 0)
-                rows = a.shape[1]
+                rows = a.shape[0]
                 start = 0
                 for g, raw_end in enumerate(offsets.tolist()):
                     lo = offsets[g - 1].item() if g else 0
@@ -164,10 +164,10 @@ class TorchGroupGemm:
                         error[0] = 1
                     start = min(max(lo, 0), rows)
                     end = min(max(raw_end, start), rows)
-                    y = a[0, start:end].double() @ w[g].double().T
+                    y = a[start:end].double() @ w[g].double().T
                     if bias is not None:
                         y += bias[g].double()
-                    out[0, start:end] = y.to(out.dtype)
+                    out[start:end] = y.to(out.dtype)
 
         return Module()
 

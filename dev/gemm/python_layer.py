@@ -51,7 +51,7 @@ def main() -> None:
         "  _check_gemm": lambda: gemm_module._check_gemm("gemm", x, w, None, None, out, False),
         "  _linear (the stand-in's launch included)": lambda: gemm_module._linear(x, w, None, None, out),
         "    gemm_config.choose": lambda: gemm_config.choose(m, n, k),
-        "    a [None] view (the launcher takes 3-D)": lambda: x[None],
+        "    a [None] view (what the launcher took before 2-D views)": lambda: x[None],
     }
     print(f"torch {torch.__version__}; {m}x{n}x{k} bf16 on CPU tensors, launch stubbed; us per call")
     for label, fn in rows.items():
