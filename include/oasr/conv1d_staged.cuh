@@ -71,16 +71,6 @@ using conv1d::detail::Lane;
 // (the launch error of staged.cu names the device's own limit).
 constexpr int kMaxSmemOptin = 227 * 1024;
 
-// Opts `kernel` in to `smem` bytes above the default 48 KB: a runtime call at every launch (common/launch.cuh's
-// allow_dynamic_shared_memory makes it once per device).
-template <typename Kernel>
-cudaError_t allow_smem(Kernel kernel, int smem) {
-  if (smem <= 48 * 1024) return cudaSuccess;
-  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-  if (status != cudaSuccess) cudaGetLastError();  // returned here: not left for the next launch's check
-  return status;
-}
-
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
@@ -286,8 +276,9 @@ cudaError_t launch_staged(const DepthwiseConv1dParams<T>& p, const StepState<T>&
   constexpr int smem = kStages * G::kStageBytes;
   static_assert(smem <= kMaxSmemOptin, "the staged tiles exceed the shared memory of a block");
   if (info != nullptr) *info = {"StagedConv1dKernel", smem, 0, kThreads};
-  const cudaError_t allowed = allow_smem(kernel, smem);
-  if (allowed != cudaSuccess) return allowed;
+  static int allowed[kMaxDevices] = {};
+  const cudaError_t status = allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), smem, allowed);
+  if (status != cudaSuccess) return status;
   static int cache[kMaxDevices] = {};
   const int per_sm = resident_blocks_per_sm(kernel, kThreads, cache, smem);
   const int ntiles = (p.out_len + G::kOutputs - 1) / G::kOutputs;

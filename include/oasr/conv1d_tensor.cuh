@@ -335,8 +335,9 @@ cudaError_t launch(const DepthwiseConv1dParams<T>& p, cudaStream_t stream, stage
   static_assert(G::kSmem <= staged::detail::kMaxSmemOptin, "the tensor-core tiles exceed a block's shared memory");
   static_assert((8 * kMaxChunks - 7) * kBlockChannels * 2 <= G::kOutBytes, "the staged taps exceed the output tile");
   if (info != nullptr) *info = {"TensorConv1dKernel", G::kSmem, 0, kThreads};
-  const cudaError_t allowed = staged::detail::allow_smem(kernel, G::kSmem);
-  if (allowed != cudaSuccess) return allowed;
+  static int allowed[kMaxDevices] = {};
+  const cudaError_t status = allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), G::kSmem, allowed);
+  if (status != cudaSuccess) return status;
   static int cache[kMaxDevices] = {};
   const int per_sm = resident_blocks_per_sm(kernel, kThreads, cache, G::kSmem);
   const int ntiles = (p.out_len + kOutputs - 1) / kOutputs;

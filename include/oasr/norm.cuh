@@ -472,16 +472,10 @@ cudaError_t launch_block(const NormParams<T>& p, int64_t units, cudaStream_t str
 template <typename T, int N, bool kAdd>
 cudaError_t launch_smem(const NormParams<T>& p, size_t smem_bytes, cudaStream_t stream) {
   auto kernel = SmemNormKernel<T, N, kAdd>;
-  static size_t allowed[kMaxDevices] = {};  // dynamic shared memory the kernel is opted in to
-  int device = 0;
-  cudaGetDevice(&device);
-  if (device >= kMaxDevices) device = kMaxDevices - 1;
-  cudaError_t status = cudaSuccess;
-  if (smem_bytes > allowed[device]) {
-    status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes));
-    if (status != cudaSuccess) return status;
-    allowed[device] = smem_bytes;
-  }
+  static int allowed[kMaxDevices] = {};
+  cudaError_t status = allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), static_cast<int>(smem_bytes),
+                                                   allowed);
+  if (status != cudaSuccess) return status;
   const int64_t units = p.cols / N;
   const int threads =
       static_cast<int>(std::min<int64_t>(kSmemThreads, (units + kWarpSize - 1) / kWarpSize * kWarpSize));
