@@ -65,12 +65,12 @@ def glu_shapes() -> list[tuple[int, int, int]]:
     return [(c["m"], c["n"], c["k"]) for c in get_op("gemm_glu").default_sweep]
 
 
-def modules(dtype: str) -> None:
+def modules(dtype: str, issue_only: bool = False) -> None:
     """Every module the run uses, built in parallel: the direct ones (both dtypes: the tests' too) and, in
-    ``dtype``, the rule's picks (bare, bias, SiLU) and CUTLASS's fused picks."""
+    ``dtype``, the rule's picks (bare, bias, SiLU) and CUTLASS's fused picks (``issue_only``: on issue 17's shapes)."""
     direct = gemm_config.DIRECT
     variants = [gemm_config.gemm_variant(d, e, direct) for d in gemm_config.DTYPES for e in DIRECT_EPILOGUES]
-    for m, n, k in gemm_shapes():
+    for m, n, k in gemm_shapes(issue_only):
         variants.append(gemm_config.gemm_variant(dtype, "plain", gemm_config.choose(m, n, k)))
         variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose(m, n, k, fused=True)))
         variants.append(gemm_config.gemm_variant(dtype, "silu", gemm_config.choose_cutlass_fused(m, n, k)))
@@ -278,7 +278,7 @@ def main() -> int:
     if args.ncu:
         ncu_targets(args.ncu)
         return 0
-    modules(args.dtype)
+    modules(args.dtype, args.issue_shapes)
     variants = variant_modules(args.variants, args.dtype) if args.variants else {}
     if args.build:
         return 0
