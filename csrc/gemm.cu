@@ -46,15 +46,24 @@ void run_direct(TensorView output, TensorView input, TensorView weight, Optional
 
 }  // namespace
 
-// `epilogue` names the one this module was built for (so a call states what it computes).
-void gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue) {
+// `epilogue` names the one this module was built for (so a call states what it computes). Returns 0 once launched, or
+// (launching nothing) which operands TMA cannot address as they are: 1 input, 2 weight, 4 out, 8 a bias whose
+// elements are not contiguous, for oasr/gemm.py to pass padded copies instead (the usual call costs it no check).
+int64_t gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue) {
   TVM_FFI_ICHECK(epilogue == OASR_GEMM_EPILOGUE) << "this gemm module computes epilogue " << OASR_GEMM_EPILOGUE
                                                  << ", not " << epilogue;
   TVM_FFI_ICHECK(OASR_GEMM_EPILOGUE != 0 || !bias.has_value()) << "the plain epilogue takes no bias";
+  const bool strided_bias = bias.has_value() && bias.value().ndim() == 1 && bias.value().size(0) > 1 &&
+                            bias.value().stride(0) != 1;
+  const int64_t unaddressable = (oasr::gemm::tma_addressable(input) ? 0 : 1) |
+                                (oasr::gemm::tma_addressable(weight) ? 0 : 2) |
+                                (oasr::gemm::tma_addressable(output) ? 0 : 4) | (strided_bias ? 8 : 0);
+  if (unaddressable != 0) return unaddressable;
 #if OASR_GEMM_SCHEDULE == 3
   run_direct(output, input, weight, bias);
 #else
   namespace config = oasr::gemm::config;
   oasr::gemm::run_gemm<config::Gemm<config::Epilogue>>(output, input, weight, bias, "gemm kernel launch");
 #endif
+  return 0;
 }

@@ -44,18 +44,24 @@ struct Batched {
   int64_t stride(int d) const { return t.ndim() == 3 ? t.stride(d) : d == 0 ? 0 : t.stride(d - 1); }
 };
 
+// Whether TMA can address `t`, a 2-D or 3-D view, as it is (oasr/_tma.py's addressable): its last dimension
+// contiguous, its other strides and its address multiples of 16 bytes (dimensions of size 1 excepted).
+inline bool tma_addressable(TensorView t) {
+  if (t.ndim() != 2 && t.ndim() != 3) return false;
+  const Batched v{t};
+  return (v.size(2) <= 1 || v.stride(2) == 1) && (v.size(1) <= 1 || v.stride(1) % kAlign == 0) &&
+         (v.size(0) <= 1 || v.stride(0) % kAlign == 0) && reinterpret_cast<uintptr_t>(data_ptr<char>(t)) % 16 == 0;
+}
+
 // Internal invariants (oasr/gemm.py and oasr/bmm.py make every tensor so, oasr/_tma.py): a 2-D or 3-D CUDA
 // view of the module's dtype whose address and strides TMA can use (dimensions of size 1 excepted).
 inline Batched icheck_tma_view(TensorView t, const char* name) {
   TVM_FFI_ICHECK((t.ndim() == 2 || t.ndim() == 3) && t.device().device_type == kDLCUDA &&
                  t.dtype() == config::kDLType)
       << "`" << name << "` must be a 2-D or 3-D CUDA tensor of " << dtype_name(config::kDLType);
-  const Batched v{t};
-  TVM_FFI_ICHECK((v.size(2) <= 1 || v.stride(2) == 1) && (v.size(1) <= 1 || v.stride(1) % kAlign == 0) &&
-                 (v.size(0) <= 1 || v.stride(0) % kAlign == 0) &&
-                 reinterpret_cast<uintptr_t>(data_ptr<char>(t)) % 16 == 0)
+  TVM_FFI_ICHECK(tma_addressable(t))
       << "`" << name << "` must have a contiguous last dimension and 16-byte aligned strides and address";
-  return v;
+  return Batched{t};
 }
 
 // The row stride of `v` (one TMA accepts when there is a single row: it is never used).

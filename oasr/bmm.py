@@ -24,7 +24,7 @@ from ._checks import (
     bad_half_input,
     bad_tensor,
     check_device,
-    check_out,
+    check_out_disjoint,
     other_device,
     ready_devices,
     requires_grad,
@@ -68,8 +68,7 @@ def _check_bmm(input: object, mat2: object, out: object) -> tuple[int, int, int,
     if out is not None:
         if out.device != device:
             raise other_device("bmm", "out", out, device)
-        check_out("bmm", "out", out, "input", input, False)
-        check_out("bmm", "out", out, "mat2", mat2, False)
+        check_out_disjoint("bmm", "out", out, ("input", input), ("mat2", mat2))
     if _grad_enabled() and (input.requires_grad or mat2.requires_grad or (out is not None and out.requires_grad)):
         raise requires_grad("bmm", _NAMES, (input, mat2, out))
     return batch, m, n, k

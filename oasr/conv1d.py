@@ -40,6 +40,7 @@ from ._checks import (
     bad_tensor,
     check_device,
     check_out,
+    check_out_disjoint,
     other_device,
     ready_devices,
     requires_grad,
@@ -180,8 +181,7 @@ def _check_step(input: Any, state: Any, weight: Any, bias: Any, activation: Any,
     _devices(op, input.device, state=state, weight=weight, bias=bias, out=out)
     check_out(op, "state", state, "input_chunk", input, False)  # state is written too
     if out is not None:
-        check_out(op, "out", out, "input_chunk", input, False)
-        check_out(op, "out", out, "state", state, False)
+        check_out_disjoint(op, "out", out, ("input_chunk", input), ("state", state))
     if _grad_enabled() and (
         input.requires_grad
         or state.requires_grad

@@ -33,7 +33,7 @@ from ._checks import (
     bad_half_input,
     bad_tensor,
     check_device,
-    check_out,
+    check_out_disjoint,
     compute_capability,
     other_device,
     ready_devices,
@@ -105,9 +105,7 @@ def _devices(op: str, device: torch.device, **others: Tensor | None) -> None:
 
 def _memory(op: str, out: Tensor, names: tuple[str, ...], tensors: tuple[Tensor | None, ...]) -> None:
     """``out`` shares memory with no argument (the convolutions read neighbours: never in place)."""
-    for name, tensor in zip(names, tensors, strict=True):
-        if tensor is not None:
-            check_out(op, "out", out, name, tensor, False)
+    check_out_disjoint(op, "out", out, *zip(names, tensors, strict=True))
 
 
 def _check_conv2d(

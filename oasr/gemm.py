@@ -26,7 +26,7 @@ from ._checks import (
     bad_tensor,
     check_device,
     check_k_contiguous,
-    check_out,
+    check_out_disjoint,
     other_device,
     ready_devices,
     requires_grad,
@@ -60,18 +60,19 @@ def _check_gemm(
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
         advice = "cast with `input.bfloat16()` (and the weight), or use torch.nn.functional.linear for fp32/TF32"
         raise bad_half_input(op, input, "gemm", advice)
-    if input.dim() < 1:
+    input_shape = input.shape
+    if not input_shape:
         raise ValueError(f"oasr.{op}: `input` must have at least one dimension ([..., K])")
-    k = input.shape[-1]
-    if not (isinstance(weight, Tensor) and weight.dtype is dtype and weight.dim() == 2):
+    k = input_shape[-1]
+    if not (isinstance(weight, Tensor) and weight.dtype is dtype and len(weight_shape := weight.shape) == 2):
         expected = ("2N" if gated else "N", k)
         if isinstance(weight, Tensor) and weight.dtype is dtype:
             raise ValueError(f"oasr.{op}: `weight` has shape {tuple(weight.shape)}, expected [{expected[0]}, {k}]")
         raise bad_tensor(op, "weight", weight, dtype, expected)
-    rows = weight.shape[0]
-    if weight.shape[1] != k:
+    rows, weight_k = weight_shape
+    if weight_k != k:
         raise ValueError(
-            f"oasr.{op}: `weight` has shape {tuple(weight.shape)}: its K ({weight.shape[1]}) must match "
+            f"oasr.{op}: `weight` has shape {tuple(weight_shape)}: its K ({weight_k}) must match "
             f"`input`'s last dimension ({k})"
         )
     if gated and rows % 2:
@@ -82,12 +83,15 @@ def _check_gemm(
         if not isinstance(activation, str):
             raise TypeError(f"oasr.{op}: `activation` must be None or a string, got {type(activation).__name__}")
         raise ValueError(f"oasr.{op}: `activation` must be one of {ACTIVATIONS}, got {activation!r}")
-    shape = (*input.shape[:-1], rows // 2 if gated else rows)
+    n = rows // 2 if gated else rows
+    shape = (input_shape[0], n) if len(input_shape) == 2 else (*input_shape[:-1], n)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
-    if k > 1 and (input.stride(-1) != 1 or weight.stride(-1) != 1):  # (the helper words the error)
+    # (contiguous tensors pass at once; the helper words the error)
+    if k > 1 and not (
+        (input.is_contiguous() or input.stride(-1) == 1) and (weight.is_contiguous() or weight.stride(-1) == 1)
+    ):
         check_k_contiguous(op, input=input, weight=weight)
-
     device = input.device
     if device not in _READY:
         check_device(op, GEMM, device)
@@ -98,10 +102,7 @@ def _check_gemm(
     if out is not None:
         if out.device != device:
             raise other_device(op, "out", out, device)
-        check_out(op, "out", out, "input", input, False)
-        check_out(op, "out", out, "weight", weight, False)
-        if bias is not None:
-            check_out(op, "out", out, "bias", bias, False)
+        check_out_disjoint(op, "out", out, ("input", input), ("weight", weight), ("bias", bias))
     if _grad_enabled() and (
         input.requires_grad
         or weight.requires_grad
@@ -128,7 +129,8 @@ def _linear(
     """``out[..., N] = act(input @ weight.T + bias)`` for checked arguments (``activation`` "glu": ``weight`` is
     ``[2N, K]`` and ``out`` the GLU of the two halves); ``config`` overrides the choice."""
     k = input.shape[-1]
-    m, n = out.numel() // max(out.shape[-1], 1), out.shape[-1]
+    n = out.shape[-1]
+    m = out.numel() // n if n else 0
     if m == 0 or n == 0:
         return
     if k == 0:  # an empty sum: the epilogue alone
@@ -136,19 +138,24 @@ def _linear(
         zeros = torch.zeros(rows, dtype=out.dtype, device=out.device)
         out.copy_(_TORCH_ACT[activation](bias.expand(rows) if bias is not None else zeros))
         return
-    a = addressable_copy(input if input.dim() == 2 else input.reshape(m, k))
-    w = addressable_copy(weight)
+    a = input if input.dim() == 2 else input.reshape(m, k)
     view = out if out.dim() == 2 else _row_view(out, m, n)
-    target = view if view is not None and addressable(view) else padded_empty((m, n), out.dtype, out.device)
-    if bias is not None and bias.stride(0) != 1:
-        bias = bias.contiguous()
     epilogue = activation or ("bias" if bias is not None else "plain")
     if config is None:
         fused = epilogue != "plain"
         config = gemm_config.DIRECT if epilogue == "glu" else gemm_config.choose(m, n, k, fused=fused)
     code = gemm_config.epilogue_code(epilogue)
     module = GEMM.module(_variant(input.dtype, epilogue, config))
-    module.gemm(target, a, w, bias, code)
+    # The launcher says which operands TMA cannot address as they are (and launches nothing then): those get
+    # copies with padded rows, an output a padded temporary.
+    if view is not None and not module.gemm(view, a, weight, bias, code):
+        return
+    a, w = addressable_copy(a), addressable_copy(weight)
+    target = view if view is not None and addressable(view) else padded_empty((m, n), out.dtype, out.device)
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    if module.gemm(target, a, w, bias, code):
+        raise RuntimeError(f"oasr: the gemm launcher refused padded operands ({a.stride()}, {w.stride()})")
     if target is not view:
         out.copy_(target.view(out.shape))
 

@@ -41,7 +41,7 @@ from ._checks import (
     bad_tensor,
     check_device,
     check_k_contiguous,
-    check_out,
+    check_out_disjoint,
     other_device,
     ready_devices,
     requires_grad,
@@ -129,9 +129,8 @@ def _check_group_gemm(
         if t is not None and t.device != device:
             raise other_device("group_gemm", name, t, device)
     if out is not None:
-        for name, t in (("input", input), ("weight", weight), ("offsets", offsets), ("bias", bias)):
-            if t is not None:
-                check_out("group_gemm", "out", out, name, t, False)
+        sources = (("input", input), ("weight", weight), ("offsets", offsets), ("bias", bias))
+        check_out_disjoint("group_gemm", "out", out, *sources)
     if _grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias, out)):
         raise requires_grad("group_gemm", _NAMES, (input, weight, offsets, bias, out))
     return rows, groups, n, k

@@ -139,28 +139,38 @@ def test_config_rules():
 
 class TorchGemm:
     """Stands in for the GEMM family: each module computes in float64 what the kernel would, after
-    asserting the launcher's invariants (2-D views TMA can address, the module's epilogue), and records
-    the variant."""
+    asserting the launcher's invariants (2-D views, the module's epilogue), and records the variant. As
+    csrc/gemm.cu, it launches nothing and returns which operands TMA cannot address (1 input, 2 weight,
+    4 out, 8 a strided bias) when any cannot; `refusals` records those answers."""
 
     def __init__(self) -> None:
         self.variants: list[str] = []
+        self.refusals: list[int] = []
 
     def module(self, variant):
         self.variants.append(variant.name)
         flag = "-DOASR_GEMM_EPILOGUE={}"
+        refusals = self.refusals
 
         class Module:
             def gemm(self, out, a, w, bias, code):
                 assert flag.format(code) in variant.cuda_cflags  # the module built for this epilogue
-                assert out.dim() == a.dim() == w.dim() == 2 and all(map(addressable, (out, a, w)))
+                assert out.dim() == a.dim() == w.dim() == 2
+                unaddressable = sum(bit for bit, t in ((1, a), (2, w), (4, out)) if not addressable(t))
+                if bias is not None and bias.numel() > 1 and bias.stride(0) != 1:
+                    unaddressable |= 8
+                if unaddressable:
+                    refusals.append(unaddressable)
+                    return unaddressable
                 if code == gemm_config.GLU_CODE:  # the direct kernel's GLU: weight [2N, K]
                     assert "-DOASR_GEMM_SCHEDULE=3" in variant.cuda_cflags and w.shape[0] == 2 * out.shape[1]
                     out.copy_(F.glu(reference(a, w, bias, None), -1).to(out.dtype))
-                    return
+                    return 0
                 epilogue = gemm_config.EPILOGUES[code]
                 assert bias is None or epilogue != "plain"
                 act = None if epilogue in ("plain", "bias") else epilogue
                 out.copy_(reference(a, w, bias, act).to(out.dtype))
+                return 0
 
         return Module()
 
@@ -184,6 +194,8 @@ def test_python_layer_matches_reference_on_cpu(torch_gemm, m, n, k, activation):
     assert_close(y, reference(x, w, b, activation), torch.bfloat16, k)
     epilogue = activation or "bias"
     assert torch_gemm.variants[-1].startswith(f"bf16_{epilogue}_")
+    # K % 8 != 0: the launcher refuses the input's 2-byte-multiple rows (and the weight's) once, then takes copies
+    assert torch_gemm.refusals == ([] if k % 8 == 0 else [1 | 2])
 
 
 def test_addressable_layouts():
@@ -210,6 +222,7 @@ def test_python_layer_handles_layouts_on_cpu(torch_gemm):
     assert oasr.gemm(wide[:, 8:32], w, out=out) is out
     assert_close(out, expected, torch.float16, 24)
     assert torch_gemm.variants[-1].startswith("f16_plain_")
+    assert torch_gemm.refusals == [4]  # the input's 16-byte-aligned row view as it is; out through a temporary
     # Leading dimensions that do not collapse (a permuted batch) and an empty K.
     x3 = x.reshape(2, 3, 24).transpose(0, 1)
     assert_close(oasr.gemm(x3, w, b), reference(x3, w, b), torch.float16, 24)
