@@ -128,9 +128,10 @@ class TorchLaunchers:
         y = F.conv1d(x, weight.float().t().unsqueeze(1), None if bias is None else bias.float(), groups=x.shape[1])
         out.copy_(ACTIVATIONS[activation](y).transpose(1, 2))
 
-    def gemm(self, out, input, weight, bias, epilogue):  # [1, M, K] x [1, N, K] -> [1, M, N], fp32
-        y = F.linear(input[0].float(), weight[0].float(), None if bias is None else bias.float())[None]
+    def gemm(self, out, input, weight, bias, epilogue):  # [M, K] x [N, K] -> [M, N], fp32; 0: launched
+        y = F.linear(input.float(), weight.float(), None if bias is None else bias.float())
         out.copy_(GEMM_EPILOGUES[epilogue](y))
+        return 0
 
     def bmm(self, out, a, b, b_n_major):
         out.copy_(a.float() @ (b.float() if b_n_major else b.float().transpose(1, 2)))
@@ -138,11 +139,11 @@ class TorchLaunchers:
     def group_gemm_workspace_size(self, groups, device):
         return 0
 
-    def group_gemm(self, out, input, weight, offsets, bias, workspace, error, pdl):  # rows of [1, L, K] by group
+    def group_gemm(self, out, input, weight, offsets, bias, workspace, error, pdl):  # rows of [L, K] by group
         start = 0
         for g, end in enumerate(offsets.tolist()):
             b = None if bias is None else bias[g].float()
-            out[0, start:end] = F.linear(input[0, start:end].float(), weight[g].float(), b)
+            out[start:end] = F.linear(input[start:end].float(), weight[g].float(), b)
             start = end
 
     def depthwise_conv1d_step(self, out, input, state, weight, bias, activation):
