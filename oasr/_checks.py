@@ -191,29 +191,6 @@ def _internal(op: str, name: str, out: Tensor) -> ValueError:
     )
 
 
-def _out_range(op: str, name: str, out: Tensor) -> tuple[int, int]:
-    """[first byte, one past the last) of ``out``, which must not overlap itself."""
-    start = out.data_ptr()
-    if out.is_contiguous():
-        return start, start + out.nbytes
-    if overlaps_itself(out):
-        raise _internal(op, name, out)
-    return start, start + _span(out)
-
-
-def _check_source(
-    op: str, name: str, out: Tensor, out_range: tuple[int, int], source_name: str, source: Tensor, may_alias: bool
-) -> None:
-    start, end = out_range
-    at = source.data_ptr()
-    if at > start:
-        if at >= end:
-            return
-    elif at < start and at + _span(source) <= start:
-        return
-    _shared(op, name, out, source_name, source, may_alias)
-
-
 def check_out(op: str, name: str, out: Tensor, source_name: str, source: Tensor, may_alias: bool) -> None:
     """``out`` (written) must not overlap itself nor share memory with ``source`` (read).
 
@@ -221,19 +198,46 @@ def check_out(op: str, name: str, out: Tensor, source_name: str, source: Tensor,
     place); any other shared memory is a ValueError naming both arguments. Cheap when they do
     not overlap: two pointers, then the size of the one that starts lower. Fake tensors are skipped.
     """
-    if type(out) is not FakeTensor:
-        _check_source(op, name, out, _out_range(op, name, out), source_name, source, may_alias)
+    if type(out) is FakeTensor:
+        return
+    start = out.data_ptr()
+    at = source.data_ptr()
+    if out.is_contiguous():
+        if at > start:
+            if at >= start + out.nbytes:
+                return
+        elif at < start and at + (source.nbytes if source.is_contiguous() else _span(source)) <= start:
+            return
+    else:
+        if overlaps_itself(out):
+            raise _internal(op, name, out)
+        if at > start:
+            if at >= start + _span(out):
+                return
+        elif at < start and at + _span(source) <= start:
+            return
+    _shared(op, name, out, source_name, source, may_alias)
 
 
 def check_out_disjoint(op: str, name: str, out: Tensor, *sources: tuple[str, Tensor | None]) -> None:
     """:func:`check_out` (no aliasing) against each ``(name, tensor)`` of ``sources`` that is not None, ``out``'s
-    range read once."""
+    range read once. (check_out stays a single pass of its own: most ops call it once per call.)"""
     if type(out) is FakeTensor:
         return
-    out_range = _out_range(op, name, out)
+    start = out.data_ptr()
+    if out.is_contiguous():
+        end = start + out.nbytes
+    elif overlaps_itself(out):
+        raise _internal(op, name, out)
+    else:
+        end = start + _span(out)
     for source_name, source in sources:
-        if source is not None:
-            _check_source(op, name, out, out_range, source_name, source, False)
+        if source is None:
+            continue
+        at = source.data_ptr()
+        if at >= end or (at < start and at + _span(source) <= start):  # (an empty out ends where it starts)
+            continue
+        _shared(op, name, out, source_name, source, False)
 
 
 def check_input_out(
