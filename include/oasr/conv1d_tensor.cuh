@@ -8,7 +8,7 @@
 //   Out[m][n] = sum_j X[m][j] W[j][n],   X[m][j] = x[8 m + j],   W[j][n] = w[j - n] (0 <= j - n < K, else 0),
 // over j < 8 E, E = ceil((K + 7) / 8) chunks of 8 frames: one mma.m16n8k16 per pair of chunks (m16n8k8
 // for an odd last one), fp32 accumulation of exact 16-bit products. W is a Toeplitz matrix, the same
-// for every block and tile of the channel: a block copies its channels' taps with its first tile
+// for every block and tile of the channel: a block copies its channels' taps ahead of its first tile
 // (cp.async), writes each channel's tap pairs to shared memory once, and a fragment register (taps
 // 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair. Kept in registers instead, the 8
 // channels' fragments and the loads that ptxas hoists ahead of the mma needed 190 registers at K = 31,
@@ -97,20 +97,35 @@ __device__ __forceinline__ void stage_weights(const DepthwiseConv1dParams<T>& p,
   }
 }
 
-// The tap pairs (w[k], w[k + 1]), k = -8 .. 8 E - 1, of each channel from the staged taps, and the bias.
+// The bias of this thread's channel (threads below 64), loaded when the block starts: a global load here
+// would put its latency, behind the tiles' copies, on every warp's way to the first tile (H200: ~0.8 us).
+template <typename T>
+__device__ __forceinline__ float load_bias(const DepthwiseConv1dParams<T>& p, int c0) {
+  const int c = c0 + static_cast<int>(threadIdx.x);
+  return threadIdx.x < kBlockChannels && p.bias != nullptr && c < p.channels ? to_float(p.bias[c]) : 0.0f;
+}
+
+// The tap pairs (w[k], w[k + 1]), k = -8 .. 8 E - 1, of each channel from the staged taps, and the bias. A thread
+// takes one channel (consecutive threads, consecutive channels) and a quarter of its pairs, its taps loaded
+// together before any pair is written.
 template <typename T, int E>
-__device__ __forceinline__ void write_taps(const DepthwiseConv1dParams<T>& p, int c0, const uint16_t* raw,
+__device__ __forceinline__ void write_taps(const DepthwiseConv1dParams<T>& p, const uint16_t* raw, float bias_c,
                                            uint32_t* taps, float* bias) {
   using G = Geometry<E>;
-  for (int i = static_cast<int>(threadIdx.x); i < kBlockChannels * G::kTaps; i += kThreads) {
-    const int c = i % kBlockChannels, k = i / kBlockChannels - 8;  // consecutive threads: consecutive channels
-    auto tap = [&](int j) -> uint16_t { return j >= 0 && j < p.kernel_size ? raw[j * kBlockChannels + c] : 0; };
-    taps[c * G::kTapPitch + k + 8] = pack_pair(tap(k), tap(k + 1));
+  constexpr int kQuarters = kThreads / kBlockChannels;
+  constexpr int kPairs = G::kTaps / kQuarters;
+  static_assert(G::kTaps % kQuarters == 0, "a channel's pairs split evenly over its threads");
+  const int c = static_cast<int>(threadIdx.x) % kBlockChannels;
+  const int k0 = static_cast<int>(threadIdx.x) / kBlockChannels * kPairs - 8;
+  uint16_t v[kPairs + 1];
+#pragma unroll
+  for (int j = 0; j <= kPairs; ++j) {
+    const int k = k0 + j;
+    v[j] = k >= 0 && k < p.kernel_size ? raw[k * kBlockChannels + c] : 0;
   }
-  if (threadIdx.x < kBlockChannels) {
-    const int c = c0 + static_cast<int>(threadIdx.x);
-    bias[threadIdx.x] = p.bias != nullptr && c < p.channels ? to_float(p.bias[c]) : 0.0f;
-  }
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) taps[c * G::kTapPitch + k0 + j + 8] = pack_pair(v[j], v[j + 1]);
+  if (threadIdx.x < kBlockChannels) bias[threadIdx.x] = bias_c;
 }
 
 // The activation of an fp32 result that is rounded to fp16 or bf16: SiLU by fast_silu (one SFU op; an exp and a
@@ -285,22 +300,28 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
   if (first >= last) return;  // the whole block leaves together
   const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const detail::Rows<T> rows(p, b, c0);
+  const float bias_c = detail::load_bias(p, c0);
 
-  // The copies of the first kStages - 1 tiles go out first, the taps with the first tile (into the output
-  // tile's memory, free until the first tile is computed).
+  // The copies: the taps (into the output tile's memory, free until the first tile is computed), then the
+  // first tile, each a group of its own; the pairs are written while the tile is in flight, and only then do
+  // the next tiles' copies go out, so that the first tile's do not share the memory system with them
+  // (H200: dev/README.md, conv1d, "where a block's time goes").
   const uint32_t raw = base + kStages * G::kStageBytes;
-#pragma unroll
-  for (int t = 0; t < kStages - 1; ++t) {
-    if (first + t < last) detail::stage_rows<T, G>(p, rows, (first + t) * kOutputs, base + t * G::kStageBytes);
-    if (t == 0) detail::stage_weights(p, c0, raw);
-    staged::detail::cp_async_commit();
-  }
+  detail::stage_weights(p, c0, raw);
+  staged::detail::cp_async_commit();
+  detail::stage_rows<T, G>(p, rows, first * kOutputs, base);
+  staged::detail::cp_async_commit();
   uint8_t keep[G::kCopiesPerThread];
   if (p.mask != nullptr) staged::detail::load_mask<T, G>(p, b, first * kOutputs, keep);
-  staged::detail::cp_async_wait<kStages - 2>();  // the taps (and the first tile)
+  staged::detail::cp_async_wait<1>();  // the taps
   __syncthreads();
-  detail::write_taps<T, E>(p, c0, reinterpret_cast<const uint16_t*>(out_tile), taps, bias);
+  detail::write_taps<T, E>(p, reinterpret_cast<const uint16_t*>(out_tile), bias_c, taps, bias);
   // The pairs and bias are published by the first tile's barrier, before the output tile is written.
+#pragma unroll
+  for (int t = 1; t < kStages - 1; ++t) {
+    if (first + t < last) detail::stage_rows<T, G>(p, rows, (first + t) * kOutputs, base + t * G::kStageBytes);
+    staged::detail::cp_async_commit();
+  }
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const uint32_t frames = static_cast<uint32_t>(__cvta_generic_to_shared(warp_frames + warp * G::kWarpBytes));
 
