@@ -5,9 +5,15 @@
 
 namespace config = oasr::gemm::config;
 
-// `b_n_major` names the layout this module was built for (b is [L, K, N] when true, [L, N, K] otherwise).
-void bmm(TensorView output, TensorView a, TensorView b, bool b_n_major) {
+// `b_n_major` names the layout this module was built for (b is [L, K, N] when true, [L, N, K] otherwise). Returns 0
+// once launched, or (launching nothing) which operands TMA cannot address as they are: 1 a, 2 b, 4 out, for
+// oasr/bmm.py to pass padded copies instead (the usual call costs it no check).
+int64_t bmm(TensorView output, TensorView a, TensorView b, bool b_n_major) {
   TVM_FFI_ICHECK(b_n_major == static_cast<bool>(OASR_GEMM_B_NMAJOR)) << "this bmm module takes B "
                                                                       << (OASR_GEMM_B_NMAJOR ? "N" : "K") << "-major";
+  const int64_t unaddressable = (oasr::gemm::tma_addressable(a) ? 0 : 1) | (oasr::gemm::tma_addressable(b) ? 0 : 2) |
+                                (oasr::gemm::tma_addressable(output) ? 0 : 4);
+  if (unaddressable != 0) return unaddressable;
   oasr::gemm::run_gemm<config::Gemm<oasr::gemm::Plain>>(output, a, b, Optional(), "bmm kernel launch");
+  return 0;
 }

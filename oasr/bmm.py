@@ -88,15 +88,20 @@ def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig |
     if k == 0:
         out.zero_()
         return
-    a = addressable_copy(a)
-    # B K-major ([batch, N, K] transposed: scores) or N-major ([batch, K, N]: context), copied otherwise.
+    config = config or gemm_config.choose(m, n, k, batch)
+    # B K-major ([batch, N, K] transposed: scores) when K is contiguous, else N-major ([batch, K, N]: context).
     keys = b.transpose(1, 2)
+    n_major = k > 1 and keys.stride(2) != 1
+    # The launcher says which operands TMA cannot address as they are (and launches nothing then): those get
+    # copies with padded rows (B in the layout it can be read in), an output a padded temporary.
+    if not BMM.module(_variant(a.dtype, n_major, config)).bmm(out, a, keys if not n_major else b, n_major):
+        return
+    a = addressable_copy(a)
     n_major = not addressable(keys)
     operand = addressable_copy(b) if n_major else keys
     target = out if addressable(out) else padded_empty((batch, m, n), out.dtype, out.device)
-    config = config or gemm_config.choose(m, n, k, batch)
-    module = BMM.module(_variant(a.dtype, n_major, config))
-    module.bmm(target, a, operand, n_major)
+    if BMM.module(_variant(a.dtype, n_major, config)).bmm(target, a, operand, n_major):
+        raise RuntimeError(f"oasr: the bmm launcher refused padded operands ({a.stride()}, {operand.stride()})")
     if target is not out:
         out.copy_(target)
 

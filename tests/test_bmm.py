@@ -54,20 +54,28 @@ def assert_close(actual, expected, dtype, k):
 
 
 class TorchBmm:
-    """Stands in for the BMM family: checks the launcher's invariants (the module's B layout, views TMA can
-    address), computes in float64, records the layout."""
+    """Stands in for the BMM family: checks the launcher's invariant (the module's B layout), computes in
+    float64, records the layout. As csrc/bmm.cu, it launches nothing and returns which operands TMA cannot
+    address (1 a, 2 b, 4 out) when any cannot; `refusals` records those answers."""
 
     def __init__(self) -> None:
         self.layouts: list[str] = []
+        self.refusals: list[int] = []
 
     def module(self, variant):
         built_n_major = "-DOASR_GEMM_B_NMAJOR=1" in variant.cuda_cflags
         self.layouts.append("nn" if built_n_major else "nt")
+        refusals = self.refusals
 
         class Module:
             def bmm(self, out, a, b, n_major):
-                assert n_major == built_n_major and all(map(addressable, (out, a, b)))
+                assert n_major == built_n_major
+                unaddressable = sum(bit for bit, t in ((1, a), (2, b), (4, out)) if not addressable(t))
+                if unaddressable:
+                    refusals.append(unaddressable)
+                    return unaddressable
                 out.copy_(reference(a, b if n_major else b.transpose(1, 2)).to(out.dtype))
+                return 0
 
         return Module()
 
@@ -94,6 +102,9 @@ def test_both_attention_products_on_cpu(torch_bmm, t, d):
     out = torch.full((3, t, d), float("nan"), dtype=torch.bfloat16)
     assert oasr.bmm(p, v, out=out) is out
     assert_close(out, reference(p, v), torch.bfloat16, t)
+    # The launcher refuses, once per call, operands whose rows are not multiples of 16 bytes (1 a, 2 b, 4 out):
+    # p's 750- and 14-byte rows, q's, the keys' and the values' 10-byte rows, out's; then reads padded copies.
+    assert torch_bmm.refusals == {(375, 64): [1], (16, 8): [], (7, 5): [1 | 2, 2, 1 | 2 | 4]}[t, d]
 
 
 def test_strided_batch_views_and_copies_on_cpu(torch_bmm):

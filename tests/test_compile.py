@@ -133,8 +133,9 @@ class TorchLaunchers:
         out.copy_(GEMM_EPILOGUES[epilogue](y))
         return 0
 
-    def bmm(self, out, a, b, b_n_major):
+    def bmm(self, out, a, b, b_n_major):  # 0: launched
         out.copy_(a.float() @ (b.float() if b_n_major else b.float().transpose(1, 2)))
+        return 0
 
     def group_gemm_workspace_size(self, groups, device):
         return 0
