@@ -83,6 +83,26 @@ def test_overlaps_itself(view, overlapping):
     assert _checks.overlaps_itself(view()) is overlapping
 
 
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda: torch.empty(1, C).expand(4, C),
+        lambda: torch.empty(C + 3).as_strided((4, C), (1, 1)),
+        lambda: torch.empty(4, C).t(),
+        lambda: torch.empty(4, 2 * C)[:, ::2],
+        lambda: torch.empty(3, 5, C + 8)[..., :C],  # rows padded: the one-pass case
+        lambda: torch.empty(3, 5, C + 8)[..., :C].transpose(0, 1),  # strides out of order: the sorted test
+        lambda: torch.empty(3, 5, C + 8)[:, :0, :C],  # empty
+        lambda: torch.empty(2, 1, C).expand(2, 3, C)[..., ::2],
+        lambda: torch.empty(6, 4 * C)[::2, 1::3],
+    ],
+    ids=["expand", "as_strided", "t", "every-other", "padded", "padded-t", "empty", "expand-3d", "strided-2d"],
+)
+def test_disjoint_span_is_overlaps_itself_and_span_in_one(view):
+    t = view()
+    assert _checks._disjoint_span(t) == (None if _checks.overlaps_itself(t) else _checks._span(t))
+
+
 def test_check_out_allows_exact_aliasing_only_where_asked():
     x = torch.zeros(4, C)
     _checks.check_out("op", "out", x, "input", x, True)
