@@ -2,13 +2,15 @@
 
     python dev/conv1d/timeline.py [--variant diag-timeline] [--shape B T C K ...]
 
-Builds ``variants/diag-timeline.patch`` (production's kernel with thread 0 reading its SM clock at the end of
-each phase and printing the readings when the block ends), runs each shape (bf16, same padding, bias) three times
-and summarises the last call's blocks: the phases of the set-up (the taps' and first tiles' copies landed,
-the taps written) and, per tile, the wait for its copies (from the previous tile's stores), the transpose, warp 0's
-product, the barrier behind the other warps and the output tile's stores. Cycles are thread 0's ``clock64``; us
-convert them at the clock the blocks ran at (cycles over ``%globaltimer`` ns, per block). The printing itself
-costs time at the end of each block, so the kernel's own duration here is not production's.
+Builds ``variants/diag-timeline.patch``: production's kernel with thread 0 reading its SM clock at the end of each
+phase and printing the readings when the block ends (``--variant diag-launch`` / ``diag-launch-long`` print only
+when each block starts and compute nothing, with production's grid and with about half as many blocks). Runs each
+shape (bf16, same padding, bias) three times and summarises the last call's blocks: when they start, the phases of
+the set-up (the taps' and first tiles' copies landed, the taps written) and, per tile, the wait for its copies (from
+the previous tile's stores), the transpose, warp 0's product, the barrier behind the other warps and the output
+tile's stores. Cycles are thread 0's ``clock64``; us convert them at the clock the blocks ran at (cycles over
+``%globaltimer`` ns, per block). The printing itself costs time at the end of each block, so the kernel's own
+duration here is not production's.
 """
 
 from __future__ import annotations
@@ -68,6 +70,11 @@ def summarise(lines: list[str]) -> None:
             f"  blocks start within {max(r[3] for r in last) - start} ns and end within "
             f"{max(r[4] for r in last) - start} ns of the first start"
         )
+        starts = sorted(r[3] - start for r in last)
+        p90 = starts[9 * len(starts) // 10]
+        print(f"  start offsets (ns): median {statistics.median(starts):.0f}, 90% of blocks by {p90}")
+        if ghz <= 0:  # diag-launch: the blocks' starts only
+            return
         print(f"  {'phase':<24}{'median cyc':>11}{'p10':>8}{'p90':>8}{'median us':>11}")
         for i, name in enumerate(PHASES):
             ends = [r[5:] for r in last]
