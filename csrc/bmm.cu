@@ -11,9 +11,7 @@ namespace config = oasr::gemm::config;
 int64_t bmm(TensorView output, TensorView a, TensorView b, bool b_n_major) {
   TVM_FFI_ICHECK(b_n_major == static_cast<bool>(OASR_GEMM_B_NMAJOR)) << "this bmm module takes B "
                                                                       << (OASR_GEMM_B_NMAJOR ? "N" : "K") << "-major";
-  const int64_t unaddressable = (oasr::gemm::tma_addressable(a) ? 0 : 1) | (oasr::gemm::tma_addressable(b) ? 0 : 2) |
-                                (oasr::gemm::tma_addressable(output) ? 0 : 4);
-  if (unaddressable != 0) return unaddressable;
+  if (const int64_t refused = oasr::gemm::unaddressable(a, b, output)) return refused;
   oasr::gemm::run_gemm<config::Gemm<oasr::gemm::Plain>>(output, a, b, Optional(), "bmm kernel launch");
   return 0;
 }

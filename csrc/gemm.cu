@@ -55,10 +55,7 @@ int64_t gemm(TensorView output, TensorView input, TensorView weight, Optional bi
   TVM_FFI_ICHECK(OASR_GEMM_EPILOGUE != 0 || !bias.has_value()) << "the plain epilogue takes no bias";
   const bool strided_bias = bias.has_value() && bias.value().ndim() == 1 && bias.value().size(0) > 1 &&
                             bias.value().stride(0) != 1;
-  const int64_t unaddressable = (oasr::gemm::tma_addressable(input) ? 0 : 1) |
-                                (oasr::gemm::tma_addressable(weight) ? 0 : 2) |
-                                (oasr::gemm::tma_addressable(output) ? 0 : 4) | (strided_bias ? 8 : 0);
-  if (unaddressable != 0) return unaddressable;
+  if (const int64_t refused = oasr::gemm::unaddressable(input, weight, output) | (strided_bias ? 8 : 0)) return refused;
 #if OASR_GEMM_SCHEDULE == 3
   run_direct(output, input, weight, bias);
 #else

@@ -53,6 +53,12 @@ inline bool tma_addressable(TensorView t) {
          (v.size(0) <= 1 || v.stride(0) % kAlign == 0) && reinterpret_cast<uintptr_t>(data_ptr<char>(t)) % 16 == 0;
 }
 
+// What the gemm and bmm launchers answer instead of launching: which of their operands TMA cannot address as
+// they are, 1 the first (a / input), 2 the second (b / weight), 4 out; 0 when all can.
+inline int64_t unaddressable(TensorView a, TensorView b, TensorView out) {
+  return (tma_addressable(a) ? 0 : 1) | (tma_addressable(b) ? 0 : 2) | (tma_addressable(out) ? 0 : 4);
+}
+
 // Internal invariants (oasr/gemm.py and oasr/bmm.py make every tensor so, oasr/_tma.py): a 2-D or 3-D CUDA
 // view of the module's dtype whose address and strides TMA can use (dimensions of size 1 excepted).
 inline Batched icheck_tma_view(TensorView t, const char* name) {

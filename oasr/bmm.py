@@ -94,7 +94,7 @@ def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig |
     n_major = k > 1 and keys.stride(2) != 1
     # The launcher says which operands TMA cannot address as they are (and launches nothing then): those get
     # copies with padded rows (B in the layout it can be read in), an output a padded temporary.
-    if not BMM.module(_variant(a.dtype, n_major, config)).bmm(out, a, keys if not n_major else b, n_major):
+    if not BMM.module(_variant(a.dtype, n_major, config)).bmm(out, a, b if n_major else keys, n_major):
         return
     a = addressable_copy(a)
     n_major = not addressable(keys)
