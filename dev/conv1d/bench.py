@@ -30,7 +30,9 @@ Sections:
 * ``sweep``: bf16, "same" padding, bias, on upstream Oasr's depthwise shapes and the issue's
   (16, 1500, C) cases (``profiling.harness.ops.conv1d.CONV1D_SWEEP``): us per variant, torch
   on the pre-transposed NCT tensor and torch from channels-last with the transposes, the
-  speedup over each, the share of the measured copy bandwidth (the op's minimal bytes).
+  speedup over each, the share of the measured copy bandwidth (the op's minimal bytes); and a
+  same-size copy of the input (torch's, and ``oasr.scale``'s) in the same run, the speedups a kernel
+  taking that time would reach.
 * ``fused``: plain + bias, + SiLU, mask + SiLU (10 % padded frames) per variant, and the ratios
   to plain (issue target: within 1.05x).
 * ``step``: the streaming step (conv + state update) at L = 16, 32, 64 frames of C = 512 against
@@ -72,6 +74,7 @@ import oasr.conv1d as conv1d
 from dev.tune_kernels import Edit, patched_include, rewrite, with_module
 from oasr.jit.core import gen_jit_spec
 from oasr.jit.families import CONV1D
+from oasr.scale import scale
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
 from profiling.harness.ops.conv1d import DEPTHWISE_CONV1D as op
 from profiling.harness.timing import measure_copy_bandwidth, rotation_sets, time_interleaved
@@ -366,6 +369,16 @@ def record_failure(section: str, shape: str, variant: str, error: str) -> None:
     record(section, shape, variant, float("nan"), ok=False, error=error)
 
 
+def copy_input(inputs: dict[str, Any]) -> None:
+    """The bytes a same-padding convolution must move at least: its input read, an output of that size written."""
+    inputs["out"].copy_(inputs["x"])
+
+
+def scale_input(inputs: dict[str, Any]) -> None:
+    """The same bytes through oasr.scale, this project's fastest memory-bound kernel."""
+    scale(inputs["x"], 1.0, out=inputs["out"])
+
+
 def sweep(modules: dict[str, Any], copy_bw: float) -> None:
     dtype = torch.bfloat16
     say(f"\n== sweep: depthwise_conv1d bf16, same padding, bias (copy bandwidth {copy_bw:.2f} TB/s)")
@@ -394,10 +407,12 @@ def sweep(modules: dict[str, Any], copy_bw: float) -> None:
         }
         backends["torch_nct"] = [partial(op.backends["torch"], s) for s in sets]
         backends["torch_btc"] = [partial(btc, s) for s in sets]
+        backends["copy"] = [partial(copy_input, s) for s in sets]
+        backends["scale"] = [partial(scale_input, s) for s in sets]
         us, timing_errors = time_us(backends)
         errors.update(timing_errors)
         nan = float("nan")
-        torch_nct, torch_btc = us.get("torch_nct", nan), us.get("torch_btc", nan)
+        torch_nct, torch_btc, copy = us.get("torch_nct", nan), us.get("torch_btc", nan), us.get("copy", nan)
         for name in modules:
             if name not in us:
                 record_failure("sweep", label, name, errors.get(name) or "not timed")
@@ -410,8 +425,15 @@ def sweep(modules: dict[str, Any], copy_bw: float) -> None:
             )
             record("sweep", label, name, us[name], x_nct=round(x_nct, 2), pct_copy=round(pct, 1), ok=ok[name])
         say(f"{label:>18} {'torch NCT':>14} {torch_nct:8.2f}   (BTC with transposes {torch_btc:.2f})")
+        for what, at in (("copy of x", copy), ("oasr.scale x", us.get("scale", nan))):
+            say(
+                f"{label:>18} {what:>14} {at:8.2f} {torch_nct / at:6.1f} {torch_btc / at:6.1f}"
+                "   (x torch: the most a kernel taking that time gets)"
+            )
         record("sweep", label, "torch_nct", torch_nct)
         record("sweep", label, "torch_btc", torch_btc)
+        record("sweep", label, "copy", copy, x_nct=round(torch_nct / copy, 2))
+        record("sweep", label, "scale", us.get("scale", nan), x_nct=round(torch_nct / us.get("scale", nan), 2))
         del sets, backends
 
 
