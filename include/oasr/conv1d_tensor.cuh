@@ -334,11 +334,10 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
     staged::detail::cp_async_commit();
     staged::detail::cp_async_wait<kStages - 1>();  // this thread's copies of `tile` have landed
     uint8_t* stage = smem + slot * G::kStageBytes;
-    if (p.mask != nullptr) {
-      staged::detail::apply_mask<G>(stage, keep);
-      if (tile + 1 < last) staged::detail::load_mask<T, G>(p, b, (tile + 1) * kOutputs, keep);
-    }
+    if (p.mask != nullptr) staged::detail::apply_mask<G>(stage, keep);
     __syncthreads();  // every thread's copies (and zeros) of `tile` are visible; the output tile is free
+    // The next tile's mask bytes are read after the barrier, which would otherwise wait for every warp's reads.
+    if (p.mask != nullptr && tile + 1 < last) staged::detail::load_mask<T, G>(p, b, (tile + 1) * kOutputs, keep);
     detail::transpose_tile<G>(base + slot * G::kStageBytes, frames, warp, lane);
     __syncwarp();
     detail::compute_tile<T, E>(p.activation, frames, out_tile, warp, lane, taps, bias);
