@@ -412,7 +412,7 @@ def sweep(modules: dict[str, Any], copy_bw: float) -> None:
         us, timing_errors = time_us(backends)
         errors.update(timing_errors)
         nan = float("nan")
-        torch_nct, torch_btc, copy = us.get("torch_nct", nan), us.get("torch_btc", nan), us.get("copy", nan)
+        torch_nct, torch_btc = us.get("torch_nct", nan), us.get("torch_btc", nan)
         for name in modules:
             if name not in us:
                 record_failure("sweep", label, name, errors.get(name) or "not timed")
@@ -425,15 +425,15 @@ def sweep(modules: dict[str, Any], copy_bw: float) -> None:
             )
             record("sweep", label, name, us[name], x_nct=round(x_nct, 2), pct_copy=round(pct, 1), ok=ok[name])
         say(f"{label:>18} {'torch NCT':>14} {torch_nct:8.2f}   (BTC with transposes {torch_btc:.2f})")
-        for what, at in (("copy of x", copy), ("oasr.scale x", us.get("scale", nan))):
+        record("sweep", label, "torch_nct", torch_nct)
+        record("sweep", label, "torch_btc", torch_btc)
+        for key, what in (("copy", "copy of x"), ("scale", "oasr.scale x")):
+            at = us.get(key, nan)
             say(
                 f"{label:>18} {what:>14} {at:8.2f} {torch_nct / at:6.1f} {torch_btc / at:6.1f}"
                 "   (x torch: the most a kernel taking that time gets)"
             )
-        record("sweep", label, "torch_nct", torch_nct)
-        record("sweep", label, "torch_btc", torch_btc)
-        record("sweep", label, "copy", copy, x_nct=round(torch_nct / copy, 2))
-        record("sweep", label, "scale", us.get("scale", nan), x_nct=round(torch_nct / us.get("scale", nan), 2))
+            record("sweep", label, key, at, x_nct=round(torch_nct / at, 2))
         del sets, backends
 
 

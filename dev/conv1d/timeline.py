@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+CALLS = 3  # per shape; the last one's blocks are summarised
 PHASES = ["copies landed", "taps written"] + [
     f"tile {n}: {phase}" for n in range(3) for phase in ("wait", "transpose", "product", "barrier", "stores")
 ]
@@ -46,7 +47,7 @@ def child(variant: str, shapes: list[tuple[int, int, int, int]]) -> None:
         bias = torch.randn(c, device="cuda", dtype=torch.bfloat16)
         out = torch.empty(b, t + 2 * (k // 2) - k + 1, c, device="cuda", dtype=torch.bfloat16)
         call = partial(oasr.depthwise_conv1d, x, w, bias, padding=k // 2, out=out)
-        for _ in range(3):
+        for _ in range(CALLS):
             through(module, call)()
             torch.cuda.synchronize()
         libc.fflush(None)
@@ -60,9 +61,8 @@ def summarise(lines: list[str]) -> None:
         if shape is None or not rows:
             return
         # the last call's blocks: the rows with the latest starts, as many as one call has
-        calls = 3
         rows.sort(key=lambda r: r[3])
-        last = rows[-len(rows) // calls :]
+        last = rows[-len(rows) // CALLS :]
         start = min(r[3] for r in last)
         ghz = statistics.median(r[-1] / max(1, r[4] - r[3]) for r in last)
         print(f"\n{shape}: {len(last)} blocks, tiles per block {sorted({r[2] for r in last})}, clock ~{ghz:.2f} GHz")
@@ -76,8 +76,8 @@ def summarise(lines: list[str]) -> None:
         if ghz <= 0:  # diag-launch: the blocks' starts only
             return
         print(f"  {'phase':<24}{'median cyc':>11}{'p10':>8}{'p90':>8}{'median us':>11}")
+        ends = [r[5:] for r in last]
         for i, name in enumerate(PHASES):
-            ends = [r[5:] for r in last]
             if i >= 2 and int(name.split()[1].rstrip(":")) >= min(r[2] for r in last):
                 continue
             durations = [e[i] - (e[i - 1] if i > 0 else 0) for e in ends]  # from the previous phase's end
