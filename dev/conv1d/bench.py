@@ -34,7 +34,8 @@ Sections:
   same-size copy of the input (torch's, and ``oasr.scale``'s) in the same run, the speedups a kernel
   taking that time would reach.
 * ``fused``: plain + bias, + SiLU, mask + SiLU (10 % padded frames) per variant, and the ratios
-  to plain (issue target: within 1.05x).
+  to plain (issue target: within 1.05x); bf16, or each of ``--fused-dtypes`` (float32 runs the FFMA
+  kernel of ``conv1d_staged.cuh``).
 * ``step``: the streaming step (conv + state update) at L = 16, 32, 64 frames of C = 512 against
   torch's non-streaming ``F.silu(F.conv1d(...))`` on the same chunk (target: >= 1x).
 * ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the variants' kernels on
@@ -437,12 +438,12 @@ def sweep(modules: dict[str, Any], copy_bw: float) -> None:
         del sets, backends
 
 
-def fused(modules: dict[str, Any], copy_bw: float) -> None:
-    dtype = torch.bfloat16
-    say("\n== fused forms, bf16 (us): plain + bias, + silu, mask + silu (prefix mask, 10% padded frames)")
+def fused(modules: dict[str, Any], copy_bw: float, dtype: torch.dtype = torch.bfloat16) -> None:
+    dn = str(dtype).removeprefix("torch.")
+    say(f"\n== fused forms, {dn} (us): plain + bias, + silu, mask + silu (prefix mask, 10% padded frames)")
     for b, t, c, k in (*HEADLINE, (64, 250, 256, 15)):
-        label = f"{b},{t},{c},{k}"
-        nbytes = 2 * b * t * c * 2
+        label = f"{b},{t},{c},{k}" if dtype == torch.bfloat16 else f"{b},{t},{c},{k},{dn}"
+        nbytes = 2 * b * t * c * dtype.itemsize
         sets = []
         for seed in range(rotation_sets(nbytes)):
             g = torch.Generator(device="cuda").manual_seed(seed)
@@ -604,6 +605,11 @@ def main() -> int:
         default=",".join(name for name, edits in VARIANTS.items() if not isinstance(edits, Path)),
         help="comma-separated names of VARIANTS (default: those without a patch)",
     )
+    parser.add_argument(
+        "--fused-dtypes",
+        default="bfloat16",
+        help="dtypes of the fused section, comma-separated (float32: the FFMA kernel)",
+    )
     parser.add_argument("--ncu-variants", default="prod")
     parser.add_argument("--sanitize-variants", default="prod")
     parser.add_argument("--out", type=Path, help="folder for bench.txt, bench.csv and ncu.txt")
@@ -651,7 +657,8 @@ def main() -> int:
             elif section == "sweep":
                 sweep(timed, copy_bw)
             elif section == "fused":
-                fused(timed, copy_bw)
+                for dtype in args.fused_dtypes.split(","):
+                    fused(timed, copy_bw, getattr(torch, dtype))
             elif section == "step":
                 step(timed)
             elif section == "ncu":
