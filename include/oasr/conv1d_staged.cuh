@@ -254,10 +254,11 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     cp_async_commit();
     cp_async_wait<kStages - 1>();  // this thread's copies of `tile` have landed
     uint8_t* stage = smem + slot * G::kStageBytes;
-    if (p.mask != nullptr) apply_mask<G>(stage, keep);
+    if (p.mask != nullptr) {
+      apply_mask<G>(stage, keep);
+      if (tile + 1 < last) load_mask<T, G>(p, b, (tile + 1) * G::kOutputs, keep);  // used next iteration
+    }
     __syncthreads();  // every thread's copies (and zeros) of `tile` are visible
-    // The next tile's mask bytes are read after the barrier, which would otherwise wait for every warp's reads.
-    if (p.mask != nullptr && tile + 1 < last) load_mask<T, G>(p, b, (tile + 1) * G::kOutputs, keep);
     if (s.state != nullptr) write_state<T, G>(p, s, b, c0, stage);  // single-tile launches only
     const int o0 = tile * G::kOutputs + warp * TO;
     if (o0 < p.out_len) compute_tile<T, TO, K, G>(p, lane, o0, stage, warp * TO, w, bias);
