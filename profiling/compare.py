@@ -50,7 +50,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from oasr.jit.core import Variant, hash_headers
+from oasr.jit.core import Variant, hash_headers, headers_under
 from oasr.jit.families import Family, PerVariant
 
 from . import provenance
@@ -205,8 +205,7 @@ def state_hash(family: Family, root: Path) -> str:
     digest = hashlib.sha256(family.name.encode())
     for source in family_sources(family, root):
         digest.update(source.name.encode() + source.read_bytes())
-    hash_headers(digest, root / "include")
-    hash_headers(digest, root / "csrc")
+    hash_headers(digest, headers_under(root / "include") + headers_under(root / "csrc"))
     return digest.hexdigest()[:16]
 
 

@@ -74,6 +74,59 @@ def test_editing_a_header_invalidates(jit_dir, source_copy):
     assert not after.build().cache_hit
 
 
+def test_another_familys_header_keeps_the_key(source_copy):
+    """A module's key hashes the headers its sources reach, so editing conv1d's rebuilds conv1d alone."""
+    scale, conv1d = SCALE.jit_spec().key, F.CONV1D.jit_spec().key
+    header = source_copy / "include" / "oasr" / "conv1d_tensor.cuh"
+    header.write_text(header.read_text() + "\n// an edit\n")
+    assert SCALE.jit_spec().key == scale
+    assert F.CONV1D.jit_spec().key != conv1d
+
+
+def test_included_headers_resolve_as_the_preprocessor(tmp_path):
+    first, second = tmp_path / "include", tmp_path / "csrc"
+    (first / "lib").mkdir(parents=True)
+    second.mkdir()
+    (first / "lib" / "a.h").write_text('#include "near.h"\n#if 0\n#include <lib/unused.h>\n#endif\n')
+    (first / "lib" / "near.h").write_text("")
+    (first / "lib" / "unused.h").write_text("")
+    (first / "other.h").write_text("")  # reached by nothing
+    (second / "util.h").write_text('#include <cuda_runtime.h>\n#include "lib/a.h"\n')  # a cycle back to a.h
+    source = second / "op.cu"
+    source.write_text('#include <lib/a.h>\n#include "util.h"\n#include "shadowed.h"\n')
+    (second / "shadowed.h").write_text("")
+
+    def found():
+        return core.included_headers([source], [first, second])
+
+    names = [str(path.relative_to(root)) for root, path in found()]
+    assert names == ["shadowed.h", "util.h", "lib/a.h", "lib/near.h", "lib/unused.h"]
+    # A quoted name is looked up beside the including file first: csrc's shadowed.h stays the one read.
+    (first / "shadowed.h").write_text("")
+    assert (second, second / "shadowed.h") in found() and (first, first / "shadowed.h") not in found()
+    # An angle-bracket name takes the first root that has it.
+    (first / "util.h").write_text("")
+    source.write_text("#include <util.h>\n")
+    assert found() == [(first, first / "util.h")]
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
+def test_included_headers_hold_what_nvcc_reads(family):
+    """Every project header in nvcc's own dependency list is in the key (nvcc -M, no build)."""
+    spec = family.jit_spec()
+    roots = [spec.include_dir.resolve(), env.OASR_CSRC_DIR.resolve()]
+    flags = [flag for flag in spec.nvcc_flags if flag.startswith(("-I", "-D", "-std"))]
+    read = set()
+    for source in spec.sources:
+        listed = subprocess.run(["nvcc", "-M", *flags, str(source)], capture_output=True, text=True, check=True)
+        for word in listed.stdout.replace("\\\n", " ").split():
+            path = Path(word).resolve()
+            if path.suffix in (".h", ".cuh", ".hpp", ".inc") and any(path.is_relative_to(r) for r in roots):
+                read.add(path)
+    hashed = {path for _, path in core.included_headers(spec.sources, [spec.include_dir, env.OASR_CSRC_DIR])}
+    assert read and read <= hashed, sorted(map(str, read - hashed))
+
+
 def test_flags_and_sources_change_the_key(jit_dir):
     base = SCALE.jit_spec()
     flagged = gen_jit_spec("scale", base.sources, extra_cuda_cflags=["-DOASR_TEST_FLAG=1"])

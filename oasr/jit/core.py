@@ -1,8 +1,9 @@
 """JIT builds: a ninja build per module, cached by content, shared across processes.
 
 A module's cache key hashes everything that can change the binary: its sources,
-every file under ``include/`` and ``csrc/``, the compiler flags (architectures
-included), the nvcc version and the tvm-ffi version. A build lives in
+the headers of ``include/`` and ``csrc/`` they reach (``included_headers``: editing
+one family's header rebuilds that family's modules, not every CUTLASS module), the
+compiler flags (architectures included), the nvcc version and the tvm-ffi version. A build lives in
 ``<cache>/<name>/<key>/`` and is made once, under a file lock, however many
 processes ask for it at the same time.
 
@@ -116,13 +117,50 @@ def _tvm_ffi_version() -> str:
     return tvm_ffi.__version__
 
 
-HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inc")
+INCLUDE_DIRECTIVE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
 
 
-def hash_headers(digest: Any, root: Path) -> None:
-    """Feed every header under ``root`` (relative name and bytes, sorted) into ``digest``."""
-    for path in sorted(p for p in root.rglob("*") if p.suffix in HEADER_SUFFIXES and p.is_file()):
-        digest.update(str(path.relative_to(root)).encode())
+def included_headers(sources: list[Path], roots: list[Path]) -> list[tuple[Path, Path]]:
+    """The project headers that ``sources`` reach through ``#include``: (root, path) pairs, sorted.
+
+    Found as the preprocessor finds them: ``"name"`` in the including file's folder first, then
+    in ``roots`` in order (the first ``-I`` folders), ``<name>`` in ``roots``. A name found in
+    none of them is a toolkit, CUTLASS or tvm-ffi header, which the key covers by version. Every
+    directive counts, those under ``#if`` too, so the set holds at least what nvcc reads.
+    """
+    found: dict[Path, Path] = {}
+    pending = [Path(source) for source in sources]
+    while pending:
+        including = pending.pop()
+        for match in INCLUDE_DIRECTIVE.finditer(including.read_bytes()):
+            name = match.group(2).decode()
+            folders = [including.parent] if match.group(1) == b'"' else []
+            for folder in folders + roots:
+                path = folder / name
+                if path.is_file():
+                    break
+            else:
+                continue
+            path = path.resolve()
+            root = next((r for r in roots if path.is_relative_to(r.resolve())), None)
+            if root is not None and path not in found:
+                found[path] = root
+                pending.append(path)
+    return sorted(((root, path) for path, root in found.items()), key=lambda pair: str(pair[1]))
+
+
+def headers_under(root: Path) -> list[tuple[Path, Path]]:
+    """Every header under ``root`` as (root, path) pairs, sorted: what a revision's whole state hashes."""
+    suffixes = (".h", ".cuh", ".hpp", ".inc")
+    return [
+        (root, path) for path in sorted(p.resolve() for p in root.rglob("*") if p.suffix in suffixes and p.is_file())
+    ]
+
+
+def hash_headers(digest: Any, headers: list[tuple[Path, Path]]) -> None:
+    """Feed each header (its name under its root, and its bytes) into ``digest``."""
+    for root, path in headers:
+        digest.update(str(path.relative_to(root.resolve())).encode())
         digest.update(path.read_bytes())
 
 
@@ -196,8 +234,9 @@ class JitSpec:
         for source in self.sources:
             digest.update(Path(source).name.encode())
             digest.update(Path(source).read_bytes())
-        hash_headers(digest, self.include_dir)
-        hash_headers(digest, env.OASR_CSRC_DIR)
+        # The sources' own folders last: a revision's csrc/ that `profiling.compare` builds beside this one.
+        folders = dict.fromkeys(Path(source).parent for source in self.sources)
+        hash_headers(digest, included_headers(self.sources, [self.include_dir, env.OASR_CSRC_DIR, *folders]))
         return digest.hexdigest()[:KEY_HEX_DIGITS]
 
     @property
