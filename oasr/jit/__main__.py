@@ -18,9 +18,10 @@ DESCRIPTION = """\
 Inspect, clear or fill Oasr's JIT cache.
 
 Kernels compile on first use and are cached by content: one build per module
-and key, where the key hashes the module's sources, every header, the nvcc
-flags (target architectures included, and NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS),
-the nvcc version, the host compiler and its version, and the tvm-ffi version.
+and key, where the key hashes the module's sources, the headers of include/
+and csrc/ they include, the nvcc flags (target architectures included, and
+NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS), the nvcc version, the host compiler and
+its version, and the tvm-ffi version.
 The cache is ~/.cache/oasr/jit unless OASR_JIT_DIR names another folder;
 OASR_CUDA_ARCH_LIST chooses the target architectures. `list` marks with '*',
 per family, the build that matches the current sources and flags (the one a
