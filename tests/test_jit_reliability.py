@@ -316,6 +316,8 @@ def test_a_killed_build_leaves_nothing_running(tmp_path, slow_compiler, sig) -> 
     compiler, pid_file = slow_compiler
     script = textwrap.dedent(
         f"""
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever started pytest
         from oasr.jit import gen_jit_spec
         from oasr.jit.families import SCALE
         gen_jit_spec("scale_slow", SCALE.sources, extra_cuda_cflags=["-ccbin", {str(compiler)!r}]).build()

@@ -540,9 +540,15 @@ def hang_then_save(tmp_path, monkeypatch):
     return tmp_path / "pids"
 
 
-def test_timeout_interrupts_the_worker_and_keeps_the_partial_report(tmp_path, hang_then_save):
-    with pytest.raises(NcuTimeoutError) as info:
-        run(tmp_path, preset_args=[], timeout_s=2.0, kill_grace_s=5.0)
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_timeout_interrupts_the_worker_and_keeps_the_partial_report(tmp_path, hang_then_save, sigint):
+    # Ignored as under nohup: ncu and the worker are started with SIGINT at its default all the same.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN if sigint == "ignored" else signal.getsignal(signal.SIGINT))
+    try:
+        with pytest.raises(NcuTimeoutError) as info:
+            run(tmp_path, preset_args=[], timeout_s=2.0, kill_grace_s=5.0)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     error = info.value
     assert error.report == tmp_path / "out.ncu-rep" and error.report.read_text() == "partial report"
     assert error.finished == [({"n": 2048}, "float16"), ({"n": 8192}, "float16")]

@@ -480,6 +480,19 @@ def _check_private_tmp(report: Path) -> None:
         raise ValueError(f"private_tmp=True hides /tmp from ncu, so the report {report} must be written elsewhere")
 
 
+# Stopping relies on SIGINT (below). A process started with SIGINT ignored (under nohup, or as a background job of a
+# script) passes that on to its children, so ncu and the worker are then started with it at its default.
+_DEFAULT_SIGINT = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])"
+)
+
+
+def _with_default_sigint(command: list[str]) -> list[str]:
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        return command
+    return [sys.executable, "-S", "-c", _DEFAULT_SIGINT, *command]
+
+
 def _watch(
     command: list[str],
     env: dict[str, str],
@@ -500,7 +513,7 @@ def _watch(
     Ctrl-C), so neither ncu nor the worker outlives the call.
     """
     proc = subprocess.Popen(
-        command,
+        _with_default_sigint(command),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
