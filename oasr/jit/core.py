@@ -3,9 +3,9 @@
 A module's cache key hashes everything that can change the binary: its sources,
 the headers of ``include/`` and ``csrc/`` they reach (``included_headers``: editing
 one family's header rebuilds that family's modules, not every CUTLASS module), the
-compiler flags (architectures included), the nvcc version and the tvm-ffi version. A build lives in
-``<cache>/<name>/<key>/`` and is made once, under a file lock, however many
-processes ask for it at the same time.
+compiler flags (architectures included), the nvcc version and the tvm-ffi version.
+A build lives in ``<cache>/<name>/<key>/`` and is made once, under a file lock,
+however many processes ask for it at the same time.
 
 Reliability: a build records its library's size and SHA-256 in
 ``oasr-build.json``; a library that no longer matches (truncated, emptied,
