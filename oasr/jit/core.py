@@ -126,8 +126,10 @@ def included_headers(sources: list[Path], roots: list[Path]) -> list[tuple[Path,
     Found as the preprocessor finds them: ``"name"`` in the including file's folder first, then
     in ``roots`` in order (the first ``-I`` folders), ``<name>`` in ``roots``. A name found in
     none of them is a toolkit, CUTLASS or tvm-ffi header, which the key covers by version. Every
-    directive counts, those under ``#if`` too, so the set holds at least what nvcc reads.
+    directive counts, those under ``#if`` too, so the set holds at least what nvcc reads. The roots
+    come back resolved.
     """
+    roots = list(dict.fromkeys(root.resolve() for root in roots))
     found: dict[Path, Path] = {}
     pending = [Path(source) for source in sources]
     while pending:
@@ -142,7 +144,7 @@ def included_headers(sources: list[Path], roots: list[Path]) -> list[tuple[Path,
             else:
                 continue
             path = path.resolve()
-            root = next((r for r in roots if path.is_relative_to(r.resolve())), None)
+            root = next((r for r in roots if path.is_relative_to(r)), None)
             if root is not None and path not in found:
                 found[path] = root
                 pending.append(path)
@@ -150,17 +152,16 @@ def included_headers(sources: list[Path], roots: list[Path]) -> list[tuple[Path,
 
 
 def headers_under(root: Path) -> list[tuple[Path, Path]]:
-    """Every header under ``root`` as (root, path) pairs, sorted: what a revision's whole state hashes."""
+    """Every header under ``root`` as (root, path) pairs, resolved and sorted: what a revision's whole state hashes."""
+    root = root.resolve()
     suffixes = (".h", ".cuh", ".hpp", ".inc")
-    return [
-        (root, path) for path in sorted(p.resolve() for p in root.rglob("*") if p.suffix in suffixes and p.is_file())
-    ]
+    return [(root, path) for path in sorted(p for p in root.rglob("*") if p.suffix in suffixes and p.is_file())]
 
 
 def hash_headers(digest: Any, headers: list[tuple[Path, Path]]) -> None:
-    """Feed each header (its name under its root, and its bytes) into ``digest``."""
+    """Feed each header (its name under its resolved root, and its bytes) into ``digest``."""
     for root, path in headers:
-        digest.update(str(path.relative_to(root.resolve())).encode())
+        digest.update(str(path.relative_to(root)).encode())
         digest.update(path.read_bytes())
 
 
@@ -235,7 +236,7 @@ class JitSpec:
             digest.update(Path(source).name.encode())
             digest.update(Path(source).read_bytes())
         # The sources' own folders last: a revision's csrc/ that `profiling.compare` builds beside this one.
-        folders = dict.fromkeys(Path(source).parent for source in self.sources)
+        folders = [Path(source).parent for source in self.sources]
         hash_headers(digest, included_headers(self.sources, [self.include_dir, env.OASR_CSRC_DIR, *folders]))
         return digest.hexdigest()[:KEY_HEX_DIGITS]
 
