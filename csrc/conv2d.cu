@@ -70,7 +70,7 @@ void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optio
 }
 
 // output [B, T2, D * F2], input [B, T, F] (any strides), weight1 [D, 3, 3], bias1 [D],
-// weight2 [D / 16, 9, N, 16] (the kernel's shared-memory image of each chunk, oasr/conv2d.py), bias2 [D].
+// weight2 [N / 16, 9, N, 16] (the kernel's shared-memory image of each chunk, oasr/conv2d.py), bias2 [D].
 void conv2d_subsampling(TensorView output, TensorView input, TensorView weight1, TensorView bias1, TensorView weight2,
                         TensorView bias2) {
   TVM_FFI_ICHECK(input.ndim() == 3) << "`input` must be [B, T, F]";
@@ -83,12 +83,13 @@ void conv2d_subsampling(TensorView output, TensorView input, TensorView weight1,
   const int64_t b = input.size(0), t = input.size(1), f = input.size(2), d = weight1.size(0);
   const int64_t t2 = ((t - 1) / 2 - 1) / 2, f2 = ((f - 1) / 2 - 1) / 2;
   TVM_FFI_ICHECK(t >= 7 && f >= 7 && d % 16 == 0 && d <= 256 && d >= 16) << "sizes out of the kernel's range";
-  TVM_FFI_ICHECK(weight2.size(0) == d / 16 && weight2.size(1) == 9 &&
-                 weight2.size(2) == oasr::conv2d::detail::subsampling_n(static_cast<int>(d)) && weight2.size(3) == 16 &&
+  const int64_t n = oasr::conv2d::detail::subsampling_n(static_cast<int>(d));
+  TVM_FFI_ICHECK(weight2.size(0) == n / 16 && weight2.size(1) == 9 && weight2.size(2) == n && weight2.size(3) == 16 &&
                  bias1.size(0) == d && bias2.size(0) == d && output.size(0) == b && output.size(1) == t2 &&
                  output.size(2) == d * f2)
-      << "`weight2` must be packed [D / 16, 9, N, 16] and `output` [B, T2, D * F2]";
-  TVM_FFI_ICHECK(t2 * f2 < INT32_MAX && b < 65536 && t * f < INT32_MAX) << "sizes out of the kernel's range";
+      << "`weight2` must be packed [N / 16, 9, N, 16] and `output` [B, T2, D * F2]";
+  TVM_FFI_ICHECK(t2 * f2 < INT32_MAX && b < 65536 && (t - 1) * input.stride(1) + (f - 1) * input.stride(2) < INT32_MAX)
+      << "sizes out of the kernel's range";
   DISPATCH_HALF_TYPES(input.dtype(), c_type, [&] {
     oasr::conv2d::SubsamplingParams<c_type> prm;
     prm.output = data_ptr<c_type>(output);
@@ -101,8 +102,6 @@ void conv2d_subsampling(TensorView output, TensorView input, TensorView weight1,
     prm.input_t_stride = input.stride(1);
     prm.input_f_stride = input.stride(2);
     prm.batch = static_cast<int>(b);
-    prm.frames = static_cast<int>(t);
-    prm.features = static_cast<int>(f);
     prm.channels = static_cast<int>(d);
     prm.t2 = static_cast<int>(t2);
     prm.f2 = static_cast<int>(f2);

@@ -287,18 +287,18 @@ def _conv2d(
 
 
 def pack_subsampling_weight2(weight2: Tensor) -> Tensor:
-    """torch's ``[D, D, 3, 3]`` second weight as the fused kernel's ``[D / 16, 9, N, 16]`` B operand.
+    """torch's ``[D, D, 3, 3]`` second weight as the fused kernel's ``[N / 16, 9, N, 16]`` B operand.
 
     For each chunk of 16 input channels and each tap, the wgmma's shared-memory image of ``w2[e, c]``:
     8-row x 8-channel core matrices, ordered (e // 8, c // 8 within the chunk, e % 8, c % 8). N is D
-    rounded up to 64 (zero rows past D), so one bulk copy brings a chunk's nine taps.
+    rounded up to 64, both channel axes padded with zeros, so that every step of the kernel has whole chunks.
     """
     d = weight2.shape[0]
     n = -(-d // 64) * 64
     if n != d:
-        weight2 = torch.nn.functional.pad(weight2, (0, 0, 0, 0, 0, 0, 0, n - d))
-    packed = weight2.reshape(n // 8, 8, d // 16, 2, 8, 3, 3).permute(2, 5, 6, 0, 3, 1, 4)  # (chunk, i, j, e8, h, e, c)
-    return packed.reshape(d // 16, 9, n, 16)
+        weight2 = torch.nn.functional.pad(weight2, (0, 0, 0, 0, 0, n - d, 0, n - d))
+    packed = weight2.reshape(n // 8, 8, n // 16, 2, 8, 3, 3).permute(2, 5, 6, 0, 3, 1, 4)  # (chunk, i, j, e8, h, e, c)
+    return packed.reshape(n // 16, 9, n, 16)
 
 
 def _subsampling(

@@ -111,4 +111,4 @@ def gemm_tolerance(dtype: torch.dtype, k: int) -> tuple[float, float]:
 def unpack_subsampling_weight2(packed: torch.Tensor, d: int) -> torch.Tensor:
     """torch's ``[D, D, 3, 3]`` back from :func:`oasr.conv2d.pack_subsampling_weight2`'s image (for stand-ins)."""
     n = packed.shape[2]
-    return packed.reshape(d // 16, 3, 3, n // 8, 2, 8, 8).permute(3, 5, 0, 4, 6, 1, 2).reshape(n, d, 3, 3)[:d]
+    return packed.reshape(n // 16, 3, 3, n // 8, 2, 8, 8).permute(3, 5, 0, 4, 6, 1, 2).reshape(n, n, 3, 3)[:d, :d]

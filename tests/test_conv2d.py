@@ -137,7 +137,7 @@ class TorchConv2d:
                 calls.append("subsampling")
                 d = w1.shape[0]
                 n = -(-d // 64) * 64
-                assert w1.shape == (d, 3, 3) and w2.shape == (d // 16, 9, n, 16) and w2.is_contiguous()
+                assert w1.shape == (d, 3, 3) and w2.shape == (n // 16, 9, n, 16) and w2.is_contiguous()
                 w2 = unpack_subsampling_weight2(w2, d)  # the kernel's contract: the image of torch's weight
                 y1 = F.relu(F.conv2d(x.double()[:, None], w1.double()[:, None], b1.double(), stride=2)).to(x.dtype)
                 y2 = F.relu(F.conv2d(y1.double(), w2.double(), b2.double(), stride=2))
@@ -213,18 +213,19 @@ def test_python_layer_copies_views_for_the_implicit_gemm_on_cpu(torch_conv):
 @pytest.mark.parametrize("d", [16, 144, 256])
 def test_subsampling_weight2_is_the_wgmma_image(d):
     """Per chunk of 16 input channels and tap, w2[e, c] sits in 8 x 8 core matrices ordered (e // 8, c // 8, e % 8,
-    c % 8), with zero rows up to N = D rounded to 64 (the kernel's B descriptor: 128 bytes along K, 256 along N)."""
+    c % 8), with zeros up to N = D rounded to 64 on both channel axes (the kernel's B descriptor: 128 bytes along K,
+    256 along N)."""
     w2 = torch.randn(d, d, 3, 3)
     packed = conv2d_module.pack_subsampling_weight2(w2)
     n = -(-d // 64) * 64
-    assert packed.shape == (d // 16, 9, n, 16) and packed.is_contiguous()
+    assert packed.shape == (n // 16, 9, n, 16) and packed.is_contiguous()
     flat = packed.reshape(-1)
     g = torch.Generator().manual_seed(0)
     for e, c, i, j in torch.randint(0, d, (200, 4), generator=g).tolist():
         i, j = i % 3, j % 3
         offset = (c // 16 * 9 + 3 * i + j) * n * 16 + e // 8 * 128 + c % 16 // 8 * 64 + e % 8 * 8 + c % 8
         assert flat[offset] == w2[e, c, i, j]
-    assert not packed[:, :, d:].any()
+    assert not packed[:, :, d:].any() and not packed[d // 16 :].any()
     assert torch.equal(unpack_subsampling_weight2(packed, d), w2)
 
 
@@ -455,7 +456,7 @@ class TestConv2d:
 class TestConv2dSubsampling:
     @pytest.mark.parametrize(
         "b,t,f,d",
-        [(2, 37, 80, 256), (3, 7, 7, 16), (1, 101, 41, 144), (2, 64, 83, 256), (1, 9, 512, 32)],
+        [(2, 37, 80, 256), (3, 7, 7, 16), (1, 101, 41, 144), (2, 64, 83, 256), (1, 9, 512, 32), (1, 21, 803, 256)],
         ids=lambda v: str(v),
     )
     @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
@@ -472,6 +473,15 @@ class TestConv2dSubsampling:
         big[:, :, 5:85] = x
         out = oasr.conv2d_subsampling(big[:, :, 5:85], w1, b1, w2, b2)
         assert_close(out, subsampling_reference(x, w1, b1, w2, b2), torch.bfloat16, 9 * 256)
+
+    def test_unaligned_out(self):
+        # `out` 2 bytes past a 16-byte boundary: the kernel's 16-byte stores give way to element stores.
+        x, w1, b1, w2, b2 = front_end(2, 41, 80, 256, torch.bfloat16, "cuda", seed=4)
+        expected = subsampling_reference(x, w1, b1, w2, b2)
+        flat = torch.full((expected.numel() + 1,), float("nan"), dtype=torch.bfloat16, device="cuda")
+        out = flat[1:].view(expected.shape)
+        assert oasr.conv2d_subsampling(x, w1, b1, w2, b2, out=out) is out
+        assert_close(out, expected, torch.bfloat16, 9 * 256)
 
     def test_matches_two_oasr_convs(self):
         x, w1, b1, w2, b2 = front_end(2, 51, 80, 256, torch.bfloat16, "cuda", seed=2)

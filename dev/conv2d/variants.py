@@ -2,16 +2,21 @@
 """The fused front end against edited copies of its header, in one run (needs an sm90 GPU).
 
     python dev/conv2d/variants.py NAME=INCLUDE_DIR ...   # e.g. ffma=.dev/variants/ffma/include
+    python dev/conv2d/variants.py NAME=PATCH ...         # e.g. before=dev/conv2d/variants/staged-pixel-major.patch
 
 Each variant is the conv2d module built against INCLUDE_DIR (a copy of ``include/`` whose
-``oasr/conv2d/subsampling.cuh`` is edited); it is checked against the float64 reference and timed next to
-the production module (CUDA-graph replay, interleaved, the harness's timing) at B16 T1500 F80 d256 and
-B64 T250 F80 d256, bf16.
+``oasr/conv2d/subsampling.cuh`` is edited), or against a copy of ``include/`` with PATCH applied (``patch -p1``
+from the repo root's level; the copy goes to ``.dev/variants/NAME``); it is checked against the float64
+reference and timed next to the production module (CUDA-graph replay, interleaved, the harness's timing) at
+B16 T1500 F80 d256 and B64 T250 F80 d256, bf16. The patches in ``dev/conv2d/variants/`` are the kernel at earlier
+steps of its design (``dev/README.md``, conv2d).
 """
 
 from __future__ import annotations
 
 import functools
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,13 +31,27 @@ from oasr.conv2d import pack_subsampling_weight2  # (after the checkout is on th
 from oasr.jit.families import CONV2D
 from profiling.harness import timing
 
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def include_dir(name: str, source: str) -> Path:
+    """SOURCE itself when it is a folder; for a patch, a copy of include/ with it applied."""
+    path = Path(source).resolve()
+    if path.is_dir():
+        return path
+    copy = ROOT / ".dev" / "variants" / name
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(ROOT / "include", copy / "include")
+    subprocess.run(["patch", "-s", "-p1", "-d", str(copy), "-i", str(path)], check=True)
+    return copy / "include"
+
 
 def main() -> int:
     timing.require_cuda("dev/conv2d/variants.py")
     modules = {"prod": CONV2D.module()}
     for arg in sys.argv[1:]:
-        name, folder = arg.split("=", 1)
-        spec = CONV2D.jit_spec(name=f"conv2d_variant_{name}", include_dir=Path(folder).resolve())
+        name, source = arg.split("=", 1)
+        spec = CONV2D.jit_spec(name=f"conv2d_variant_{name}", include_dir=include_dir(name, source))
         modules[name] = spec.build_and_load()
     failed = 0
     for b, t in ((16, 1500), (64, 250)):

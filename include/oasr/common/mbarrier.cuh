@@ -16,9 +16,14 @@ __device__ __forceinline__ void mbarrier_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 
-// One arrival that also announces `bytes` more to come from asynchronous copies completing on `bar`.
-__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+// One arrival that also announces `bytes` more to come from asynchronous copies completing on `bar`; none
+// where `issue` is false (a predicate, not a branch, for code that must not diverge).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint32_t bar, uint32_t bytes, bool issue = true) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n"
+      "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n}\n" ::"r"(bar),
+      "r"(bytes), "r"(static_cast<int>(issue))
+      : "memory");
 }
 
 __device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {

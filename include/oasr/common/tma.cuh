@@ -12,12 +12,16 @@
 
 namespace oasr {
 
-// Copies `bytes` (a multiple of 16) from `src` to shared address `dst`, announced on `bar` (one arrival).
-__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar) {
-  mbarrier_arrive_expect_tx(bar, bytes);
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-               "l"(src), "r"(bytes), "r"(bar)
-               : "memory");
+// Copies `bytes` (a multiple of 16) from `src` to shared address `dst`, completing on `bar`, where `issue` is
+// true (a predicate, not a branch). The caller announces the bytes first (mbarrier_arrive_expect_tx), once for all
+// the copies of a phase: an arrival per copy could complete the phase before the later copies are announced.
+__device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_t bytes, uint32_t bar,
+                                          bool issue = true) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+      "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n}\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar), "r"(static_cast<int>(issue))
+      : "memory");
 }
 
 // The box of `map` at element coordinates (c0 innermost, c1[, c2]) into `dst`; out-of-bounds elements read 0.

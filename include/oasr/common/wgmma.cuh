@@ -43,11 +43,17 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
-// Keeps the compiler from moving accumulator registers across a wgmma boundary.
+// Keeps the compiler from moving accumulator registers across a wgmma boundary; for A registers, from reusing
+// them before the products that read them are known to be done (call it after that wait).
 template <int N>
 __device__ __forceinline__ void wgmma_fence_registers(float (&acc)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_fence_registers(uint32_t (&a)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(a[i])::"memory");
 }
 
 namespace detail {
@@ -62,10 +68,12 @@ struct Wgmma;
     using rs = gmma::STEM##_RS<gmma::Major::K, gmma::Major::K>; \
     using ss = gmma::STEM##_SS<gmma::Major::K, gmma::Major::K>; \
   };
+OASR_WGMMA(nv_bfloat16, 32, MMA_64x32x16_F32BF16BF16)
 OASR_WGMMA(nv_bfloat16, 64, MMA_64x64x16_F32BF16BF16)
 OASR_WGMMA(nv_bfloat16, 128, MMA_64x128x16_F32BF16BF16)
 OASR_WGMMA(nv_bfloat16, 192, MMA_64x192x16_F32BF16BF16)
 OASR_WGMMA(nv_bfloat16, 256, MMA_64x256x16_F32BF16BF16)
+OASR_WGMMA(half, 32, MMA_64x32x16_F32F16F16)
 OASR_WGMMA(half, 64, MMA_64x64x16_F32F16F16)
 OASR_WGMMA(half, 128, MMA_64x128x16_F32F16F16)
 OASR_WGMMA(half, 192, MMA_64x192x16_F32F16F16)

@@ -1,5 +1,5 @@
 // The speech encoder's front end in one pass (WeNet's Conv2dSubsampling4): two 3x3 stride-2
-// convolutions with bias and ReLU, the first one's output never written to global memory.
+// convolutions with bias and ReLU, the first one's output never written to memory.
 //
 //   y1[b, t1, f1, c] = relu(b1[c] + sum_{i,j} w1[c, i, j] * x[b, 2 t1 + i, 2 f1 + j])          (1 -> D)
 //   y2[b, t2, f2, e] = relu(b2[e] + sum_{i,j,c} w2[i, j, e, c] * y1[b, 2 t2 + i, 2 f2 + j, c])  (D -> D)
@@ -10,19 +10,18 @@
 //
 // The second convolution is an implicit GEMM: M = the output pixels (t2, f2) of one utterance, N = the
 // D output channels, K = 9 taps x D channels. A CTA owns 128 consecutive pixels and every output
-// channel, and walks the input channels in chunks of 16. Its warps split the work:
-//   - a producer warpgroup computes each chunk's y1 over the rows the pixels need (halo included) into
-//     one of two y1 buffers on tensor cores (mma.sync: the 9 taps and the bias as a 10th tap are the K
-//     of a 16-deep product whose A, the input patches, stays in registers across chunks; a warp issues
-//     six tiles' products before it reads any, so they queue behind the wgmma work once, not one by
-//     one); its first thread streams w2, packed by the caller as the wgmma's shared-memory image
-//     of each chunk, in slices of three taps (one bulk copy, TMA, each) through a ring of six slots,
-//     a chunk ahead;
-//   - two consumer warpgroups (64 pixels each) run one wgmma m64nNk16 per tap: A from registers
-//     (ldmatrix gathers each pixel's window from the y1 buffer), B = the tap's w2 slice; at the end
-//     they stage relu(acc + b2) in shared memory as [e][pixel], for stores along f2.
-// The y1 tile is stored as four parity planes (even/odd row x even/odd column), so the pixels of a tap
-// read consecutive cells; the two 16-byte halves of a cell swap every four cells (conflict-free ldmatrix).
+// channel; each of its two warpgroups takes 64 pixels and walks K in steps of (tap, 32 input channels):
+//   - the step's y1 is one wgmma m64n32k16: A = each pixel's 3x3 input patch under the tap (the bias as a
+//     10th tap), B = w1. Its accumulators, rounded with ReLU, are register for register the A fragments
+//     of the step's two conv2 products, so y1 never leaves registers. Each y1 value is computed once per
+//     tap that reads it (9/4 times on average): 1/16 more tensor work than conv2 itself;
+//   - the step's conv2 products (wgmma m64nNk16, B = the w2 slices of the tap and 16-channel chunk) are
+//     queued behind the next step's y1 product, whose rounding then runs while they do.
+// w2, packed by the caller as the wgmma's shared-memory image of each chunk and tap (input channels
+// padded to N with zeros, so every step has two products), streams through a ring of eight steps' slices
+// by bulk copies (TMA), each refilled by thread 0 two steps after its last use. No branch of the loop
+// differs between threads (thread 0's copies are predicated): ptxas serialises the wgmma around one. A
+// ninth, loading warp would cap the registers at 168 (three warps on one scheduler), too few.
 // Requires D % 16 == 0, D <= 256, an sm_90a GPU.
 #pragma once
 
@@ -52,53 +51,46 @@ struct SubsamplingParams {
   const T* input = nullptr;     // [B, T, F], element strides below
   const T* weight1 = nullptr;   // [D, 3, 3] (torch's [D, 1, 3, 3]), contiguous
   const T* bias1 = nullptr;     // [D]
-  const T* weight2 = nullptr;   // [D / 16][9][N / 8][2][8][8]: per chunk of 16 input channels c and tap, the
-                                //   wgmma's B image of w2[e, c] (N = D rounded up to 64, zero rows past D)
+  const T* weight2 = nullptr;   // [N / 16][9][N / 8][2][8][8]: per chunk of 16 input channels c and tap, the
+                                //   wgmma's B image of w2[e, c] (N = D rounded up to 64, zeros past D)
   const T* bias2 = nullptr;     // [D]
   int64_t input_b_stride = 0, input_t_stride = 0, input_f_stride = 0;
-  int batch = 0, frames = 0, features = 0, channels = 0;
+  int batch = 0, channels = 0;
   int t2 = 0, f2 = 0;           // output rows and columns
 };
 
 namespace detail {
 
-constexpr int kSubThreads = 384;   // warpgroup 0 produces, 1 and 2 consume
-constexpr int kProducerWarps = 4;
-constexpr int kBM = 128;           // pixels per CTA
-constexpr int kDK = 16;            // input channels per chunk: one k16 step per tap
-constexpr int kCell = kDK * 2;     // bytes of one y1 cell (16 channels)
-constexpr int kCachedTiles = 12;   // 16-cell conv1 tiles whose patches a producer warp keeps (F = 80: 45 tiles)
-constexpr int kBatch = 6;          // conv1 tiles whose products a warp issues together
-constexpr int kOutPitch = 136;     // halves per output channel of the staged output tile (conflict-free writes)
-constexpr int kSliceTaps = 3;      // taps per w2 slice (one bulk copy)
-constexpr int kSlots = 6;          // w2 slices in flight or in use
+constexpr int kSubThreads = 256;            // two warpgroups of 64 pixels
+constexpr int kBM = 128;                    // pixels per CTA
+constexpr int kDK = 16;                     // input channels per conv2 product (k16)
+constexpr int kStepChannels = 32;           // input channels per step: one conv1 product's N
+constexpr int kStepChunks = kStepChannels / kDK;
+constexpr int kSlots = 8;                   // steps' w2 slices in the ring
+constexpr int kLag = 2;                     // steps between a slot's last use and its refill
 
 // Output channels rounded up to a wgmma width.
 inline int subsampling_n(int d) { return (d + 63) / 64 * 64; }
 
-// Shared-memory plan of one launch (byte offsets, 16-byte aligned): two y1 buffers, the w2 ring, conv1's
-// B fragments ([D / 16][2][32 lanes] x 8 bytes) and b2 (fp32 [D]), the ring's mbarriers (full, then
-// empty, per slot). The output tile reuses the ring.
+// Shared-memory plan of one launch (byte offsets, 16-byte aligned): the w2 ring, each thread's input patches
+// ([9 taps][consumers] x 16 bytes), w1 as conv1's B image ([N / 8][2][8][8], the bias at k = 9), b2 (fp32 [N]),
+// the ring's mbarriers (full, then empty, per slot; then one nobody waits on). The output is staged where the ring
+// was, in blocks of channels in the output's order; the ring is made large enough for blocks of 8 (F2 beyond 64).
 struct SubsamplingPlan {
   SubsamplingPlan() = default;
-  int width = 0;      // cells per plane row: F2 + 1
-  int plane = 0;      // cells per plane: (rows the pixels span + 1) x width
-  int cells = 0;      // the four planes, rounded up to a 16-cell conv1 tile
-  int n = 0;          // output channels of the wgmma (D rounded up to 64)
-  size_t y1_bytes = 0, slice_bytes = 0, ring_off = 0, table_off = 0, barrier_off = 0, bytes = 0;
+  int n = 0;  // output channels of the wgmma (D rounded up to 64)
+  size_t slot_bytes = 0, ring_bytes = 0, patch_off = 0, w1_off = 0, b2_off = 0, barrier_off = 0, bytes = 0;
 
-  SubsamplingPlan(int t2, int f2, int d) {
-    const int nt2 = std::min(t2, (kBM - 1) / f2 + 2);
-    width = f2 + 1;
-    plane = (nt2 + 1) * width;
-    cells = (4 * plane + 15) / 16 * 16;
+  SubsamplingPlan(int f2, int d) {
     n = subsampling_n(d);
-    y1_bytes = static_cast<size_t>(cells) * kCell;
-    slice_bytes = static_cast<size_t>(kSliceTaps) * n * kCell;
-    ring_off = 2 * y1_bytes;
-    table_off = ring_off + kSlots * slice_bytes;
-    barrier_off = table_off + static_cast<size_t>(d / kDK) * 2 * 32 * 8 + static_cast<size_t>(d) * sizeof(float);
-    bytes = barrier_off + 2 * kSlots * 8;
+    slot_bytes = static_cast<size_t>(kStepChunks) * n * kDK * 2;
+    const size_t rows = (kBM - 1) / f2 + 2;  // output rows a CTA's pixels can touch
+    ring_bytes = std::max(kSlots * slot_bytes, (rows * f2 * 8 * 2 + 15) / 16 * 16);
+    patch_off = ring_bytes;
+    w1_off = patch_off + 9 * kSubThreads * 16;
+    b2_off = w1_off + static_cast<size_t>(n) * kDK * 2;
+    barrier_off = b2_off + static_cast<size_t>(n) * sizeof(float);
+    bytes = barrier_off + (2 * kSlots + 1) * 8;
   }
 };
 
@@ -108,92 +100,53 @@ __device__ __forceinline__ unsigned char* smem_base() {
   return smem_bytes;
 }
 
-// Byte offset of the 16-byte half `h` of y1 cell `s` (halves swap every four cells).
-__device__ __forceinline__ uint32_t cell_offset(int s, int h) { return s * kCell + ((h ^ ((s >> 2) & 1)) << 4); }
-
-__device__ __forceinline__ void named_sync(int id, int threads = kSubThreads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads));
-}
-__device__ __forceinline__ void named_arrive(int id) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(kSubThreads) : "memory");
-}
-// Named barriers: y1 buffer s is full (1 + s), y1 buffer s is free again (3 + s), the consumers are done (5).
-constexpr int kFull = 1, kEmpty = 3, kDone = 5;
-
-// The 16-bit pattern of conv1's K entry k for channel c: taps 0..8, the bias at 9, zeros after.
+// conv1's B row of channel c (< N) as two 16-byte rows of w1's image (core matrices (c / 8, 0) and (c / 8, 1),
+// row c % 8): K entries 0..8 the taps, 9 the bias, zeros after and past D.
 template <typename T>
-__device__ __forceinline__ uint16_t conv1_weight(const SubsamplingParams<T>& p, int c, int k) {
-  const T* src = k < 9 ? p.weight1 + c * 9 + k : p.bias1 + c;
-  return k <= 9 ? *reinterpret_cast<const uint16_t*>(src) : uint16_t{0};
+__device__ __forceinline__ void store_conv1_weights(const SubsamplingParams<T>& p, int c, unsigned char* image) {
+  uint16_t v[16] = {};
+  if (c < p.channels) {
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(p.weight1) + c * 9;
+#pragma unroll
+    for (int k = 0; k < 9; ++k) v[k] = w[k];
+    v[9] = reinterpret_cast<const uint16_t*>(p.bias1)[c];
+  }
+  uint4* row = reinterpret_cast<uint4*>(image + (c / 8) * 256 + (c % 8) * 16);
+  row[0] = make_uint4(pack_pair(v[0], v[1]), pack_pair(v[2], v[3]), pack_pair(v[4], v[5]), pack_pair(v[6], v[7]));
+  row[8] = make_uint4(pack_pair(v[8], v[9]), 0u, 0u, 0u);
 }
 
-// conv1's B fragments of chunk `chunk`, pair `nb` (channels 16 chunk + 8 nb + g) for one lane.
+// conv1's A fragments (mma_16816's layout, common/wgmma.cuh) of this thread's pixels m (rows g, g + 8 of its
+// warp, lane 4 g + t) under each of conv2's taps (i, j), into patches[tap] ([9][threads] x 16 bytes): the 3x3
+// input patch of y1 pixel (2 t2 + i, 2 f2 + j) along K, 1 at the bias. K entries 2 t, 2 t + 1 and, for t = 0
+// alone, 8 and the bias are a lane's. Offsets within an utterance fit 32 bits (the launcher's caller checks).
 template <typename T>
-__device__ __forceinline__ uint2 conv1_weights(const SubsamplingParams<T>& p, int chunk, int nb, int lane) {
-  const int g = lane >> 2, t = lane & 3, c = chunk * kDK + 8 * nb + g;
-  return make_uint2(pack_pair(conv1_weight(p, c, 2 * t), conv1_weight(p, c, 2 * t + 1)),
-                    pack_pair(conv1_weight(p, c, 2 * t + 8), conv1_weight(p, c, 2 * t + 9)));
-}
-
-// conv1's A fragment for cells 16 mt + g and + 8: each cell's 3x3 input patch (K = tap), 1 for the bias;
-// zeros for the cells past the edges, whose outputs nobody reads.
-template <typename T>
-__device__ __forceinline__ void conv1_patches(uint32_t (&a)[4], const SubsamplingParams<T>& p,
-                                              const SubsamplingPlan& plan, int mt, int lane, int y1_row0) {
-  const int g = lane >> 2, t = lane & 3;
-  const T* x = p.input + static_cast<int64_t>(blockIdx.y) * p.input_b_stride;
-  uint16_t v[2][4];
+__device__ __forceinline__ void store_patches(const SubsamplingParams<T>& p, const int (&m)[2], int t,
+                                              uint4* patches) {
+  const uint16_t* x = reinterpret_cast<const uint16_t*>(p.input + static_cast<int64_t>(blockIdx.y) * p.input_b_stride);
+  const int ts = static_cast<int>(p.input_t_stride), fs = static_cast<int>(p.input_f_stride);
+  const int k0 = 2 * t, k1 = 2 * t + 1;
+  const int off0 = k0 / 3 * ts + k0 % 3 * fs, off1 = k1 / 3 * ts + k1 % 3 * fs, off8 = t == 0 ? 2 * ts + 2 * fs : 0;
+  int origin[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int s = mt * 16 + g + 8 * h;
-    const int pl = s / plan.plane, rem = s - pl * plan.plane, r = rem / plan.width;
-    const int row = y1_row0 + 2 * r + (pl >> 1), col = 2 * (rem - r * plan.width) + (pl & 1);
-    const bool valid = pl < 4 && row < (p.frames - 1) / 2 && col < (p.features - 1) / 2;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int k = 2 * t + (q & 1) + 8 * (q >> 1);
-      uint16_t bits = k == 9 ? one_bits<T>() : uint16_t{0};
-      if (k < 9 && valid) {
-        const T value = x[(2 * row + k / 3) * p.input_t_stride + (2 * col + k % 3) * p.input_f_stride];
-        bits = *reinterpret_cast<const uint16_t*>(&value);
-      }
-      v[h][q] = bits;
-    }
+    const int t2 = m[h] / p.f2, f2 = m[h] - t2 * p.f2;
+    origin[h] = 4 * t2 * ts + 4 * f2 * fs;
   }
-  a[0] = pack_pair(v[0][0], v[0][1]);
-  a[1] = pack_pair(v[1][0], v[1][1]);
-  a[2] = pack_pair(v[0][2], v[0][3]);
-  a[3] = pack_pair(v[1][2], v[1][3]);
-}
-
-// conv1 of the 16-cell tiles first, first + kProducerWarps, ... (n of them, A fragments a) for the chunk's
-// 16 channels (B fragments w) into the y1 buffer: every product first, then the stores.
-template <typename T, int kN>
-__device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], int first, int n, const uint2 (&w)[2],
-                                            int lane, uint32_t y1) {
-  const int g = lane >> 2, t = lane & 3;
-  float c[kN][2][4];
+  const uint16_t bias = t == 0 ? one_bits<T>() : uint16_t{0};
 #pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    if (i >= n) break;
+  for (int tap = 0; tap < 9; ++tap) {
+    const int shift = 2 * (tap / 3) * ts + 2 * (tap % 3) * fs;
+    uint16_t v[2][3];
 #pragma unroll
-    for (int nb = 0; nb < 2; ++nb) {
-      const uint32_t b[2] = {w[nb].x, w[nb].y};
-      c[i][nb][0] = c[i][nb][1] = c[i][nb][2] = c[i][nb][3] = 0.0f;
-      mma_16816(c[i][nb], a[i], b, T{});
+    for (int h = 0; h < 2; ++h) {
+      const uint16_t* px = x + origin[h] + shift;
+      v[h][0] = px[off0];
+      v[h][1] = px[off1];
+      v[h][2] = t == 0 ? px[off8] : uint16_t{0};
     }
-  }
-#pragma unroll
-  for (int i = 0; i < kN; ++i) {
-    if (i >= n) break;
-    const int s = (first + kProducerWarps * i) * 16 + g;
-#pragma unroll
-    for (int nb = 0; nb < 2; ++nb) {
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s, nb) + 4 * t),
-                   "r"(round_pair<true>(c[i][nb][0], c[i][nb][1], T{})));
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(y1 + cell_offset(s + 8, nb) + 4 * t),
-                   "r"(round_pair<true>(c[i][nb][2], c[i][nb][3], T{})));
-    }
+    patches[tap * kSubThreads] = make_uint4(pack_pair(v[0][0], v[0][1]), pack_pair(v[1][0], v[1][1]),
+                                            pack_pair(v[0][2], bias), pack_pair(v[1][2], bias));
   }
 }
 
@@ -201,137 +154,191 @@ __device__ __forceinline__ void conv1_tiles(const uint32_t (&a)[kN][4], int firs
 // Kernel
 // ---------------------------------------------------------------------------------------
 
-// The three w2 slices of `chunk` into their ring slots, once the slots are free (one thread).
+// Where a launch's shared memory and steps are; step s is tap s / groups, channels 32 (s % groups) on.
+struct Steps {
+  uint32_t ring, patches, w1, full, empty;
+  int groups, count;
+};
+
+// Step s's w2 slices (its tap, two chunks) into its ring slot, announced on the slot's full barrier, by the
+// threads with `issue` set.
 template <typename T>
-__device__ __forceinline__ void load_slices(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
-                                            int chunk) {
-  const uint32_t full = smem + plan.barrier_off, empty = full + 8 * kSlots;
+__device__ __forceinline__ void load_step(const SubsamplingParams<T>& p, const SubsamplingPlan& plan,
+                                          const Steps& st, int s, bool issue) {
+  const int tap = s / st.groups, chunk0 = (s - tap * st.groups) * kStepChunks, slot = s % kSlots;
+  const uint32_t slice = plan.n * kDK * 2, full = st.full + 8 * slot;
+  mbarrier_arrive_expect_tx(full, kStepChunks * slice, issue);
 #pragma unroll
-  for (int q = chunk * (9 / kSliceTaps); q < (chunk + 1) * (9 / kSliceTaps); ++q) {
-    const int slot = q % kSlots, use = q / kSlots;
-    if (use > 0) mbarrier_wait(empty + 8 * slot, (use - 1) & 1);
-    bulk_copy(smem + plan.ring_off + slot * plan.slice_bytes, p.weight2 + q * plan.slice_bytes / sizeof(T),
-              plan.slice_bytes, full + 8 * slot);
-  }
+  for (int c = 0; c < kStepChunks; ++c)
+    bulk_copy(st.ring + slot * plan.slot_bytes + c * slice, p.weight2 + ((chunk0 + c) * 9 + tap) * plan.n * kDK,
+              slice, full, issue);
 }
 
-// Warpgroup 0: each chunk's w2 slices and y1 (warp w owns the 16-cell tiles w, w + kProducerWarps, ...).
+// Issues step s's conv1 product into d1 (64 pixels x 32 channels): this thread's patch of the step's tap
+// times w1's channels of the step.
 template <typename T>
-__device__ __forceinline__ void produce(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
-                                        int t2a) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, tiles = plan.cells / 16;
-  const uint2* table = reinterpret_cast<const uint2*>(smem_base() + plan.table_off);
-  const int cached = min(kCachedTiles, (tiles - warp + kProducerWarps - 1) / kProducerWarps);
-  uint32_t a[kCachedTiles / kBatch][kBatch][4];
+__device__ __forceinline__ void issue_conv1(float (&d1)[kStepChannels / 2], uint32_t (&patch)[4], const Steps& st,
+                                            int s) {
+  const int tap = s / st.groups, group = s - tap * st.groups;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(patch[0]), "=r"(patch[1]), "=r"(patch[2]), "=r"(patch[3])
+               : "r"(st.patches + tap * kSubThreads * 16));
 #pragma unroll
-  for (int i = 0; i < kCachedTiles; ++i)
-    if (i < cached) conv1_patches(a[i / kBatch][i % kBatch], p, plan, warp + kProducerWarps * i, lane, 2 * t2a);
-
-  for (int chunk = 0; chunk * kDK < p.channels; ++chunk) {
-    const int stage = chunk & 1;
-    const uint32_t y1 = smem + stage * plan.y1_bytes;
-    if (chunk >= 2) named_sync(kEmpty + stage);  // chunk - 2's y1 buffer and w2 slots are free
-    if (threadIdx.x == 0) load_slices(p, plan, smem, chunk);
-    const uint2 w[2] = {table[(chunk * 2) * 32 + lane], table[(chunk * 2 + 1) * 32 + lane]};
-#pragma unroll
-    for (int b = 0; b < kCachedTiles / kBatch; ++b)
-      conv1_tiles<T>(a[b], warp + kProducerWarps * kBatch * b, cached - b * kBatch, w, lane, y1);
-    for (int t = warp + kProducerWarps * kCachedTiles; t < tiles; t += kProducerWarps) {  // past the cached tiles
-      uint32_t extra[1][4];
-      conv1_patches(extra[0], p, plan, t, lane, 2 * t2a);
-      conv1_tiles<T>(extra, t, 1, w, lane, y1);
-    }
-    named_arrive(kFull + stage);
-  }
+  for (int i = 0; i < kStepChannels / 2; ++i) d1[i] = 0.0f;
+  wgmma_fence();
+  wgmma_m64k16<T, kStepChannels>(d1, patch, wgmma_desc(st.w1 + group * kStepChannels / 8 * 256, 128, 256));
+  wgmma_commit();
+  wgmma_fence_registers(d1);
 }
 
-// Warpgroups 1 and 2: 64 pixels x N channels each, one wgmma per tap and chunk; then the epilogue.
-template <typename T, int N>
-__device__ __forceinline__ void consume(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, uint32_t smem,
-                                        int t2a, int m0) {
-  const int tid = threadIdx.x - 32 * kProducerWarps, lane = tid & 31, warp = tid >> 5;  // consumer warp 0..7
-  const int D = p.channels, F2 = p.f2, pixels = p.t2 * F2, chunks = D / kDK;
-  // ldmatrix: lane 8 j + r gives row (j & 1) * 8 + r, half j >> 1 of its warp's 16 x 16 A block.
-  const int m = min(m0 + warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), pixels - 1);
-  const int m_t2 = m / F2, pix = (m_t2 - t2a) * plan.width + (m - m_t2 * F2), half_ = lane >> 4;
-
-  float acc[N / 2];
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
-  uint32_t a[2][4];
-  const uint32_t full = smem + plan.barrier_off, empty = full + 8 * kSlots;
-  const int slices = chunks * (9 / kSliceTaps);
-  for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int stage = chunk & 1;
-    const uint32_t y1 = smem + stage * plan.y1_bytes;
-    named_sync(kFull + stage);
-#pragma unroll
-    for (int tap = 0; tap < 9; ++tap) {
-      const int q = chunk * (9 / kSliceTaps) + tap / kSliceTaps, slot = q % kSlots;
-      if (tap % kSliceTaps == 0) mbarrier_wait(full + 8 * slot, (q / kSlots) & 1);
-      const int i = tap / 3, j = tap % 3;
-      const int s = pix + ((i & 1) * 2 + (j & 1)) * plan.plane + (i >> 1) * plan.width + (j >> 1);
-      load_matrices<4, false>(a[tap & 1], y1 + cell_offset(s, half_));
-      wgmma_fence();
-      wgmma_fence_registers(acc);
-      const uint32_t b = smem + plan.ring_off + slot * plan.slice_bytes + (tap % kSliceTaps) * N * kCell;
-      wgmma_m64k16<T, N>(acc, a[tap & 1], wgmma_desc(b, 128, 256));
-      wgmma_commit();
-      wgmma_fence_registers(acc);
-      wgmma_wait<1>();  // the previous tap's product is done: its A buffer, slice and y1 buffer are free
-      if (tap % kSliceTaps == 0 && q >= 1 && q - 1 + kSlots < slices) mbarrier_arrive(empty + 8 * ((q - 1) % kSlots));
-      if (tap == 0 && chunk >= 1 && chunk + 1 < chunks) named_arrive(kEmpty + (stage ^ 1));
-    }
-  }
-  wgmma_wait<0>();
+// One step of a warpgroup: conv2 of step s (A = y1 in a2[B]) queued behind step s + 1's conv1 product,
+// whose result is then rounded into a2[B ^ 1].
+template <typename T, int N, int B>
+__device__ __forceinline__ void step(const SubsamplingParams<T>& p, const SubsamplingPlan& plan, const Steps& st,
+                                     float (&acc)[N / 2], float (&d1)[kStepChannels / 2],
+                                     uint32_t (&a2)[2][kStepChunks][4], uint32_t (&patch)[4], int s) {
+  const bool next = s + 1 < st.count;
+  if (next) issue_conv1<T>(d1, patch, st, s + 1);
+  const int slot = s % kSlots;
+  mbarrier_wait(st.full + 8 * slot, (s / kSlots) & 1);
+  const uint32_t b = st.ring + slot * plan.slot_bytes;
+  wgmma_fence();
   wgmma_fence_registers(acc);
+#pragma unroll
+  for (int c = 0; c < kStepChunks; ++c) wgmma_m64k16<T, N>(acc, a2[B][c], wgmma_desc(b + c * N * kDK * 2, 128, 256));
+  wgmma_commit();
+  wgmma_fence_registers(acc);
+  if (next) {
+    wgmma_wait<1>();  // step s + 1's conv1 and step s - 1's conv2 are done
+  } else {
+    wgmma_wait<0>();
+  }
+  wgmma_fence_registers(d1);
+  wgmma_fence_registers(patch);  // the A registers of the products just done, kept until now
+#pragma unroll
+  for (int c = 0; c < kStepChunks; ++c) wgmma_fence_registers(a2[B ^ 1][c]);
+  // Step s - 1's slot is free as far as this thread goes (step 0 arrives on the spare barrier); step
+  // s - kLag's, once every thread is done with it, takes step s - kLag + kSlots.
+  mbarrier_arrive(st.empty + 8 * (s >= 1 ? (s - 1) % kSlots : kSlots));
+  if (s >= kLag && s - kLag + kSlots < st.count) {
+    mbarrier_wait(st.empty + 8 * ((s - kLag) % kSlots), ((s - kLag) / kSlots) & 1);
+    load_step(p, plan, st, s - kLag + kSlots, threadIdx.x == 0);
+  }
+  if (next) {
+#pragma unroll
+    for (int c = 0; c < kStepChunks; ++c)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) a2[B ^ 1][c][r] = round_pair<true>(d1[8 * c + 2 * r], d1[8 * c + 2 * r + 1], T{});
+  }
+}
 
-  // relu(acc + b2[e]) -> the tile [e][pixel] in the ring (both warpgroups done with it), then along f2 to
-  // out[b, t2, e * F2 + f2].
-  named_sync(kDone, 256);
-  const int g = lane >> 2, t = lane & 3;
-  const float* b2 = reinterpret_cast<const float*>(smem_base() + plan.table_off + D / kDK * 64 * 8);
-  T* tile = reinterpret_cast<T*>(smem_base() + plan.ring_off);
+// Channels e0..e0 + count of the output rows the CTA's pixels (m0..m_end) touch, staged in the output's order
+// (stage[r * pitch + (e - e0) * F2 + f2]; count and pitch multiples of 8) to out[b, t2a + r, e * F2 + f2]: 16-byte
+// copies where a row is wholly the CTA's and `output` is 16-byte aligned, the CTA's elements one by one otherwise.
+template <typename T>
+__device__ __forceinline__ void store_block(const SubsamplingParams<T>& p, const uint16_t* stage, int pitch, int e0,
+                                            int count, int m0, int m_end) {
+  const int F2 = p.f2, seg = count * F2, t2a = m0 / F2, rows = (m_end - 1) / F2 - t2a + 1;
+  const bool aligned = (reinterpret_cast<uintptr_t>(p.output) & 15) == 0;
+  uint16_t* out = reinterpret_cast<uint16_t*>(p.output) +
+                  (static_cast<int64_t>(blockIdx.y) * p.t2 + t2a) * p.channels * F2 + e0 * F2;
+  for (int r = 0; r < rows; ++r) {
+    const int first = (t2a + r) * F2, fa = max(0, m0 - first), fb = min(F2, m_end - first);
+    const bool whole = fa == 0 && fb == F2 && aligned;
+    uint16_t* dst = out + static_cast<int64_t>(r) * p.channels * F2;
+    for (int j = threadIdx.x * 8; j < seg; j += kSubThreads * 8) {
+      const uint4 v = *reinterpret_cast<const uint4*>(stage + r * pitch + j);
+      if (whole) {
+        *reinterpret_cast<uint4*>(dst + j) = v;
+      } else {
+        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+        int f2 = j % F2;
 #pragma unroll
-  for (int nb = 0; nb < N / 8; ++nb) {
-    const int e = nb * 8 + 2 * t;
-    const float bias0 = b2[min(e, D - 1)], bias1 = b2[min(e + 1, D - 1)];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = warp * 16 + g + 8 * h;
-      tile[e * kOutPitch + row] = from_float<T>(fmaxf(acc[4 * nb + 2 * h] + bias0, 0.0f));
-      tile[(e + 1) * kOutPitch + row] = from_float<T>(fmaxf(acc[4 * nb + 2 * h + 1] + bias1, 0.0f));
+        for (int k = 0; k < 8; ++k) {
+          if (f2 >= fa && f2 < fb) dst[j + k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k & 1)));
+          f2 = f2 + 1 == F2 ? 0 : f2 + 1;
+        }
+      }
     }
   }
-  named_sync(kDone, 256);
-  const int row = tid & (kBM - 1), mm = m0 + row;
-  if (mm >= pixels) return;
-  const int t2 = mm / F2;
-  T* out = p.output + (static_cast<int64_t>(blockIdx.y) * p.t2 + t2) * D * F2 + (mm - t2 * F2);
-  for (int e = tid >> 7; e < D; e += 2) out[static_cast<int64_t>(e) * F2] = tile[e * kOutPitch + row];
 }
 
 template <typename T, int N>
 __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingParams<T> p, SubsamplingPlan plan) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(smem_base()));
-  const int m0 = blockIdx.x * kBM, t2a = m0 / p.f2;
-  uint2* table = reinterpret_cast<uint2*>(smem_base() + plan.table_off);
-  for (int i = threadIdx.x; i < p.channels / kDK * 64; i += kSubThreads)
-    table[i] = conv1_weights(p, i >> 6, (i >> 5) & 1, i & 31);
-  float* b2 = reinterpret_cast<float*>(table + p.channels / kDK * 64);
-  for (int i = threadIdx.x; i < p.channels; i += kSubThreads) b2[i] = to_float(p.bias2[i]);
-  if (threadIdx.x < kSlots) {
-    const uint32_t full = smem + static_cast<uint32_t>(plan.barrier_off) + 8 * threadIdx.x;
-    mbarrier_init(full, 1);
-    mbarrier_init(full + 8 * kSlots, 256);  // every consumer thread
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, D = p.channels, F2 = p.f2;
+  const int pixels = p.t2 * F2, m0 = blockIdx.x * kBM;
+  Steps st;
+  st.ring = smem;
+  st.patches = smem + static_cast<uint32_t>(plan.patch_off) + tid * 16;
+  st.w1 = smem + static_cast<uint32_t>(plan.w1_off);
+  st.full = smem + static_cast<uint32_t>(plan.barrier_off);
+  st.empty = st.full + 8 * kSlots;
+  st.groups = N / kStepChannels;
+  st.count = 9 * st.groups;
+  unsigned char* base = smem_base();
+  float* b2 = reinterpret_cast<float*>(base + plan.b2_off);
+  const int g = lane >> 2, t = lane & 3;
+  if (tid == 0) {
+    for (int i = 0; i < kSlots; ++i) mbarrier_init(st.full + 8 * i, 1);
+    for (int i = 0; i <= kSlots; ++i) mbarrier_init(st.empty + 8 * i, kSubThreads);
     mbarrier_init_fence();
+    for (int s = 0; s < min(kSlots, st.count); ++s) load_step(p, plan, st, s, true);
   }
+  if (tid < N) store_conv1_weights(p, tid, base + plan.w1_off);
+  for (int i = tid; i < D; i += kSubThreads) b2[i] = to_float(p.bias2[i]);
+  // This thread's rows: pixels past the end repeat the last one (their outputs are not stored).
+  const int m[2] = {min(m0 + warp * 16 + g, pixels - 1), min(m0 + warp * 16 + g + 8, pixels - 1)};
+  store_patches(p, m, t, reinterpret_cast<uint4*>(base + plan.patch_off) + tid);
   __syncthreads();
-  if (threadIdx.x < 32 * kProducerWarps) {
-    produce<T>(p, plan, smem, t2a);
-  } else {
-    consume<T, N>(p, plan, smem, t2a, m0);
+
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.0f;
+  float d1[kStepChannels / 2];
+  uint32_t a2[2][kStepChunks][4], patch[4];
+  issue_conv1<T>(d1, patch, st, 0);
+  wgmma_wait<0>();
+  wgmma_fence_registers(d1);
+#pragma unroll
+  for (int c = 0; c < kStepChunks; ++c)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a2[0][c][r] = round_pair<true>(d1[8 * c + 2 * r], d1[8 * c + 2 * r + 1], T{});
+  for (int s = 0; s < st.count; s += 2) {
+    step<T, N, 0>(p, plan, st, acc, d1, a2, patch, s);
+    step<T, N, 1>(p, plan, st, acc, d1, a2, patch, s + 1);  // the step count, 9 x (N / 32), is even
+  }
+  wgmma_wait<0>();
+  wgmma_fence_registers(acc);
+
+  // relu(acc + b2[e]) staged in the ring (both warpgroups done with it) in the output's order, as many channels
+  // at a time as fit, then stored (store_block).
+  const int m_end = min(m0 + kBM, pixels), t2a = m0 / F2, rows = (m_end - 1) / F2 - t2a + 1;
+  const int block = min(N, static_cast<int>(plan.ring_bytes / (rows * F2 * 2)) / 8 * 8);
+  uint16_t* stage = reinterpret_cast<uint16_t*>(base);
+  int at[2];  // where this thread's pixels go in a staged row block (-1: past the end)
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int mm = m0 + warp * 16 + g + 8 * h, t2 = mm / F2;
+    at[h] = mm < m_end ? (t2 - t2a) * block * F2 + (mm - t2 * F2) : -1;
+  }
+  for (int e0 = 0; e0 < D; e0 += block) {
+    __syncthreads();
+#pragma unroll
+    for (int nb = 0; nb < N / 8; ++nb) {
+      const int e = nb * 8 + 2 * t;
+      if (e < e0 || e >= min(e0 + block, D)) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if (at[h] < 0) continue;
+        const uint32_t v = round_pair<true>(acc[4 * nb + 2 * h] + b2[e], acc[4 * nb + 2 * h + 1] + b2[e + 1], T{});
+        stage[at[h] + (e - e0) * F2] = static_cast<uint16_t>(v);
+        stage[at[h] + (e + 1 - e0) * F2] = static_cast<uint16_t>(v >> 16);
+      }
+    }
+    __syncthreads();
+    store_block(p, stage, block * F2, e0, min(block, D - e0), m0, m_end);
   }
 #endif
 }
@@ -343,7 +350,10 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
 // ---------------------------------------------------------------------------------------
 
 // Shared memory one launch needs (bytes): the Python API refuses shapes beyond the GPU's opt-in limit.
-inline size_t SubsamplingSmemBytes(int t2, int f2, int d) { return detail::SubsamplingPlan(t2, f2, d).bytes; }
+inline size_t SubsamplingSmemBytes(int t2, int f2, int d) {
+  (void)t2;
+  return detail::SubsamplingPlan(f2, d).bytes;
+}
 
 template <typename T, int N>
 cudaError_t SubsamplingLaunch(const SubsamplingParams<T>& p, const detail::SubsamplingPlan& plan, cudaStream_t stream) {
@@ -361,7 +371,7 @@ template <typename T>
 cudaError_t Subsampling(const SubsamplingParams<T>& p, cudaStream_t stream) {
   if (p.batch == 0 || p.t2 == 0 || p.f2 == 0) return cudaSuccess;
   if (p.channels % detail::kDK != 0 || p.channels > 256) return cudaErrorInvalidValue;
-  const detail::SubsamplingPlan plan(p.t2, p.f2, p.channels);
+  const detail::SubsamplingPlan plan(p.f2, p.channels);
   switch (plan.n) {
     case 64: return SubsamplingLaunch<T, 64>(p, plan, stream);
     case 128: return SubsamplingLaunch<T, 128>(p, plan, stream);
