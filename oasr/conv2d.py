@@ -8,7 +8,7 @@
   first use, the tile chosen from K by ``oasr/jit/conv2d_config.py``); on other GPUs, or for shapes TMA's
   im2col mode cannot address, the direct kernel runs them too (correct, not fast).
 * :func:`conv2d_subsampling`: WeNet's ``Conv2dSubsampling4`` (conv 3x3 stride 2, 1 -> D, ReLU;
-  conv 3x3 stride 2, D -> D, ReLU) in one kernel that keeps the first conv's output in shared memory.
+  conv 3x3 stride 2, D -> D, ReLU) in one kernel that keeps the first conv's output in registers.
 
 float16 and bfloat16 storage, fp32 accumulation, each output rounded once (the front end's first
 conv is rounded to the storage type too, as the unfused torch module stores it). float32 is refused.
@@ -407,7 +407,7 @@ def conv2d_subsampling(
     ``y1 = relu(conv(x[:, None], weight1, bias1, stride=2))``, ``y2 = relu(conv(y1, weight2, bias2, stride=2))``
     (NCHW, torch's layout), returned as ``y2.transpose(1, 2).reshape(B, T', D * F')``, the order the
     following ``Linear(D * F', d_model)`` of WeNet and upstream Oasr expects. The first convolution's
-    output lives only in shared memory (rounded to the storage dtype, as torch stores it).
+    output lives only in registers (rounded to the storage dtype, as torch stores it).
 
     Parameters
     ----------

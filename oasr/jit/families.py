@@ -250,10 +250,11 @@ CONV2D = Family(
         "CUDA-core kernel. `include/oasr/conv2d/sm90_implicit_gemm.cuh`: C % 8 == 0 through CUTLASS 3.x's "
         "sm90 implicit GEMM (TMA im2col, wgmma), bias and activation in the epilogue; one JIT module per "
         "(dtype, activation, tile), the tile chosen from K (`oasr/jit/conv2d_config.py`). "
-        "`include/oasr/conv2d/subsampling.cuh` (sm_90a): in each CTA a producer warpgroup computes the first "
-        "conv's tile (halo included) into shared memory, 16 channels at a time, on tensor cores, while two "
-        "consumer warpgroups run the second conv from there (wgmma, A gathered by ldmatrix), so the first "
-        "conv's output never reaches DRAM."
+        "`include/oasr/conv2d/subsampling.cuh` (sm_90a): two warpgroups of a CTA each take 64 output pixels "
+        "x all channels and walk the second conv's K in steps of (tap, 32 input channels): the step's first-conv "
+        "output is one wgmma (the pixels' 3x3 input patches times w1, the bias a 10th tap) whose accumulators, "
+        "rounded with ReLU, are the register A operand of the step's second-conv wgmmas, so the first conv's "
+        "output never leaves registers; w2 streams through a TMA ring."
     ),
     headers=("oasr/conv2d/direct.cuh", "oasr/conv2d/sm90_implicit_gemm.cuh", "oasr/conv2d/subsampling.cuh"),
     include_paths=cutlass.include_paths,
