@@ -191,6 +191,15 @@ __device__ __forceinline__ void issue_conv1(float (&d1)[kStepChannels / 2], uint
   wgmma_fence_registers(d1);
 }
 
+// y1 of a step (conv1's accumulators d1) with ReLU, rounded to T: conv2's A fragments of the step's chunks.
+template <typename T>
+__device__ __forceinline__ void round_y1(const float (&d1)[kStepChannels / 2], uint32_t (&a)[kStepChunks][4]) {
+#pragma unroll
+  for (int c = 0; c < kStepChunks; ++c)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) a[c][r] = round_pair<true>(d1[8 * c + 2 * r], d1[8 * c + 2 * r + 1], T{});
+}
+
 // One step of a warpgroup: conv2 of step s (A = y1 in a2[B]) queued behind step s + 1's conv1 product,
 // whose result is then rounded into a2[B ^ 1].
 template <typename T, int N, int B>
@@ -224,21 +233,17 @@ __device__ __forceinline__ void step(const SubsamplingParams<T>& p, const Subsam
     mbarrier_wait(st.empty + 8 * ((s - kLag) % kSlots), ((s - kLag) / kSlots) & 1);
     load_step(p, plan, st, s - kLag + kSlots, threadIdx.x == 0);
   }
-  if (next) {
-#pragma unroll
-    for (int c = 0; c < kStepChunks; ++c)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) a2[B ^ 1][c][r] = round_pair<true>(d1[8 * c + 2 * r], d1[8 * c + 2 * r + 1], T{});
-  }
+  if (next) round_y1<T>(d1, a2[B ^ 1]);
 }
 
-// Channels e0..e0 + count of the output rows the CTA's pixels (m0..m_end) touch, staged in the output's order
-// (stage[r * pitch + (e - e0) * F2 + f2]; count and pitch multiples of 8) to out[b, t2a + r, e * F2 + f2]: 16-byte
-// copies where a row is wholly the CTA's and `output` is 16-byte aligned, the CTA's elements one by one otherwise.
+// Channels e0..e0 + count of the output rows t2a..t2a + rows that the CTA's pixels (m0..m_end) touch, staged in the
+// output's order (stage[r * pitch + (e - e0) * F2 + f2]; count and pitch multiples of 8) to out[b, t2a + r, e * F2 +
+// f2]: 16-byte copies where a row is wholly the CTA's and `output` is 16-byte aligned, the CTA's elements one by one
+// otherwise.
 template <typename T>
 __device__ __forceinline__ void store_block(const SubsamplingParams<T>& p, const uint16_t* stage, int pitch, int e0,
-                                            int count, int m0, int m_end) {
-  const int F2 = p.f2, seg = count * F2, t2a = m0 / F2, rows = (m_end - 1) / F2 - t2a + 1;
+                                            int count, int m0, int m_end, int t2a, int rows) {
+  const int F2 = p.f2, seg = count * F2;
   const bool aligned = (reinterpret_cast<uintptr_t>(p.output) & 15) == 0;
   uint16_t* out = reinterpret_cast<uint16_t*>(p.output) +
                   (static_cast<int64_t>(blockIdx.y) * p.t2 + t2a) * p.channels * F2 + e0 * F2;
@@ -289,7 +294,8 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
   if (tid < N) store_conv1_weights(p, tid, base + plan.w1_off);
   for (int i = tid; i < D; i += kSubThreads) b2[i] = to_float(p.bias2[i]);
   // This thread's rows: pixels past the end repeat the last one (their outputs are not stored).
-  const int m[2] = {min(m0 + warp * 16 + g, pixels - 1), min(m0 + warp * 16 + g + 8, pixels - 1)};
+  const int row = m0 + warp * 16 + g;
+  const int m[2] = {min(row, pixels - 1), min(row + 8, pixels - 1)};
   store_patches(p, m, t, reinterpret_cast<uint4*>(base + plan.patch_off) + tid);
   __syncthreads();
 
@@ -301,10 +307,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
   issue_conv1<T>(d1, patch, st, 0);
   wgmma_wait<0>();
   wgmma_fence_registers(d1);
-#pragma unroll
-  for (int c = 0; c < kStepChunks; ++c)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) a2[0][c][r] = round_pair<true>(d1[8 * c + 2 * r], d1[8 * c + 2 * r + 1], T{});
+  round_y1<T>(d1, a2[0]);
   for (int s = 0; s < st.count; s += 2) {
     step<T, N, 0>(p, plan, st, acc, d1, a2, patch, s);
     step<T, N, 1>(p, plan, st, acc, d1, a2, patch, s + 1);  // the step count, 9 x (N / 32), is even
@@ -320,7 +323,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
   int at[2];  // where this thread's pixels go in a staged row block (-1: past the end)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int mm = m0 + warp * 16 + g + 8 * h, t2 = mm / F2;
+    const int mm = row + 8 * h, t2 = mm / F2;
     at[h] = mm < m_end ? (t2 - t2a) * block * F2 + (mm - t2 * F2) : -1;
   }
   for (int e0 = 0; e0 < D; e0 += block) {
@@ -338,7 +341,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
       }
     }
     __syncthreads();
-    store_block(p, stage, block * F2, e0, min(block, D - e0), m0, m_end);
+    store_block(p, stage, block * F2, e0, min(block, D - e0), m0, m_end, t2a, rows);
   }
 #endif
 }
