@@ -121,7 +121,7 @@ def test_included_headers_hold_what_nvcc_reads(family):
         listed = subprocess.run(["nvcc", "-M", *flags, str(source)], capture_output=True, text=True, check=True)
         for word in listed.stdout.replace("\\\n", " ").split():
             path = Path(word).resolve()
-            if path.suffix in (".h", ".cuh", ".hpp", ".inc") and any(path.is_relative_to(r) for r in roots):
+            if path.suffix in core.HEADER_SUFFIXES and any(path.is_relative_to(r) for r in roots):
                 read.add(path)
     hashed = {path for _, path in core.included_headers(spec.sources, [spec.include_dir, env.OASR_CSRC_DIR])}
     assert read and read <= hashed, sorted(map(str, read - hashed))

@@ -117,6 +117,7 @@ def _tvm_ffi_version() -> str:
     return tvm_ffi.__version__
 
 
+HEADER_SUFFIXES = (".h", ".cuh", ".hpp", ".inc")
 INCLUDE_DIRECTIVE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
 
 
@@ -154,8 +155,7 @@ def included_headers(sources: list[Path], roots: list[Path]) -> list[tuple[Path,
 def headers_under(root: Path) -> list[tuple[Path, Path]]:
     """Every header under ``root`` as (root, path) pairs, resolved and sorted: what a revision's whole state hashes."""
     root = root.resolve()
-    suffixes = (".h", ".cuh", ".hpp", ".inc")
-    return [(root, path) for path in sorted(p for p in root.rglob("*") if p.suffix in suffixes and p.is_file())]
+    return [(root, path) for path in sorted(p for p in root.rglob("*") if p.suffix in HEADER_SUFFIXES and p.is_file())]
 
 
 def hash_headers(digest: Any, headers: list[tuple[Path, Path]]) -> None:
