@@ -14,6 +14,7 @@ from .conv1d import depthwise_conv1d_step as depthwise_conv1d_step
 from .conv1d import fold_batch_norm as fold_batch_norm
 from .conv2d import conv2d as conv2d
 from .conv2d import conv2d_subsampling as conv2d_subsampling
+from .conv2d import pack_subsampling_weight2 as pack_subsampling_weight2  # a utility beside the op (not in __all__)
 from .gemm import gemm as gemm
 from .gemm import gemm_glu as gemm_glu
 from .group_gemm import group_gemm as group_gemm

@@ -178,8 +178,18 @@ def _check_subsampling(
     d = weight1.shape[0]
     if tuple(weight1.shape) != (d, 1, 3, 3):
         raise ValueError(f"oasr.{op}: `weight1` has shape {tuple(weight1.shape)}, expected [D, 1, 3, 3] (torch's)")
-    if not (isinstance(weight2, Tensor) and weight2.dtype is dtype and weight2.shape == (d, d, 3, 3)):
+    if not (isinstance(weight2, Tensor) and weight2.dtype is dtype and weight2.shape in ((d, d, 3, 3), _image(d))):
+        if isinstance(weight2, Tensor) and weight2.dtype is dtype:
+            raise ValueError(
+                f"oasr.{op}: `weight2` has shape {tuple(weight2.shape)}, expected {(d, d, 3, 3)} (torch's) or "
+                f"pack_subsampling_weight2's image {_image(d)}"
+            )
         raise bad_tensor(op, "weight2", weight2, dtype, (d, d, 3, 3))
+    if weight2.shape == _image(d) and not weight2.is_contiguous():
+        raise ValueError(
+            f"oasr.{op}: `weight2`, pack_subsampling_weight2's image {_image(d)}, must be contiguous as that "
+            f"function returns it, got strides {weight2.stride()}"
+        )
     for name, bias in (("bias1", bias1), ("bias2", bias2)):
         if not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == (d,)):
             raise bad_tensor(op, name, bias, dtype, (d,))
@@ -286,15 +296,33 @@ def _conv2d(
     return out
 
 
+def _image(d: int) -> tuple[int, int, int, int]:
+    """:func:`pack_subsampling_weight2`'s image shape for D = ``d``: ``[N / 16, 9, N, 16]``, N = D rounded to 64."""
+    n = -(-d // 64) * 64
+    return (n // 16, 9, n, 16)
+
+
 def pack_subsampling_weight2(weight2: Tensor) -> Tensor:
     """torch's ``[D, D, 3, 3]`` second weight as the fused kernel's ``[N / 16, 9, N, 16]`` B operand.
 
     For each chunk of 16 input channels and each tap, the wgmma's shared-memory image of ``w2[e, c]``:
     8-row x 8-channel core matrices, ordered (e // 8, c // 8 within the chunk, e % 8, c % 8). N is D
     rounded up to 64, both channel axes padded with zeros, so that every step of the kernel has whole chunks.
+    Pass the image as :func:`conv2d_subsampling`'s ``weight2`` to pack once (as a model does at load time)
+    instead of on every call.
+
+    Parameters
+    ----------
+    weight2 : torch.Tensor
+        ``[D, D, 3, 3]``: ``nn.Conv2d(D, D, 3, 2).weight`` as torch stores it, any dtype and strides.
+
+    Returns
+    -------
+    torch.Tensor
+        A new contiguous tensor ``[N / 16, 9, N, 16]`` of ``weight2``'s dtype and device.
     """
     d = weight2.shape[0]
-    n = -(-d // 64) * 64
+    n = _image(d)[2]
     if n != d:
         weight2 = torch.nn.functional.pad(weight2, (0, 0, 0, 0, 0, n - d, 0, n - d))
     packed = weight2.reshape(n // 8, 8, n // 16, 2, 8, 3, 3).permute(2, 5, 6, 0, 3, 1, 4)  # (chunk, i, j, e8, h, e, c)
@@ -304,7 +332,7 @@ def pack_subsampling_weight2(weight2: Tensor) -> Tensor:
 def _subsampling(
     input: Tensor, weight1: Tensor, bias1: Tensor, weight2: Tensor, bias2: Tensor, out: Tensor | None
 ) -> Tensor:
-    """The eager op: check, pack the second weight as [3, 3, D_out, D_in], launch."""
+    """The eager op: check, pack the second weight unless it comes packed, launch."""
     b, t2, f2, d = _check_subsampling(input, weight1, bias1, weight2, bias2, out)
     module = CONV2D.module()
     needed = module.conv2d_subsampling_smem_bytes(t2, f2, d)
@@ -318,7 +346,8 @@ def _subsampling(
     if out.numel() == 0:
         return out
     w1 = weight1.reshape(d, 3, 3).contiguous()
-    module.conv2d_subsampling(out, input, w1, bias1.contiguous(), pack_subsampling_weight2(weight2), bias2.contiguous())
+    w2 = weight2 if weight2.shape == _image(d) else pack_subsampling_weight2(weight2)
+    module.conv2d_subsampling(out, input, w1, bias1.contiguous(), w2, bias2.contiguous())
     return out
 
 
@@ -418,8 +447,9 @@ def conv2d_subsampling(
     bias1 : torch.Tensor
         ``[D]``.
     weight2 : torch.Tensor
-        ``[D, D, 3, 3]``: ``nn.Conv2d(D, D, 3, 2).weight`` as torch stores it (repacked per call by
-        :func:`pack_subsampling_weight2`, a 1.2 MB copy at D = 256).
+        ``[D, D, 3, 3]``: ``nn.Conv2d(D, D, 3, 2).weight`` as torch stores it (repacked on every call, a
+        1.2 MB copy at D = 256), or :func:`pack_subsampling_weight2`'s contiguous image of it
+        ``[N / 16, 9, N, 16]`` (N = D rounded up to 64), packed once.
     bias2 : torch.Tensor
         ``[D]``.
     out : torch.Tensor, optional

@@ -110,9 +110,10 @@ class TorchConv2d:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.variants: list[str] = []
+        self.weights2: list[torch.Tensor] = []  # conv2d_subsampling's w2 as handed over
 
     def module(self, variant=None):
-        calls = self.calls
+        calls, weights2 = self.calls, self.weights2
         if variant is not None:
             self.variants.append(variant.name)
 
@@ -135,6 +136,7 @@ class TorchConv2d:
 
             def conv2d_subsampling(self, out, x, w1, b1, w2, b2):
                 calls.append("subsampling")
+                weights2.append(w2)
                 d = w1.shape[0]
                 n = -(-d // 64) * 64
                 assert w1.shape == (d, 3, 3) and w2.shape == (n // 16, 9, n, 16) and w2.is_contiguous()
@@ -236,6 +238,14 @@ def test_subsampling_python_layer_packs_torch_weights_on_cpu(torch_conv):
     assert_close(out, subsampling_reference(x, w1, b1, w2, b2), torch.bfloat16, 144)
 
 
+def test_subsampling_python_layer_passes_a_packed_weight2_through_on_cpu(torch_conv):
+    x, w1, b1, w2, b2 = front_end(2, 19, 17, 16, torch.bfloat16, "cpu")
+    packed = oasr.pack_subsampling_weight2(w2)
+    out = oasr.conv2d_subsampling(x, w1, b1, packed, b2)
+    assert len(torch_conv.weights2) == 1 and torch_conv.weights2[0] is packed  # handed over as is: no copy
+    assert_close(out, subsampling_reference(x, w1, b1, w2, b2), torch.bfloat16, 144)
+
+
 def _cpu(*shape, dtype=torch.bfloat16):
     return torch.zeros(shape, dtype=dtype)
 
@@ -280,7 +290,12 @@ BAD = {
     "sub float32": (_sub(input=_cpu(1, 9, 9, dtype=torch.float32)), TypeError, "float32"),
     "sub input 4-D": (_sub(input=_cpu(1, 9, 9, 1)), ValueError, r"`input` must be \[B, T, F\]"),
     "sub weight1 layout": (_sub(weight1=_cpu(16, 3, 3, 1)), ValueError, "`weight1`"),
-    "sub weight2 shape": (_sub(weight2=_cpu(16, 8, 3, 3)), ValueError, "`weight2`"),
+    "sub weight2 shape": (_sub(weight2=_cpu(16, 8, 3, 3)), ValueError, r"`weight2`.*pack_subsampling_weight2"),
+    "sub weight2 image strided": (
+        _sub(weight2=_cpu(4, 9, 64, 32)[..., :16]),
+        ValueError,
+        "`weight2`, pack_subsampling_weight2's image .* must be contiguous",
+    ),
     "sub bias2": (_sub(bias2=_cpu(8)), ValueError, "`bias2`"),
     "sub bias1 missing": (_sub(bias1=None), TypeError, "`bias1`"),
     "sub D": (
@@ -482,6 +497,14 @@ class TestConv2dSubsampling:
         out = flat[1:].view(expected.shape)
         assert oasr.conv2d_subsampling(x, w1, b1, w2, b2, out=out) is out
         assert_close(out, expected, torch.bfloat16, 9 * 256)
+
+    def test_packed_weight2_matches_the_per_call_pack(self):
+        x, w1, b1, w2, b2 = front_end(2, 37, 80, 144, torch.bfloat16, "cuda", seed=5)
+        packed = oasr.pack_subsampling_weight2(w2)
+        out = poisoned((2, 8, 144 * 19), torch.bfloat16)
+        oasr.conv2d_subsampling(x, w1, b1, packed, b2, out=out)
+        torch.testing.assert_close(out, oasr.conv2d_subsampling(x, w1, b1, w2, b2), rtol=0, atol=0)
+        assert_close(out, subsampling_reference(x, w1, b1, w2, b2), torch.bfloat16, 9 * 144)
 
     def test_matches_two_oasr_convs(self):
         x, w1, b1, w2, b2 = front_end(2, 51, 80, 256, torch.bfloat16, "cuda", seed=2)

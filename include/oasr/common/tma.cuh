@@ -1,6 +1,7 @@
 // TMA (sm90) copies from global into shared memory, each completing on an mbarrier (common/mbarrier.cuh):
 // a plain bulk copy of contiguous bytes, and tiled copies of a box of a 2-D or 3-D tensor described by a
 // CUtensorMap (encoded on the host by encode_tensor_map, passed as a __grid_constant__ kernel parameter).
+// Also bulk copies the other way, out of shared memory, which complete in groups.
 #pragma once
 
 #include <cuda.h>
@@ -22,6 +23,19 @@ __device__ __forceinline__ void bulk_copy(uint32_t dst, const void* src, uint32_
       "@p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n}\n" ::"r"(dst),
       "l"(src), "r"(bytes), "r"(bar), "r"(static_cast<int>(issue))
       : "memory");
+}
+
+// Copies `bytes` (a multiple of 16) from shared address `src` to `dst` (both 16-byte aligned) in this thread's
+// current bulk group. The shared bytes, if ordinary stores wrote them, need fence_async_shared (common/wgmma.cuh)
+// first; bulk_store_commit closes the group and bulk_store_wait_read waits until the groups have read their
+// shared bytes (before they are written again, or the block exits).
+__device__ __forceinline__ void bulk_store(void* dst, uint32_t src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst), "r"(src), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 
 // The box of `map` at element coordinates (c0 innermost, c1[, c2]) into `dst`; out-of-bounds elements read 0.

@@ -35,6 +35,10 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t address) {
 // Orders this thread's register writes (A fragments, accumulators) before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 
+// Orders this thread's ordinary shared-memory stores before wgmma's reads of them (which go through the async
+// proxy); a barrier after it publishes them to the warpgroup.
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 
 // Waits until at most N committed groups are in flight.

@@ -21,7 +21,10 @@
 // padded to N with zeros, so every step has two products), streams through a ring of eight steps' slices
 // by bulk copies (TMA), each refilled by thread 0 two steps after its last use. No branch of the loop
 // differs between threads (thread 0's copies are predicated): ptxas serialises the wgmma around one. A
-// ninth, loading warp would cap the registers at 168 (three warps on one scheduler), too few.
+// ninth, loading warp would cap the registers at 168 (three warps on one scheduler), too few. The output is
+// staged in the output's order and written a row at a time by bulk copies (TMA) that drain as the CTA ends. (A
+// persistent form, one CTA per SM taking tiles in turn with the ring running on between them, was 11% slower:
+// dev/conv2d/variants/persistent-tiles.patch.)
 // Requires D % 16 == 0, D <= 256, an sm_90a GPU.
 #pragma once
 
@@ -238,8 +241,8 @@ __device__ __forceinline__ void step(const SubsamplingParams<T>& p, const Subsam
 
 // Channels e0..e0 + count of the output rows t2a..t2a + rows that the CTA's pixels (m0..m_end) touch, staged in the
 // output's order (stage[r * pitch + (e - e0) * F2 + f2]; count and pitch multiples of 8) to out[b, t2a + r, e * F2 +
-// f2]: 16-byte copies where a row is wholly the CTA's and `output` is 16-byte aligned, the CTA's elements one by one
-// otherwise.
+// f2]. A row wholly the CTA's, with `output` 16-byte aligned, is one bulk copy by a thread of its own (the caller
+// waits for its reads before the staging is written again); the CTA's elements of the others are stored one by one.
 template <typename T>
 __device__ __forceinline__ void store_block(const SubsamplingParams<T>& p, const uint16_t* stage, int pitch, int e0,
                                             int count, int m0, int m_end, int t2a, int rows) {
@@ -249,23 +252,18 @@ __device__ __forceinline__ void store_block(const SubsamplingParams<T>& p, const
                   (static_cast<int64_t>(blockIdx.y) * p.t2 + t2a) * p.channels * F2 + e0 * F2;
   for (int r = 0; r < rows; ++r) {
     const int first = (t2a + r) * F2, fa = max(0, m0 - first), fb = min(F2, m_end - first);
-    const bool whole = fa == 0 && fb == F2 && aligned;
     uint16_t* dst = out + static_cast<int64_t>(r) * p.channels * F2;
-    for (int j = threadIdx.x * 8; j < seg; j += kSubThreads * 8) {
-      const uint4 v = *reinterpret_cast<const uint4*>(stage + r * pitch + j);
-      if (whole) {
-        *reinterpret_cast<uint4*>(dst + j) = v;
-      } else {
-        const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-        int f2 = j % F2;
-#pragma unroll
-        for (int k = 0; k < 8; ++k) {
-          if (f2 >= fa && f2 < fb) dst[j + k] = static_cast<uint16_t>(w[k / 2] >> (16 * (k & 1)));
-          f2 = f2 + 1 == F2 ? 0 : f2 + 1;
-        }
-      }
+    if (fa == 0 && fb == F2 && aligned) {
+      if (threadIdx.x == r % kSubThreads)
+        bulk_store(dst, static_cast<uint32_t>(__cvta_generic_to_shared(stage + r * pitch)), seg * 2);
+      continue;
+    }
+    for (int j = threadIdx.x; j < seg; j += kSubThreads) {
+      const int f2 = j % F2;
+      if (f2 >= fa && f2 < fb) dst[j] = stage[r * pitch + j];
     }
   }
+  bulk_store_commit();
 }
 
 template <typename T, int N>
@@ -292,6 +290,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
     for (int s = 0; s < min(kSlots, st.count); ++s) load_step(p, plan, st, s, true);
   }
   if (tid < N) store_conv1_weights(p, tid, base + plan.w1_off);
+  fence_async_shared();  // w1's image is a wgmma operand
   for (int i = tid; i < D; i += kSubThreads) b2[i] = to_float(p.bias2[i]);
   // This thread's rows: pixels past the end repeat the last one (their outputs are not stored).
   const int row = m0 + warp * 16 + g;
@@ -316,7 +315,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
   wgmma_fence_registers(acc);
 
   // relu(acc + b2[e]) staged in the ring (both warpgroups done with it) in the output's order, as many channels
-  // at a time as fit, then stored (store_block).
+  // at a time as fit, then stored (store_block), mostly by bulk copies: the CTA waits only for them to read the staging.
   const int m_end = min(m0 + kBM, pixels), t2a = m0 / F2, rows = (m_end - 1) / F2 - t2a + 1;
   const int block = min(N, static_cast<int>(plan.ring_bytes / (rows * F2 * 2)) / 8 * 8);
   uint16_t* stage = reinterpret_cast<uint16_t*>(base);
@@ -327,6 +326,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
     at[h] = mm < m_end ? (t2 - t2a) * block * F2 + (mm - t2 * F2) : -1;
   }
   for (int e0 = 0; e0 < D; e0 += block) {
+    bulk_store_wait_read();
     __syncthreads();
 #pragma unroll
     for (int nb = 0; nb < N / 8; ++nb) {
@@ -340,9 +340,11 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
         stage[at[h] + (e + 1 - e0) * F2] = static_cast<uint16_t>(v >> 16);
       }
     }
+    fence_async_shared();  // the staging is read by bulk copies
     __syncthreads();
     store_block(p, stage, block * F2, e0, min(block, D - e0), m0, m_end, t2a, rows);
   }
+  bulk_store_wait_read();  // the shared memory outlives the copies' reads
 #endif
 }
 
