@@ -196,6 +196,7 @@ __global__ void __launch_bounds__(kThreads, 1) WideConv2dKernel(const __grid_con
   wgmma_wait<0>();
   wgmma_fence_registers(acc);
   cp_async_wait<0>();
+  __syncthreads();  // the other warpgroup's last products are done with the B slots too
 
   // act(acc + bias) rounded, staged in the first two B slots (every product is done with them) as four 64-channel
   // boxes of 128 rows, then stored by TMA. Lane (g, t) of warp w holds rows 16 w + g (+ 8), channels 8 j + 2 t, + 1.
