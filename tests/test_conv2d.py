@@ -531,16 +531,16 @@ class TestWideConv2d:
 
     @pytest.mark.parametrize("activation", list(ACTS))
     def test_every_activation(self, activation):
-        x, wt, b = operands(2, 15, 11, 64, 256, 3, 3, torch.bfloat16, "cuda", seed=8)
+        x, wt, b = operands(2, 31, 21, 64, 256, 3, 3, torch.bfloat16, "cuda", seed=8)  # 2 x 16 x 11: >= 128 pixels
         out = oasr.conv2d(x, wt, b, 2, 1, activation)
         assert_close(out, reference(x, wt, b, 2, 1, activation), torch.bfloat16, 9 * 64)
 
     def test_strided_view_and_unaligned_out(self):
-        x, wt, b = operands(2, 17, 13, 64, 256, 3, 3, torch.bfloat16, "cuda", seed=9)
-        big = torch.randn(4, 17, 13, 72, device="cuda").to(torch.bfloat16)
+        x, wt, b = operands(2, 33, 13, 64, 256, 3, 3, torch.bfloat16, "cuda", seed=9)
+        big = torch.randn(4, 33, 13, 72, device="cuda").to(torch.bfloat16)
         big[::2, :, :, 8:] = x
-        buffer = poisoned((2 * 8 * 6 * 256 + 8,), torch.bfloat16)
-        out = buffer[1:][: 2 * 8 * 6 * 256].view(2, 8, 6, 256)  # 2 bytes past a 16-byte boundary
+        buffer = poisoned((2 * 16 * 6 * 256 + 8,), torch.bfloat16)
+        out = buffer[1:][: 2 * 16 * 6 * 256].view(2, 16, 6, 256)  # 2 bytes past a 16-byte boundary
         oasr.conv2d(big[::2, :, :, 8:], wt, b, 2, 0, "silu", out=out)
         assert_close(out, reference(x, wt, b, 2, 0, "silu"), torch.bfloat16, 9 * 64)
 
