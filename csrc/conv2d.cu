@@ -1,12 +1,10 @@
-// TVM-FFI launchers of the conv2d family: the direct NHWC convolution (few input channels), the sm90
-// convolution with all 256 output channels in one CTA, the fused Conv2dSubsampling front end and, in a module
-// built for one CUTLASS configuration (-D flags from oasr/jit/conv2d_config.py), the sm90 implicit-GEMM
-// convolution (csrc/conv2d_sm90.h).
+// TVM-FFI launchers of the conv2d family: the direct NHWC convolution (few input channels), the fused
+// Conv2dSubsampling front end and, in a module built for one CUTLASS configuration (-D flags from
+// oasr/jit/conv2d_config.py), the sm90 implicit-GEMM convolution (csrc/conv2d_sm90.h).
 //
 // The Python API (oasr/conv2d.py) validates every argument before calling here and hands over packed
 // weights and outputs; the checks below are internal invariants.
 #include <oasr/conv2d/direct.cuh>
-#include <oasr/conv2d/sm90_wide.cuh>
 #include <oasr/conv2d/subsampling.cuh>
 
 #include "tvm_ffi_utils.h"
@@ -67,51 +65,6 @@ void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optio
     prm.activation = static_cast<int>(activation);
     cudaError_t status = oasr::conv2d::DirectConv2d<c_type>(prm, get_stream(input.device()));
     CHECK_CUDA_SUCCESS(status, "conv2d direct kernel launch");
-    return true;
-  });
-}
-
-// output [N, P, Q, 256], input [N, H, W, C], weight [256, R, S, C], all packed and 16-byte aligned, C % 64 == 0;
-// bias [256] or none.
-void conv2d_wide(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t stride_h,
-                 int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t activation) {
-  for (TensorView t : {input, weight, output}) {
-    icheck_like(t, input, "tensor");
-    TVM_FFI_ICHECK(t.ndim() == 4 && t.IsContiguous() && reinterpret_cast<uintptr_t>(data_ptr<char>(t)) % 16 == 0)
-        << "`input`, `weight` and `output` must be packed, 16-byte aligned 4-D tensors";
-  }
-  const int64_t n = input.size(0), h = input.size(1), w = input.size(2), c = input.size(3);
-  const int64_t r = weight.size(1), s = weight.size(2);
-  const int64_t p = (h + 2 * pad_h - r) / stride_h + 1, q = (w + 2 * pad_w - s) / stride_w + 1;
-  TVM_FFI_ICHECK(weight.size(0) == 256 && weight.size(3) == c && c % 64 == 0)
-      << "`weight` must be [256, R, S, C] with C % 64 == 0";
-  TVM_FFI_ICHECK(output.size(0) == n && output.size(1) == p && output.size(2) == q && output.size(3) == 256)
-      << "`output` must be [N, P, Q, 256]";
-  TVM_FFI_ICHECK(n * p * q < INT32_MAX && h < INT32_MAX && w < INT32_MAX) << "too many output pixels";
-  TVM_FFI_ICHECK(activation >= 0 && activation <= 2) << "activation code " << activation;
-  if (bias.has_value()) {
-    icheck_packed(bias.value(), input, "bias", 1);
-    TVM_FFI_ICHECK(bias.value().size(0) == 256) << "`bias` must be [256]";
-  }
-  DISPATCH_HALF_TYPES(input.dtype(), c_type, [&] {
-    oasr::conv2d::WideConv2dParams<c_type> prm;
-    prm.input = data_ptr<const c_type>(input);
-    prm.bias = bias.has_value() ? data_ptr<const c_type>(bias.value()) : nullptr;
-    prm.h = static_cast<int>(h);
-    prm.w = static_cast<int>(w);
-    prm.c = static_cast<int>(c);
-    prm.r = static_cast<int>(r);
-    prm.s = static_cast<int>(s);
-    prm.p = static_cast<int>(p);
-    prm.q = static_cast<int>(q);
-    prm.pixels = static_cast<int>(n * p * q);
-    prm.stride_h = static_cast<int>(stride_h);
-    prm.stride_w = static_cast<int>(stride_w);
-    prm.pad_h = static_cast<int>(pad_h);
-    prm.pad_w = static_cast<int>(pad_w);
-    cudaError_t status = oasr::conv2d::WideConv2d<c_type>(prm, data_ptr<const c_type>(weight), data_ptr<c_type>(output),
-                                                          static_cast<int>(activation), get_stream(input.device()));
-    CHECK_CUDA_SUCCESS(status, "conv2d wide kernel launch");
     return true;
   });
 }

@@ -3,12 +3,10 @@
 * :func:`conv2d`: ``act(conv2d(input, weight) + bias)`` on ``input [N, H, W, C]`` and
   ``weight [K, R, S, C]``, as ``F.conv2d`` on the permuted tensors. Few input channels (C not a
   multiple of 8, e.g. the spectrogram's C = 1) run a direct kernel (on tensor cores when the filter has
-  at most :data:`MAX_FEW_TAPS` taps R * S * C and K is a multiple of 8); K = 256 with C a multiple of 64,
-  when there are enough pixels to fill the GPU, runs a kernel that holds all 256 output channels of 128
-  pixels in one CTA (``include/oasr/conv2d/sm90_wide.cuh``); other C and K multiples of 8 run CUTLASS's
-  sm90 implicit GEMM on tensor cores (one JIT module per dtype, activation and tile, built on first use,
-  the tile chosen from K by ``oasr/jit/conv2d_config.py``); on other GPUs, or for shapes TMA's im2col mode
-  cannot address, the direct kernel runs them too (correct, not fast).
+  at most :data:`MAX_FEW_TAPS` taps R * S * C and K is a multiple of 8); C and K multiples of 8 run
+  CUTLASS's sm90 implicit GEMM on tensor cores (one JIT module per dtype, activation and tile, built on
+  first use, the tile chosen from K by ``oasr/jit/conv2d_config.py``); on other GPUs, or for shapes TMA's
+  im2col mode cannot address, the direct kernel runs them too (correct, not fast).
 * :func:`conv2d_subsampling`: WeNet's ``Conv2dSubsampling4`` (conv 3x3 stride 2, 1 -> D, ReLU;
   conv 3x3 stride 2, D -> D, ReLU) in one kernel that keeps the first conv's output in registers.
 
@@ -59,8 +57,6 @@ MAX_FEW_TAPS = 15
 K a multiple of 8 and a 16-byte aligned ``out``): ``include/oasr/conv2d/direct.cuh``."""
 _MAX_DIRECT_TAPS = 12288
 """R * S * C the direct kernel stages per output channel (48 KiB of fp32 weights)."""
-_WIDE_K = 256
-"""The output channels of the kernel that holds them all in one CTA."""
 _MAX_IGEMM_PADDING = 64
 _MAX_IGEMM_FILTER = 32
 """Within TMA im2col's limits (corners within +-128, filter offsets below 255), with room."""
@@ -247,23 +243,6 @@ def _smem_limit(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).shared_memory_per_block_optin
 
 
-@functools.cache
-def _sm_count(device: torch.device) -> int:
-    return torch.cuda.get_device_properties(device).multi_processor_count
-
-
-def _uses_wide(input: Tensor, weight: Tensor, pixels: int) -> bool:
-    """K = 256 and C a multiple of 64 on sm90, with a tile of 128 pixels for every SM at least (below that,
-    CUTLASS's 64-pixel tiles keep more SMs busy): the kernel with every output channel in one CTA."""
-    k, _, _, c = weight.shape
-    return (
-        k == _WIDE_K
-        and c % 64 == 0
-        and compute_capability(input.device) == (9, 0)
-        and pixels >= 128 * _sm_count(input.device)
-    )
-
-
 def _uses_implicit_gemm(input: Tensor, weight: Tensor, padding: tuple[int, int]) -> bool:
     """C and K multiples of 8 on sm90, within TMA im2col's limits: the tensor-core path."""
     k, r, s, c = weight.shape
@@ -297,13 +276,6 @@ def _conv2d(
     if out is None:
         out = torch.empty(shape, dtype=input.dtype, device=input.device)
     if out.numel() == 0:
-        return out
-    if _uses_wide(input, weight, out.numel() // weight.shape[0]):
-        target = out if out.data_ptr() % 16 == 0 else torch.empty_like(out)
-        bias = bias.contiguous() if bias is not None else None
-        CONV2D.module().conv2d_wide(target, _aligned(input), _aligned(weight), bias, sh, sw, ph, pw, code)
-        if target is not out:
-            out.copy_(target)
         return out
     if _uses_implicit_gemm(input, weight, (ph, pw)):
         target = out if out.data_ptr() % 16 == 0 else torch.empty_like(out)

@@ -124,13 +124,6 @@ class TorchConv2d:
                 act = list(conv2d_config.ACTIVATIONS)[code]
                 out.copy_(reference(x, w, b, (sh, sw), (ph, pw), act).to(out.dtype))
 
-            def conv2d_wide(self, out, x, w, b, sh, sw, ph, pw, code):
-                calls.append("wide")
-                assert w.shape[0] == 256 and x.shape[3] % 64 == 0
-                assert all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (out, x, w))
-                act = list(conv2d_config.ACTIVATIONS)[code]
-                out.copy_(reference(x, w, b, (sh, sw), (ph, pw), act).to(out.dtype))
-
             def conv2d_implicit_gemm(self, out, x, w, b, sh, sw, ph, pw, code):
                 calls.append("implicit_gemm")
                 assert variant is not None and f"-DOASR_CONV2D_ACTIVATION={code}" in variant.cuda_cflags
@@ -164,7 +157,6 @@ def torch_conv(monkeypatch):
     monkeypatch.setattr(conv2d_module, "CONV2D", stub)
     monkeypatch.setattr(conv2d_module, "compute_capability", lambda device: (9, 0))
     monkeypatch.setattr(conv2d_module, "_smem_limit", lambda device: 227 * 1024)
-    monkeypatch.setattr(conv2d_module, "_sm_count", lambda device: 132)  # an H200's
     _checks.ready_devices(CONV2D).add(torch.device("cpu"))
     yield stub
     _checks.forget_devices()
@@ -208,24 +200,6 @@ def test_python_layer_runs_the_rules_tile_on_cpu(torch_conv, k, tile):
     assert torch_conv.calls == ["implicit_gemm"]
     assert torch_conv.variants == [conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile).name]
     assert_close(out, reference(x, wt, b, 2, 0, "relu"), torch.bfloat16, 144)
-
-
-WIDE_RULE = [
-    (64, 256, 1, "wide"),
-    (256, 256, 1, "wide"),
-    (16, 256, 1, "implicit_gemm"),  # C not a multiple of 64
-    (64, 128, 1, "implicit_gemm"),  # K not 256
-    (64, 256, 132, "implicit_gemm"),  # 2 x 10 x 8 pixels: two tiles of 128, far from one per SM
-]
-
-
-@pytest.mark.parametrize("c,k,sms,path", WIDE_RULE)
-def test_wide_kernel_takes_k256_c_by_64_when_its_tiles_fill_the_gpu_on_cpu(torch_conv, monkeypatch, c, k, sms, path):
-    monkeypatch.setattr(conv2d_module, "_sm_count", lambda device: sms)
-    x, wt, b = operands(2, 21, 17, c, k, 3, 3, torch.bfloat16, "cpu")
-    out = oasr.conv2d(x, wt, b, 2, 0, "silu")
-    assert torch_conv.calls == [path]
-    assert_close(out, reference(x, wt, b, 2, 0, "silu"), torch.bfloat16, 9 * c)
 
 
 def test_python_layer_copies_views_for_the_implicit_gemm_on_cpu(torch_conv):
@@ -491,72 +465,6 @@ class TestConv2d:
             x, wt, b = operands(n, h, w, c, k, 3, 3, torch.bfloat16, "cuda", seed=4)
             out = oasr.conv2d(x, wt, b, stride, pad, "relu")
             assert_close(out, reference(x, wt, b, stride, pad, "relu"), torch.bfloat16, 9 * c)
-
-
-# (N, H, W, C, R, S, stride, padding) for the kernel with all 256 output channels in one CTA, each ending in a
-# partial tile of 128 pixels: conv #2's geometry, C = 64 with padding, a 1x1 filter, a 5x3 filter with mixed
-# strides and padding, and 15 tiles.
-WIDE_CASES = [
-    (1, 31, 21, 256, 3, 3, 2, 0),
-    (2, 13, 11, 64, 3, 3, 1, 1),
-    (3, 9, 17, 128, 1, 1, 1, 0),
-    (1, 40, 30, 192, 5, 3, (2, 1), (2, 1)),
-    (2, 101, 39, 256, 3, 3, 2, 0),
-]
-
-
-@gpu
-class TestWideConv2d:
-    @pytest.fixture(autouse=True)
-    def every_shape_is_wide(self, monkeypatch):
-        """Takes the wide kernel for any pixel count, and checks that it ran."""
-        ran = []
-        original = conv2d_module._uses_wide
-        monkeypatch.setattr(conv2d_module, "_sm_count", lambda device: 1)
-        monkeypatch.setattr(conv2d_module, "_uses_wide", lambda *a: ran.append(original(*a)) or ran[-1])
-        yield
-        assert ran and all(ran)
-
-    @pytest.mark.parametrize("case", WIDE_CASES, ids=lambda c: "x".join(map(str, c[:6])) + f"_s{c[6]}_p{c[7]}")
-    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
-    @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
-    def test_matches_reference(self, case, dtype, with_bias):
-        n, h, w, c, r, s, stride, padding = case
-        x, wt, b = operands(n, h, w, c, 256, r, s, dtype, "cuda", seed=7)
-        b = b if with_bias else None
-        expected = reference(x, wt, b, stride, padding, "relu")
-        out = poisoned(tuple(expected.shape), dtype)
-        assert oasr.conv2d(x, wt, b, stride, padding, "relu", out=out) is out
-        assert_close(out, expected, dtype, r * s * c)
-
-    @pytest.mark.parametrize("activation", list(ACTS))
-    def test_every_activation(self, activation):
-        x, wt, b = operands(2, 31, 21, 64, 256, 3, 3, torch.bfloat16, "cuda", seed=8)  # 2 x 16 x 11: >= 128 pixels
-        out = oasr.conv2d(x, wt, b, 2, 1, activation)
-        assert_close(out, reference(x, wt, b, 2, 1, activation), torch.bfloat16, 9 * 64)
-
-    def test_strided_view_and_unaligned_out(self):
-        x, wt, b = operands(2, 33, 13, 64, 256, 3, 3, torch.bfloat16, "cuda", seed=9)
-        big = torch.randn(4, 33, 13, 72, device="cuda").to(torch.bfloat16)
-        big[::2, :, :, 8:] = x
-        buffer = poisoned((2 * 16 * 6 * 256 + 8,), torch.bfloat16)
-        out = buffer[1:][: 2 * 16 * 6 * 256].view(2, 16, 6, 256)  # 2 bytes past a 16-byte boundary
-        oasr.conv2d(big[::2, :, :, 8:], wt, b, 2, 0, "silu", out=out)
-        assert_close(out, reference(x, wt, b, 2, 0, "silu"), torch.bfloat16, 9 * 64)
-
-    def test_cuda_graph_capture_and_replay(self):
-        x, wt, b = operands(2, 31, 21, 256, 256, 3, 3, torch.bfloat16, "cuda", seed=10)
-        out = torch.empty(2, 15, 10, 256, dtype=torch.bfloat16, device="cuda")
-        oasr.conv2d(x, wt, b, 2, 0, "relu", out=out)
-        torch.cuda.synchronize()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            oasr.conv2d(x, wt, b, 2, 0, "relu", out=out)
-        out.fill_(float("nan"))
-        x.copy_(torch.randn_like(x))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert_close(out, reference(x, wt, b, 2, 0, "relu"), torch.bfloat16, 9 * 256)
 
 
 @gpu

@@ -4,7 +4,6 @@
     python dev/conv2d/bench.py --build [--jobs 14]   # every module the tests and the timing use, in parallel
     python dev/conv2d/bench.py [--csv out.csv]       # time and check (needs an sm90 GPU)
     python dev/conv2d/bench.py --front               # the fused front end alone (the direct module only)
-    python dev/conv2d/bench.py --wide                # the wide kernel against the rule's CUTLASS tiles
 
 Timing: the harness's ``measure`` (CUDA-graph replay, inputs rotated past the L2, backends interleaved,
 2 rounds of 20 samples), bf16, each backend checked after its timing against a float64 reference that rounds
@@ -14,8 +13,7 @@ where it rounds (torch's also stores each conv's output before its separate bias
 (upstream Oasr's conv2d list, the front end's conv #1 and conv #2 at B16 T1500 F80 d256, and the
 fused front end). The summary compares the issue's three shapes with their targets; then every CUTLASS
 tile (the rule's picks, ``oasr/jit/conv2d_config.py``, and the candidates :data:`TILES`) is timed on each
-implicit-GEMM shape of the sweep, with the wide kernel (all 256 output channels in one CTA,
-``include/oasr/conv2d/sm90_wide.cuh``) where it applies.
+implicit-GEMM shape of the sweep.
 """
 
 from __future__ import annotations
@@ -35,8 +33,6 @@ from oasr.jit.families import CONV2D
 from profiling.harness import timing
 from profiling.harness.measure import measure
 from profiling.harness.ops import conv2d
-
-conv2d_module = sys.modules["oasr.conv2d"]  # (the attribute oasr.conv2d is the op)
 
 VARIANTS = [
     conv2d_config.implicit_gemm_variant(dtype, act, tile)
@@ -69,45 +65,29 @@ def build(jobs: int) -> None:
     build_in_parallel(specs, jobs)  # a candidate tile CUTLASS refuses is reported; the others go on
 
 
-def tiles(candidates: list[conv2d_config.Conv2dConfig], wide_shapes_only: bool = False) -> None:
-    """Each tile of ``candidates`` and, where it applies (K = 256, C a multiple of 64), the wide kernel next to
-    torch channels-last on each implicit-GEMM shape of the sweep (C and K multiples of 8; only the wide kernel's
-    with ``wide_shapes_only``), bf16 + bias + ReLU; ``*`` marks the pick of oasr.conv2d's rule."""
+def tiles() -> None:
+    """Every tile (the rule's picks and :data:`TILES`) next to torch channels-last on each implicit-GEMM shape
+    of the sweep (C and K multiples of 8), bf16 + bias + ReLU; ``*`` marks the rule's pick."""
     print("implicit-GEMM tiles (bf16 + bias + ReLU, CUDA-graph device time; * the rule's pick):")
     modules = {}
-    for tile in candidates:
+    for tile in list(conv2d_config.PICKS) + TILES:
         try:
             spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile))
             modules[tile] = spec.build_and_load()
         except Exception as error:
             print(f"  {tile.name}: not built ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
-    for config in conv2d.CONV2D.default_sweep:
-        if config["c"] % 8 or config["k"] % 8 or (wide_shapes_only and (config["k"] != 256 or config["c"] % 64)):
-            continue
+    for config in (c for c in conv2d.CONV2D.default_sweep if c["c"] % 8 == 0 and c["k"] % 8 == 0):
         sets = timing.op_input_sets(conv2d.CONV2D, config, "bfloat16")
         reference = conv2d.CONV2D.reference(sets[0])
         fns = {"torch": [functools.partial(conv2d.CONV2D.backends["torch"], i) for i in sets]}
         errors = {}
-        wide = conv2d_module._uses_wide(sets[0]["x"], sets[0]["weight"], sets[0]["out"].numel() // config["k"])
-        candidates = dict(modules)
-        if config["k"] == 256 and config["c"] % 64 == 0:
-            candidates["wide"] = CONV2D.module()
-        for tile, module in candidates.items():
-            if tile == "wide":
-                name = "wide (256 channels a CTA)" + (" *" if wide else "")
+        for tile, module in modules.items():
+            name = tile.name + (" *" if tile == conv2d_config.choose(config["k"]) else "")
 
-                def run(i, module=module):
-                    st, pad = i["stride"], i["pad"]
-                    module.conv2d_wide(i["out"], i["x"], i["weight"], i["bias"], st, st, pad, pad, 1)
-                    return i["out"]
-
-            else:
-                name = tile.name + (" *" if not wide and tile == conv2d_config.choose(config["k"]) else "")
-
-                def run(i, module=module):
-                    st, pad = i["stride"], i["pad"]
-                    module.conv2d_implicit_gemm(i["out"], i["x"], i["weight"], i["bias"], st, st, pad, pad, 1)
-                    return i["out"]
+            def run(i, module=module):
+                st, pad = i["stride"], i["pad"]
+                module.conv2d_implicit_gemm(i["out"], i["x"], i["weight"], i["bias"], st, st, pad, pad, 1)
+                return i["out"]
 
             sets[0]["out"].fill_(float("nan"))
             errors[name] = (run(sets[0]).double() - reference).abs().max().item()
@@ -117,7 +97,7 @@ def tiles(candidates: list[conv2d_config.Conv2dConfig], wide_shapes_only: bool =
         print(f"  {conv2d.CONV2D.config_label(config)}: torch channels-last {torch_ms * 1e3:.1f} us")
         for name, error in errors.items():
             ms = results[name].median_ms
-            line = f"{name:27s} {ms * 1e3:8.1f} us  x{torch_ms / ms:.2f} of torch  max |error| {error:.3g}"
+            line = f"{name:20s} {ms * 1e3:8.1f} us  x{torch_ms / ms:.2f} of torch  max |error| {error:.3g}"
             print("    " + line, flush=True)
 
 
@@ -154,7 +134,7 @@ def bench(csv: Path | None, front: bool) -> int:
     slower = results[(results.backend == "oasr") & (results.speedup_vs_torch < 1.0)]
     print(f"\noasr slower than torch channels-last on {len(slower)} shapes: {', '.join(slower.config) or 'none'}")
     print()
-    tiles(list(conv2d_config.PICKS) + TILES)
+    tiles()
     return failed
 
 
@@ -164,14 +144,9 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (~45 s and ~1.8 GB each for CUTLASS)")
     parser.add_argument("--csv", type=Path, help="write every row here")
     parser.add_argument("--front", action="store_true", help="time the fused front end alone")
-    parser.add_argument("--wide", action="store_true", help="the wide kernel against the rule's CUTLASS tiles alone")
     args = parser.parse_args()
     if args.build:
         build(args.jobs)
-        return 0
-    if args.wide:
-        timing.require_cuda("dev/conv2d/bench.py")
-        tiles(list(conv2d_config.PICKS), wide_shapes_only=True)
         return 0
     return bench(args.csv, args.front)
 

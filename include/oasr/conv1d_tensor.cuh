@@ -93,7 +93,7 @@ __device__ __forceinline__ void stage_weights(const DepthwiseConv1dParams<T>& p,
     const int k = i / kPieces, c = c0 + i % kPieces * kWarpChannels;
     const bool valid = c < p.channels;
     const T* src = valid ? p.weight + int64_t{k} * p.channels + c : p.weight;
-    cp_async_16(raw + i * staged::kCopyBytes, src, valid ? staged::kCopyBytes : 0);
+    staged::detail::cp_async_16(raw + i * staged::kCopyBytes, src, valid ? staged::kCopyBytes : 0);
   }
 }
 
@@ -258,7 +258,7 @@ __device__ __forceinline__ void stage_rows(const DepthwiseConv1dParams<T>& p, co
       const bool valid = rows.active && f >= p.split && f < p.hi;
       const T* src = valid ? input + j * rows.input_step : p.input;  // any valid address when nothing is read
       // row & 7 is row0's: the swizzle is the same for every j
-      cp_async_16(dst + j * Rows<T>::kStride * G::kRowBytes, src, valid ? staged::kCopyBytes : 0);
+      staged::detail::cp_async_16(dst + j * Rows<T>::kStride * G::kRowBytes, src, valid ? staged::kCopyBytes : 0);
     }
   }
 }
@@ -308,19 +308,19 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
   // (H200: dev/README.md, conv1d, "where a block's time goes").
   const uint32_t raw = base + kStages * G::kStageBytes;
   detail::stage_weights(p, c0, raw);
-  cp_async_commit();
+  staged::detail::cp_async_commit();
   detail::stage_rows<T, G>(p, rows, first * kOutputs, base);
-  cp_async_commit();
+  staged::detail::cp_async_commit();
   uint8_t keep[G::kCopiesPerThread];
   if (p.mask != nullptr) staged::detail::load_mask<T, G>(p, b, first * kOutputs, keep);
-  cp_async_wait<1>();  // the taps
+  staged::detail::cp_async_wait<1>();  // the taps
   __syncthreads();
   detail::write_taps<T, E>(p, reinterpret_cast<const uint16_t*>(out_tile), bias_c, taps, bias);
   // The pairs and bias are published by the first tile's barrier, before the output tile is written.
 #pragma unroll
   for (int t = 1; t < kStages - 1; ++t) {
     if (first + t < last) detail::stage_rows<T, G>(p, rows, (first + t) * kOutputs, base + t * G::kStageBytes);
-    cp_async_commit();
+    staged::detail::cp_async_commit();
   }
   const int lane = static_cast<int>(threadIdx.x & 31), warp = static_cast<int>(threadIdx.x / 32);
   const uint32_t frames = static_cast<uint32_t>(__cvta_generic_to_shared(warp_frames + warp * G::kWarpBytes));
@@ -331,8 +331,8 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
     if (ahead < last) {
       detail::stage_rows<T, G>(p, rows, ahead * kOutputs, base + ((ahead - first) % kStages) * G::kStageBytes);
     }
-    cp_async_commit();
-    cp_async_wait<kStages - 1>();  // this thread's copies of `tile` have landed
+    staged::detail::cp_async_commit();
+    staged::detail::cp_async_wait<kStages - 1>();  // this thread's copies of `tile` have landed
     uint8_t* stage = smem + slot * G::kStageBytes;
     if (p.mask != nullptr) staged::detail::apply_mask<G>(stage, keep);
     __syncthreads();  // every thread's copies (and zeros) of `tile` are visible; the output tile is free

@@ -39,15 +39,12 @@ __device__ __forceinline__ void bulk_store_wait_read() {
 }
 
 // The box of `map` at element coordinates (c0 innermost, c1[, c2]) into `dst`; out-of-bounds elements read 0.
-// The caller announces the box's bytes on `bar` (mbarrier_arrive_expect_tx). The 2-D form copies where `issue`
-// is true (a predicate, not a branch).
-__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
-                                         bool issue = true) {
+// The caller announces the box's bytes on `bar` (mbarrier_arrive_expect_tx).
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %5, 0;\n"
-      "@p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
-      "}\n" ::"r"(dst),
-      "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(static_cast<int>(issue))
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::"r"(
+          dst),
+      "l"(map), "r"(bar), "r"(c0), "r"(c1)
       : "memory");
 }
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, int c2) {
@@ -56,14 +53,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, u
           "r"(dst),
       "l"(map), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
       : "memory");
-}
-
-// The box of `map` at element coordinates (c0 innermost, c1) from shared address `src`, in this thread's current
-// bulk group (bulk_store_commit, bulk_store_wait_read); elements outside the tensor are not written.
-__device__ __forceinline__ void tma_store(const CUtensorMap* map, uint32_t src, int c0, int c1) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(map), "r"(src),
-               "r"(c0), "r"(c1)
-               : "memory");
 }
 
 // Fetches a descriptor into the TMA unit's cache ahead of its first copy.
