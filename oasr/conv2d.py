@@ -178,16 +178,17 @@ def _check_subsampling(
     d = weight1.shape[0]
     if tuple(weight1.shape) != (d, 1, 3, 3):
         raise ValueError(f"oasr.{op}: `weight1` has shape {tuple(weight1.shape)}, expected [D, 1, 3, 3] (torch's)")
-    if not (isinstance(weight2, Tensor) and weight2.dtype is dtype and weight2.shape in ((d, d, 3, 3), _image(d))):
+    image = _image(d)
+    if not (isinstance(weight2, Tensor) and weight2.dtype is dtype and weight2.shape in ((d, d, 3, 3), image)):
         if isinstance(weight2, Tensor) and weight2.dtype is dtype:
             raise ValueError(
                 f"oasr.{op}: `weight2` has shape {tuple(weight2.shape)}, expected {(d, d, 3, 3)} (torch's) or "
-                f"pack_subsampling_weight2's image {_image(d)}"
+                f"pack_subsampling_weight2's image {image}"
             )
         raise bad_tensor(op, "weight2", weight2, dtype, (d, d, 3, 3))
-    if weight2.shape == _image(d) and not weight2.is_contiguous():
+    if weight2.shape == image and not weight2.is_contiguous():
         raise ValueError(
-            f"oasr.{op}: `weight2`, pack_subsampling_weight2's image {_image(d)}, must be contiguous as that "
+            f"oasr.{op}: `weight2`, pack_subsampling_weight2's image {image}, must be contiguous as that "
             f"function returns it, got strides {weight2.stride()}"
         )
     for name, bias in (("bias1", bias1), ("bias2", bias2)):

@@ -35,8 +35,8 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t address) {
 // Orders this thread's register writes (A fragments, accumulators) before the next wgmma.
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 
-// Orders this thread's ordinary shared-memory stores before wgmma's reads of them (which go through the async
-// proxy); a barrier after it publishes them to the warpgroup.
+// Orders this thread's ordinary shared-memory stores before the async proxy's reads of them (wgmma's operands, a
+// bulk copy's source); a barrier after it publishes them to the threads that issue those.
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
