@@ -2,7 +2,7 @@
 // (-D flags from oasr/jit/conv2d_config.py):
 //
 // OASR_CONV2D_DTYPE (1 float16, 2 bfloat16), OASR_CONV2D_ACTIVATION (0 none, 1 ReLU, 2 SiLU),
-// OASR_CONV2D_TILE_{M,N,K}, OASR_CONV2D_CLUSTER_{M,N}.
+// OASR_CONV2D_TILE_{M,N,K}, OASR_CONV2D_CLUSTER_{M,N}, OASR_CONV2D_CONSUMERS (consumer warpgroups, 1 or 2).
 #pragma once
 
 #include <oasr/common/launch.cuh>
@@ -11,7 +11,8 @@
 #include "tvm_ffi_utils.h"
 
 #if !defined(OASR_CONV2D_DTYPE) || !defined(OASR_CONV2D_ACTIVATION) || !defined(OASR_CONV2D_TILE_N) || \
-    !defined(OASR_CONV2D_TILE_K) || !defined(OASR_CONV2D_CLUSTER_M) || !defined(OASR_CONV2D_CLUSTER_N)
+    !defined(OASR_CONV2D_TILE_K) || !defined(OASR_CONV2D_CLUSTER_M) || !defined(OASR_CONV2D_CLUSTER_N) ||   \
+    !defined(OASR_CONV2D_CONSUMERS)
 #error "an implicit-GEMM conv2d module is built for one configuration: oasr/jit/conv2d_config.py passes its -D flags"
 #endif
 
@@ -26,7 +27,7 @@ using Act = cute::conditional_t<OASR_CONV2D_ACTIVATION == 1, act::ReLu<T>,
 using Tile = cute::Shape<cute::Int<OASR_CONV2D_TILE_M>, cute::Int<OASR_CONV2D_TILE_N>,
                          cute::Shape<cute::Int<OASR_CONV2D_TILE_K>>>;
 using Cluster = cute::Shape<cute::Int<OASR_CONV2D_CLUSTER_M>, cute::Int<OASR_CONV2D_CLUSTER_N>, cute::_1>;
-using Conv = Sm90Conv2d<Element, Act, Tile, Cluster>;
+using Conv = Sm90Conv2d<Element, Act, Tile, Cluster, OASR_CONV2D_CONSUMERS>;
 
 }  // namespace oasr::conv2d::config
 

@@ -4,6 +4,7 @@
     python dev/conv2d/bench.py --build [--jobs 14]   # every module the tests and the timing use, in parallel
     python dev/conv2d/bench.py [--csv out.csv]       # time and check (needs an sm90 GPU)
     python dev/conv2d/bench.py --front               # the fused front end alone (the direct module only)
+    python dev/conv2d/bench.py --tiles               # the implicit-GEMM tiles alone
 
 Timing: the harness's ``measure`` (CUDA-graph replay, inputs rotated past the L2, backends interleaved,
 2 rounds of 20 samples), bf16, each backend checked after its timing against a float64 reference that rounds
@@ -45,11 +46,14 @@ TILES = [
     conv2d_config.Conv2dConfig(128, 128, 64, 2, 1),
     conv2d_config.Conv2dConfig(128, 128, 64, 1, 2),
     conv2d_config.Conv2dConfig(64, 256, 64, 2, 1),
+    conv2d_config.Conv2dConfig(128, 256, 64, 1, 1, 2),
+    conv2d_config.Conv2dConfig(128, 256, 64, 2, 1, 2),
+    conv2d_config.Conv2dConfig(128, 128, 64, 1, 1, 2),
+    conv2d_config.Conv2dConfig(256, 128, 64, 1, 1, 2),
 ]
-"""Candidate tiles the rule does not pick, timed next to its picks (bf16 + ReLU). 128x256 is left out: one
-consumer warpgroup (CUTLASS 4.2's only conv schedule on sm90) spills its 256 accumulators per thread
-(2831 us on conv #2 in results/bench_h200.txt); the cooperative schedule that would split them is refused
-by CUTLASS's conv dispatch policy."""
+"""Candidate tiles the rule does not pick, timed next to its picks (bf16 + ReLU). 128x256 takes two consumer
+warpgroups (``_wg2``): with one (CUTLASS 4.2's conv kernel) its 256 accumulators per thread spill (2831 us
+on conv #2 in results/bench_h200.txt)."""
 TILE_VARIANTS = [conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile) for tile in TILES]
 
 # (what, op, config, target in us): the issue's targets (B16 T1500 F80 d256, bf16, device time).
@@ -144,9 +148,14 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (~45 s and ~1.8 GB each for CUTLASS)")
     parser.add_argument("--csv", type=Path, help="write every row here")
     parser.add_argument("--front", action="store_true", help="time the fused front end alone")
+    parser.add_argument("--tiles", action="store_true", help="time the implicit-GEMM tiles alone")
     args = parser.parse_args()
     if args.build:
         build(args.jobs)
+        return 0
+    if args.tiles:
+        timing.require_cuda("dev/conv2d/bench.py")
+        tiles()
         return 0
     return bench(args.csv, args.front)
 

@@ -43,18 +43,21 @@ _DTYPE_NAMES = {"float16": "f16", "bfloat16": "bf16"}
 
 @dataclass(frozen=True)
 class Conv2dConfig:
-    """One kernel configuration: CTA tile (M pixels, N output channels, K reduction) and cluster (M, N)."""
+    """One kernel configuration: CTA tile (M pixels, N output channels, K reduction), cluster (M, N) and
+    consumer warpgroups (1: CUTLASS's conv kernel; 2: ``TwoConsumerConv``, each on half of the tile's pixels)."""
 
     tile_m: int = 128
     tile_n: int = 128
     tile_k: int = 64
     cluster_m: int = 1
     cluster_n: int = 1
+    consumers: int = 1
 
     @property
     def name(self) -> str:
-        """E.g. ``128x128x64_c1x1``."""
-        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}"
+        """E.g. ``128x128x64_c1x1``, ``128x256x64_c1x1_wg2`` (two consumer warpgroups)."""
+        two = "_wg2" if self.consumers == 2 else ""
+        return f"{self.tile_m}x{self.tile_n}x{self.tile_k}_c{self.cluster_m}x{self.cluster_n}{two}"
 
     def flags(self) -> tuple[str, ...]:
         return (
@@ -63,6 +66,7 @@ class Conv2dConfig:
             f"-DOASR_CONV2D_TILE_K={self.tile_k}",
             f"-DOASR_CONV2D_CLUSTER_M={self.cluster_m}",
             f"-DOASR_CONV2D_CLUSTER_N={self.cluster_n}",
+            f"-DOASR_CONV2D_CONSUMERS={self.consumers}",
         )
 
 
