@@ -84,11 +84,12 @@ def test_direct_module_builds_and_exports_its_launchers():
     assert module.conv2d_subsampling_smem_bytes(1, 127, 256) <= 227 * 1024  # F = 512, the largest tested
 
 
-def test_one_implicit_gemm_instantiation_builds_for_sm90a():
-    spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu"))
-    assert (
-        "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags and "-DOASR_CONV2D_ACTIVATION=1" in spec.nvcc_flags
-    )
+@pytest.mark.parametrize("tile", [conv2d_config.DEFAULT, conv2d_config.WIDE], ids=["one_consumer", "two_consumers"])
+def test_implicit_gemm_instantiations_build_for_sm90a(tile):
+    spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile))
+    assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags
+    assert "-DOASR_CONV2D_ACTIVATION=1" in spec.nvcc_flags
+    assert f"-DOASR_CONV2D_CONSUMERS={tile.consumers}" in spec.nvcc_flags
     assert callable(spec.build_and_load().conv2d_implicit_gemm)
 
 
@@ -183,13 +184,20 @@ def test_python_layer_dispatches_and_matches_reference_on_cpu(
 
 def test_tile_rule_follows_the_output_channels():
     c = conv2d_config
-    assert c.choose(256) == c.choose(512) == c.WIDE  # conv #2's winner
+    assert c.choose(256) == c.choose(512) == c.WIDE == c.Conv2dConfig(128, 256, 64, 1, 1, 2)  # conv #2's winner
+    assert c.choose(128) == c.choose(384) == c.TALL == c.Conv2dConfig(256, 128, 64, 1, 1, 2)  # the K = 128 winner
     assert c.choose(64) == c.choose(8) == c.choose(40) == c.NARROW == c.Conv2dConfig(128, 64, 64)  # the K = 64 winner
-    assert c.choose(72) == c.choose(128) == c.choose(264) == c.DEFAULT
-    assert set(c.PICKS) == {c.choose(k) for k in (8, 128, 256)} and len(set(c.PICKS)) == len(c.PICKS)
+    assert c.choose(72) == c.choose(192) == c.choose(264) == c.DEFAULT
+    assert set(c.PICKS) == {c.choose(k) for k in (8, 72, 128, 256)} and len(set(c.PICKS)) == len(c.PICKS)
+    assert c.WIDE.name == "128x256x64_c1x1_wg2" and c.DEFAULT.name == "128x128x64_c1x1"
 
 
-RULE_TILES = [(256, conv2d_config.WIDE), (128, conv2d_config.DEFAULT), (64, conv2d_config.NARROW)]
+RULE_TILES = [
+    (256, conv2d_config.WIDE),
+    (128, conv2d_config.TALL),
+    (72, conv2d_config.DEFAULT),
+    (64, conv2d_config.NARROW),
+]
 """One K per tile the rule picks (dev/conv2d/results/bench_h200.txt)."""
 
 
@@ -366,11 +374,13 @@ CASES = [
     (1, 6, 6, 16, 8, 1, 1, 1, 0),
 ]
 # (N, H, W, C, K, stride, padding), 3x3 filters, one per tile conv2d_config.choose picks: upstream's K = 64 conv
-# (the 128x64 tiles' measurement, at batch 2) and K = 40 (128x64, a partial channel tile), K = 128 (128x128),
-# K = 256 (64x256); each ends in a partial tile of pixels.
+# (the 128x64 tiles' measurement, at batch 2) and K = 40 (128x64, a partial channel tile), K = 72 (128x128, a
+# partial channel tile), K = 128 (256x128, two consumers), K = 256 (128x256, two consumers); each ends in a
+# partial tile of pixels.
 RULE_CASES = [
     (2, 100, 40, 64, 64, 2, 0),
     (3, 41, 23, 64, 40, 2, 1),
+    (2, 19, 17, 32, 72, 1, 1),
     (2, 37, 29, 64, 128, 1, 1),
     (1, 31, 21, 256, 256, 2, 0),
 ]

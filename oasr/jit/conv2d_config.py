@@ -3,27 +3,27 @@
 Each :class:`Conv2dConfig`, with a dtype and an activation, is one JIT module of the conv2d family
 (:class:`oasr.jit.core.Variant`: the family's sources built with ``-DOASR_CONV2D_*`` flags, which add
 the sm90 launcher ``conv2d_implicit_gemm`` to the direct kernels), built the first time a call needs it.
-CUTLASS 4.2 offers one schedule for conv on sm90 (non-persistent: one CTA per output tile, one consumer
-warpgroup; its dispatch policy refuses the cooperative and ping-pong ones), so a configuration is a tile
-and a cluster. :func:`choose` picks it from the output channels K.
+A configuration is a tile, a cluster and the number of consumer warpgroups: CUTLASS 4.2's conv kernel
+on sm90 has one (non-persistent: one CTA per output tile; its dispatch policy refuses the cooperative and
+ping-pong schedules), and ``include/oasr/conv2d/sm90_implicit_gemm.cuh``'s ``TwoConsumerConv`` runs the same
+mainloop with two, each on half of the tile's pixels. :func:`choose` picks it from the output channels K.
 
-The rule is read off ``dev/conv2d/results/bench_h200.txt`` (``dev/conv2d/bench.py`` on an H200, bf16 +
-bias + ReLU, CUDA-graph device time), whose tile table times every candidate on each implicit-GEMM shape
-of the sweep. The first run timed the front end's conv #2 (16 x 749 x 39, 256 -> 256, 3x3 stride 2):
+The rule is read off ``dev/conv2d/bench.py``'s tile table on an H200 (bf16 + bias + ReLU, CUDA-graph device
+time, every candidate timed in turn on each implicit-GEMM shape of the sweep). The first run timed the front
+end's conv #2 (16 x 749 x 39, 256 -> 256, 3x3 stride 2) with one consumer warpgroup: 64x256 tiles, 211 us,
+against 246 us for 128x128 (upstream Oasr's sm90 default tile with CUTLASS's K-block of 64): with N = K = 256
+in one tile, each CTA gathers its im2col rows once for every output channel instead of once per 128 of them;
+128x256 took 2831 us (one warpgroup would hold 256 fp32 accumulators per thread: they spill). With two
+consumer warpgroups (``dev/conv2d/results/two_consumer_h200.txt``), 128x256 tiles took conv #2 from 231.3 to
+209.6 us in one table, and 196-208 against 218-228 us in three more runs of the two alone; they also led
+the other K = 256 shapes (26.7 against 31.0 us at 8 x 150 x 40, 113.3 against 124.6 at 16 x 100 x 40
+stride 1), and 256x128 tiles led the K = 128 shape (33.5 against 39.5 us for 128x128). 128x64 tiles still
+win both K = 64 shapes (16 x 100 x 40, 64 -> 64, stride 2: 6.8 us against 9.0 for the best two-consumer
+tile; at batch 32: 12.0 against 13.2).
 
-* 64x256 tiles, 211 us, against 246 us for :data:`DEFAULT` (128x128, upstream Oasr's sm90 default tile
-  with CUTLASS's K-block of 64): with N = K = 256 in one tile, each CTA gathers its im2col rows once for
-  every output channel instead of once per 128 of them;
-* 128x128 with a 2x1 cluster 256 us, 128x64 361 us; 128x256 2831 us (one consumer warpgroup would hold
-  256 fp32 accumulators per thread: they spill).
-
-The run at 670bc72 timed all six shapes: 64x256 was within 3% of the best on the three with K = 256 (30.7,
-123.3 and 245.6 us against 30.9, 124.2 and 248.0 for 128x128; 128x128 with a 1x2 cluster led the smallest, 29.9),
-128x128 won K = 128 (39.1 us against 61.8 for 128x64), and 128x64 won both K = 64 shapes
-(16 x 100 x 40, 64 -> 64, stride 2: 6.8 us against 9.2 for 128x128; at batch 32: 12.0 against 17.2).
-
-So K a multiple of 256 takes 64x256 tiles, K <= 64 takes 128x64 tiles (N = K in one tile, no half-empty
-128-wide one; only K = 64 was timed) and anything else the default.
+So K a multiple of 256 takes 128x256 tiles and other multiples of 128 take 256x128, each on two consumer
+warpgroups; K <= 64 takes 128x64 tiles (N = K in one tile, no half-empty 128-wide one; only K = 64 was
+timed) and anything else 128x128.
 """
 
 from __future__ import annotations
@@ -71,23 +71,28 @@ class Conv2dConfig:
 
 
 DEFAULT = Conv2dConfig()
-"""128x128 tiles: K above 64 and not a multiple of 256 (and the CPU build test's module, as bf16 + ReLU)."""
-WIDE = Conv2dConfig(64, 256, 64, 1, 1)
-"""64x256 tiles: K a multiple of 256 (conv #2 of the front end)."""
+"""128x128 tiles, one consumer warpgroup: K above 64 and not a multiple of 128."""
+WIDE = Conv2dConfig(128, 256, 64, 1, 1, 2)
+"""128x256 tiles, two consumer warpgroups: K a multiple of 256 (conv #2 of the front end)."""
+TALL = Conv2dConfig(256, 128, 64, 1, 1, 2)
+"""256x128 tiles, two consumer warpgroups: other multiples of 128."""
 NARROW = Conv2dConfig(128, 64, 64, 1, 1)
 """128x64 tiles: K <= 64 (the K = 64 convs of upstream Oasr's list: 6.8 and 12.0 us against 9.2 and 17.2 for
 128x128, ``dev/conv2d/results/670bc72/bench_h200.txt``; as the pick at abcec41, ``bench_h200.txt``: 6.8 and
 12.0 us)."""
-PICKS = (DEFAULT, WIDE, NARROW)
+PICKS = (DEFAULT, WIDE, TALL, NARROW)
 """What :func:`choose` returns (``dev/conv2d/bench.py --build`` builds them)."""
 
 
 @functools.lru_cache(maxsize=256)  # a model's few shapes, asked on every call
 def choose(k: int) -> Conv2dConfig:
     """The configuration for a convolution with ``k`` output channels (the H200 table's rule; see the module
-    docstring): 64x256 tiles when ``k`` is a multiple of 256, 128x64 when ``k`` <= 64, otherwise 128x128."""
+    docstring): 128x256 tiles when ``k`` is a multiple of 256, 256x128 for other multiples of 128 (both on two
+    consumer warpgroups), 128x64 when ``k`` <= 64, otherwise 128x128."""
     if k % 256 == 0:
         return WIDE
+    if k % 128 == 0:
+        return TALL
     return NARROW if k <= 64 else DEFAULT
 
 
