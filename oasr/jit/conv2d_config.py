@@ -15,11 +15,13 @@ against 246 us for 128x128 (upstream Oasr's sm90 default tile with CUTLASS's K-b
 in one tile, each CTA gathers its im2col rows once for every output channel instead of once per 128 of them;
 128x256 took 2831 us (one warpgroup would hold 256 fp32 accumulators per thread: they spill). With two
 consumer warpgroups (``dev/conv2d/results/two_consumer_h200.txt``), 128x256 tiles took conv #2 from 231.3 to
-209.6 us in one table, and 196-208 against 218-228 us in three more runs of the two alone; they also led
-the other K = 256 shapes (26.7 against 31.0 us at 8 x 150 x 40, 113.3 against 124.6 at 16 x 100 x 40
-stride 1), and 256x128 tiles led the K = 128 shape (33.5 against 39.5 us for 128x128). 128x64 tiles still
-win both K = 64 shapes (16 x 100 x 40, 64 -> 64, stride 2: 6.8 us against 9.0 for the best two-consumer
-tile; at batch 32: 12.0 against 13.2).
+209.6 us in one table and from 218.5-227.5 to 195.9-207.9 us in three timings of the two alone; in the bench
+with them as the rule's pick (``bench_two_consumer_h200.txt``), 214.0 against 245.1 us in the table and 190.9 us
+in the harness's row, where 64x256 had taken 211.6-228.2 us in nine harness timings of that session. They also
+led the other K = 256 shapes (26.5 against 30.6 us at 8 x 150 x 40, 110.4 against 122.5 at 16 x 100 x 40
+stride 1), and 256x128 tiles led the K = 128 shape (33.4 against 39.1 us for 128x128). 128x64 tiles still win
+both K = 64 shapes (16 x 100 x 40, 64 -> 64, stride 2: 6.7 us against 8.9 for the best two-consumer tile; at
+batch 32: 12.0 against 13.2).
 
 So K a multiple of 256 takes 128x256 tiles and other multiples of 128 take 256x128, each on two consumer
 warpgroups; K <= 64 takes 128x64 tiles (N = K in one tile, no half-empty 128-wide one; only K = 64 was

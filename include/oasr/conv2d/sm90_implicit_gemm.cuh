@@ -49,8 +49,8 @@ struct TwoConsumerConv : cutlass::conv::kernel::ConvUniversal<ProblemShape, Main
   using typename Base::SharedStorage;
   using typename Base::TileShape;
   using typename Base::TiledMma;
-  static constexpr int kConsumers = cute::size(TiledMma{});
-  static_assert(kConsumers == 2 * cutlass::NumThreadsPerWarpGroup, "a tiled MMA of two warpgroups");
+  static constexpr int kConsumerThreads = cute::size(TiledMma{});
+  static_assert(kConsumerThreads == 2 * cutlass::NumThreadsPerWarpGroup, "a tiled MMA of two warpgroups");
   // setmaxnreg: the loader keeps 40 registers a thread so that each consumer thread gets 232 (128 fp32
   // accumulators of a 128x256 tile).
   static constexpr uint32_t kLoaderRegisters = 40;
@@ -78,7 +78,7 @@ struct TwoConsumerConv : cutlass::conv::kernel::ConvUniversal<ProblemShape, Main
     if (loader) mainloop_params.role = MainloopPipeline::ThreadCategory::Producer;
     if (!loads) mainloop_params.role = MainloopPipeline::ThreadCategory::Consumer;
     mainloop_params.is_leader = thread_idx % cutlass::NumThreadsPerWarpGroup == 0;
-    mainloop_params.num_consumers = kConsumers;
+    mainloop_params.num_consumers = kConsumerThreads;
     mainloop_params.transaction_bytes = params.mainloop.tma_transaction_bytes;
     MainloopPipeline mainloop_pipeline(shared.pipelines.mainloop, mainloop_params, ClusterShape{});
 
@@ -87,7 +87,7 @@ struct TwoConsumerConv : cutlass::conv::kernel::ConvUniversal<ProblemShape, Main
     if (!loads) epi_load_params.role = EpiLoadPipeline::ThreadCategory::Consumer;
     epi_load_params.dst_blockid = cluster_rank;
     epi_load_params.producer_arv_count = cutlass::NumThreadsPerWarp;
-    epi_load_params.consumer_arv_count = kConsumers;
+    epi_load_params.consumer_arv_count = kConsumerThreads;
     if constexpr (Epilogue::RequiresTransactionBytes) {
       epi_load_params.transaction_bytes = params.epilogue.tma_transaction_bytes;
     }
@@ -148,7 +148,7 @@ struct TwoConsumerConv : cutlass::conv::kernel::ConvUniversal<ProblemShape, Main
       mainloop.mma_tail(mainloop_pipeline, mainloop_consume, k_tile_count);
       // The epilogue's staging shares the stages' memory (a union): both warpgroups' products must have
       // read it first.
-      cutlass::arch::NamedBarrier::sync(kConsumers, cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
+      cutlass::arch::NamedBarrier::sync(kConsumerThreads, cutlass::arch::ReservedNamedBarriers::EpilogueBarrier);
       cutlass::arch::launch_dependent_grids();
       auto [epi_load_next, epi_store_next] =
           epilogue.store(epi_load_pipeline, epi_load_consume, epi_store_pipeline, epi_store_produce,
@@ -192,10 +192,11 @@ struct Sm90Conv2d {
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
   using Policy = typename OneConsumerMainloop::DispatchPolicy;
+  static constexpr int kSpatialDims = Policy::NumSpatialDimensions;
   // The same mainloop with the tile's pixels split between two warpgroups.
   using TwoConsumerMainloop = cutlass::conv::collective::CollectiveConv<
-      cutlass::conv::MainloopSm90TmaGmmaWarpSpecializedImplicitGemm<kFprop, Policy::Stages, Policy::NumSpatialDimensions,
-                                                                    ClusterShape, TwoConsumerSchedule>,
+      cutlass::conv::MainloopSm90TmaGmmaWarpSpecializedImplicitGemm<kFprop, Policy::Stages, kSpatialDims, ClusterShape,
+                                                                    TwoConsumerSchedule>,
       TileShape, Element, Element,
       decltype(cute::make_tiled_mma(
           cute::GMMA::ss_op_selector<Element, Element, float, TileShape, cute::GMMA::Major::K, cute::GMMA::Major::K>(),
@@ -206,7 +207,7 @@ struct Sm90Conv2d {
                                                                     typename OneConsumerMainloop::SmemLayoutB>>;
   using CollectiveMainloop = cute::conditional_t<Consumers == 1, OneConsumerMainloop, TwoConsumerMainloop>;
 
-  using ProblemShape = cutlass::conv::ConvProblemShape<kFprop, Policy::NumSpatialDimensions>;
+  using ProblemShape = cutlass::conv::ConvProblemShape<kFprop, kSpatialDims>;
   using Kernel =
       cute::conditional_t<Consumers == 1,
                           cutlass::conv::kernel::ConvUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>,
