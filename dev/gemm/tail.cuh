@@ -1,0 +1,257 @@
+// dev/ experiment: one wave of 128 x 192 tiles whose epilogue runs partly under the tile's own last products.
+//
+// In a single wave (1500x2048x512: 132 tiles, one per SM) nothing follows a tile's epilogue, so a fused SiLU's
+// SFU work (one tanh.approx per output) adds its whole time. Here the last `Tail` k-blocks are issued in two
+// parts: columns 0-127 (m64 n128 k16) for all of them, then columns 128-191 (m64 n64 k16). The warpgroup waits
+// for the first part only and runs its epilogue (bias, activation, rounding, stores) while the tensor cores
+// finish the second; the second part's epilogue, a third of the tile, is the one left exposed.
+//
+// Layout: A [M, K] row-major, B [N, K] K-major (nn.Linear), D [M, N] row-major, bias [N]. A producer warp loads
+// (A, B) k-blocks by TMA (128-byte swizzle) into a ring of `Stages` stages of 40 KB; two consumer warpgroups
+// each hold 64 rows x 192 columns of fp32 accumulators (m64 n192 k16 wgmma, both operands from shared memory).
+// The tail's k-blocks must all sit in the ring at once: Tail <= Stages.
+#pragma once
+
+#include <oasr/gemm/sm90_gemm.cuh>
+#include <oasr/gemm/sm90_group_gemm_direct.cuh>
+
+namespace oasr::gemm::tail {
+
+using direct::Epilogue;
+
+constexpr int kBM = 128, kBK = 64;
+constexpr int kRight = 64;                   // the tail's second part: the tile's last 64 columns
+constexpr int kConsumers = 256;              // two warpgroups, 64 rows each
+constexpr int kThreads = kConsumers + 128;   // and the producer warpgroup (one warp of it loads)
+
+template <class Element, int BN>
+struct Plan {
+  static constexpr int Stages = 200 * 1024 / ((kBM + BN) * kBK * sizeof(Element));
+  static constexpr uint32_t kABytes = kBM * kBK * sizeof(Element);
+  static constexpr uint32_t kBBytes = BN * kBK * sizeof(Element);
+  static constexpr uint32_t kBOffset = Stages * kABytes;
+  static constexpr uint32_t kBarriers = Stages * (kABytes + kBBytes);
+  static constexpr uint32_t kBias = kBarriers + 2 * Stages * 8;  // fp32 [BN]
+  static constexpr uint32_t kBlocks = kBias + BN * sizeof(float);
+  static constexpr uint32_t kBlockBytes = 8 * 64 * sizeof(Element);
+  static constexpr uint32_t kBytes = 1024 + kBlocks + kConsumers / 32 * kBlockBytes;
+};
+
+template <class Element>
+struct Params : GemmParams<Element> {
+  CUtensorMap a_map;  // [M, K]: boxes of kBK x kBM
+  CUtensorMap b_map;  // [N, K]: boxes of kBK x BN
+};
+
+// acc[Offset, Offset + N / 2) (64 x N) = A . B (+ acc), issued asynchronously: a column range of the tile.
+template <typename T, int N, int Offset, int M>
+__device__ __forceinline__ void wgmma_part(float (&acc)[M], uint64_t a, uint64_t b, bool accumulate) {
+  static_assert(Offset + N / 2 <= M);
+  oasr::detail::wgmma_ss<typename oasr::detail::Wgmma<T, N>::ss>(acc + Offset, a, b, accumulate,
+                                                                 std::make_integer_sequence<int, N / 2>{});
+}
+
+// The warp's 16 rows of columns [C0, C0 + Cols) of the tile: the bias added, activated, rounded, and stored
+// through the warp's 8 x 64 block as direct::store does (stmatrix, 16-byte loads, rows of 128 bytes).
+template <class Element, bool Bias, Epilogue Epi, int C0, int Cols, int M>
+__device__ __forceinline__ void store_part(const Params<Element>& p, int m0, int n0, int rows, float (&acc)[M],
+                                           const float* bias, uint32_t block) {
+  using T = Native<Element>;
+  constexpr int kA = C0 / 2;  // the range's first accumulator
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
+  if constexpr (Bias) {
+    const auto add = [](float a, float b) { return direct::kHalves<Epi> ? fmaf(a, 0.5f, b) : a + b; };
+#pragma unroll
+    for (int j = 0; j < Cols / 16; ++j) {
+#pragma unroll
+      for (int k = 0; k < 2; ++k) {
+        const float2 b = *reinterpret_cast<const float2*>(bias + C0 + 16 * j + 8 * k + 2 * q);
+        float* a = acc + kA + 8 * j + 4 * k;
+        a[0] = add(a[0], b.x);
+        a[1] = add(a[1], b.y);
+        a[2] = add(a[2], b.x);
+        a[3] = add(a[3], b.y);
+      }
+    }
+  } else if constexpr (direct::kHalves<Epi>) {
+#pragma unroll
+    for (int i = 0; i < Cols / 2; ++i) acc[kA + i] *= 0.5f;
+  }
+  const int first = m0 + rows + 16 * (warp & 3);
+  const int put_row = lane & 7, put_matrix = lane >> 3;
+  const int get_row = lane >> 3, get_chunk = lane & 7;
+  const int col = n0 + C0 + 8 * get_chunk;
+  T* const out = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(first + get_row) * p.ldd + col;
+  const int64_t ldd4 = 4 * static_cast<int64_t>(p.ldd);
+  const bool whole = first + 16 <= p.m && n0 + C0 + Cols <= p.n;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+#pragma unroll
+    for (int c = 0; c < Cols / 64; ++c) {
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        uint32_t x[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int j = 4 * c + 2 * s + i / 2, k = i % 2;
+          const float* a = acc + kA + 8 * j + 2 * (2 * k + h);
+          x[i] = round_pair(direct::activate<Epi>(a[0]), direct::activate<Epi>(a[1]), T{});
+        }
+        store_matrices<4>(x, block + 128 * put_row + 16 * ((4 * s + put_matrix) ^ put_row));
+      }
+      __syncwarp();
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const int staged = get_row + 4 * s;
+        uint4 v;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                     : "r"(block + 128 * staged + 16 * (get_chunk ^ staged))
+                     : "memory");
+        T* const dst = out + (2 * h + s) * ldd4 + 64 * c;
+        if (whole) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else if (first + 8 * h + staged < p.m) {
+          direct::store_chunk(dst, p.n - col - 64 * c, v);
+        }
+      }
+      __syncwarp();
+    }
+  }
+}
+
+template <class Element, int BN, int Tail, bool Bias, Epilogue Epi>
+__global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_constant__ Params<Element> p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using P = Plan<Element, BN>;
+  constexpr int Stages = P::Stages, kLeft = BN - kRight;
+  static_assert(Tail >= 1 && Tail <= Stages, "the tail's k-blocks must all fit in the ring");
+  using T = Native<Element>;
+  unsigned char* base = direct::smem_base();
+  const uint32_t smem = static_cast<uint32_t>(__cvta_generic_to_shared(base));
+  const uint32_t full = smem + P::kBarriers, empty = full + 8 * Stages;
+  if (threadIdx.x == kConsumers) {
+    tma_prefetch(&p.a_map);
+    tma_prefetch(&p.b_map);
+    for (int s = 0; s < Stages; ++s) {
+      mbarrier_init(full + 8 * s, 1);
+      mbarrier_init(empty + 8 * s, kConsumers / 32);
+    }
+    mbarrier_init_fence();
+  }
+  __syncthreads();
+  const int n_tiles = (p.n + BN - 1) / BN;
+  const int m0 = static_cast<int>(blockIdx.x) / n_tiles * kBM, n0 = static_cast<int>(blockIdx.x) % n_tiles * BN;
+  const int k_blocks = (p.k + kBK - 1) / kBK;
+  if (threadIdx.x >= kConsumers) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    if (threadIdx.x == kConsumers) {
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        const int slot = kb % Stages;
+        if (kb >= Stages) mbarrier_wait(empty + 8 * slot, (kb / Stages - 1) & 1);
+        mbarrier_arrive_expect_tx(full + 8 * slot, P::kABytes + P::kBBytes);
+        tma_load(smem + slot * P::kABytes, &p.a_map, full + 8 * slot, kb * kBK, m0);
+        tma_load(smem + P::kBOffset + slot * P::kBBytes, &p.b_map, full + 8 * slot, kb * kBK, n0);
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  const int wg = threadIdx.x >> 7, rows = 64 * wg;
+  const uint32_t a_rows = rows * kBK * sizeof(Element);
+  const bool releases = (threadIdx.x & 31) == 0;
+  float* bias = reinterpret_cast<float*>(base + P::kBias);
+  const uint32_t block = smem + P::kBlocks + (threadIdx.x >> 5) * P::kBlockBytes;
+  float bias_value = 0.f;  // read now, put in shared memory after the products are issued
+  if (Bias && threadIdx.x < BN && n0 + static_cast<int>(threadIdx.x) < p.n) {
+    bias_value = static_cast<float>(reinterpret_cast<const T*>(p.bias)[n0 + threadIdx.x]);
+  }
+  const int tail = k_blocks < Tail ? k_blocks : Tail, main = k_blocks - tail;
+  float acc[BN / 2];
+  const auto a_desc = [&](int slot, int ks) { return wgmma_desc_sw128(smem + slot * P::kABytes + a_rows + 32 * ks); };
+  const auto b_desc = [&](int slot, int ks, int row) {
+    return wgmma_desc_sw128(smem + P::kBOffset + slot * P::kBBytes + row * kBK * sizeof(Element) + 32 * ks);
+  };
+  for (int kb = 0; kb < main; ++kb) {
+    const int slot = kb % Stages;
+    mbarrier_wait(full + 8 * slot, (kb / Stages) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+      wgmma_part<T, kLeft, 0>(acc, a_desc(slot, ks), b_desc(slot, ks, 0), kb > 0 || ks > 0);
+      wgmma_part<T, kRight, kLeft / 2>(acc, a_desc(slot, ks), b_desc(slot, ks, kLeft), kb > 0 || ks > 0);
+    }
+    wgmma_commit();
+    if (kb > 0) {
+      wgmma_wait<1>();
+      if (releases) mbarrier_arrive(empty + 8 * ((kb - 1) % Stages));
+    }
+  }
+  // The tail: its first part's products for every k-block, then its second part's. Its stages are not released:
+  // the producer has nothing after them.
+  for (int kb = main; kb < k_blocks; ++kb) {
+    const int slot = kb % Stages;
+    mbarrier_wait(full + 8 * slot, (kb / Stages) & 1);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+      wgmma_part<T, kLeft, 0>(acc, a_desc(slot, ks), b_desc(slot, ks, 0), kb > 0 || ks > 0);
+    }
+    wgmma_commit();
+    if (kb == main && kb > 0) {  // the last full-width k-block is done with its stage
+      wgmma_wait<1>();
+      if (releases) mbarrier_arrive(empty + 8 * ((kb - 1) % Stages));
+    }
+  }
+  int kb = main;  // the tail has at least one k-block
+  do {
+    const int slot = kb % Stages;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kBK / 16; ++ks) {
+      wgmma_part<T, kRight, kLeft / 2>(acc, a_desc(slot, ks), b_desc(slot, ks, kLeft), kb > 0 || ks > 0);
+    }
+  } while (++kb < k_blocks);
+  wgmma_commit();
+  if constexpr (Bias) {
+    if (threadIdx.x < BN) bias[threadIdx.x] = direct::kHalves<Epi> ? 0.5f * bias_value : bias_value;
+    asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
+  }
+  wgmma_wait<1>();
+#pragma unroll
+  for (int i = 0; i < kLeft / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
+  store_part<Element, Bias, Epi, 0, kLeft>(p, m0, n0, rows, acc, bias, block);
+  wgmma_wait<0>();
+  wgmma_fence_registers(acc);
+  store_part<Element, Bias, Epi, kLeft, kRight>(p, m0, n0, rows, acc, bias, block);
+#endif
+}
+
+// Launches one GEMM (p.batch == 1) on `stream`: no workspace, no allocation, no host synchronisation.
+template <class Element, int BN, int Tail, bool Bias, Epilogue Epi>
+cudaError_t RunTail(const GemmParams<Element>& p, cudaStream_t stream) {
+  using P = Plan<Element, BN>;
+  Params<Element> params{};
+  static_cast<GemmParams<Element>&>(params) = p;
+  const CUtensorMapDataType type =
+      std::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const uint64_t a_dims[2] = {static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.m)};
+  const uint64_t a_strides[1] = {static_cast<uint64_t>(p.lda) * sizeof(Element)};
+  const uint32_t a_box[2] = {kBK, kBM};
+  const uint64_t b_dims[2] = {static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.n)};
+  const uint64_t b_strides[1] = {static_cast<uint64_t>(p.ldb) * sizeof(Element)};
+  const uint32_t b_box[2] = {kBK, BN};
+  if (!encode_tensor_map(&params.a_map, type, p.a, 2, a_dims, a_strides, a_box) ||
+      !encode_tensor_map(&params.b_map, type, p.b, 2, b_dims, b_strides, b_box)) {
+    return cudaErrorInvalidValue;
+  }
+  const void* kernel = reinterpret_cast<const void*>(&TailGemmKernel<Element, BN, Tail, Bias, Epi>);
+  static int allowed[kMaxDevices] = {};
+  const cudaError_t error = allow_dynamic_shared_memory(kernel, static_cast<int>(P::kBytes), allowed);
+  if (error != cudaSuccess) return error;
+  const unsigned grid = static_cast<unsigned>(((p.m + kBM - 1) / kBM) * ((p.n + BN - 1) / BN));
+  void* args[] = {&params};
+  return launch_kernel(kernel, grid, kThreads, P::kBytes, stream, false, args);
+}
+
+}  // namespace oasr::gemm::tail
