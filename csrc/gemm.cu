@@ -3,6 +3,9 @@
 // (oasr/gemm.py) validates the arguments and hands over [M, K], [N, K] and [M, N] views (a leading 1 reads the same:
 // csrc/gemm_sm90.h's Batched). The direct schedule (3) runs group_gemm's own kernel over one group of every row, its
 // epilogue in registers: the activations, and GLU (epilogue 6: weight [2N, K], out [M, N], value * sigmoid(gate)).
+// The tail schedule (4) runs include/oasr/gemm/sm90_gemm_tail.cuh: one CTA per 128 x N tile, the epilogue mostly
+// under the tile's last products.
+#include <oasr/gemm/sm90_gemm_tail.cuh>
 #include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
 #include "gemm_epilogue.h"
@@ -10,16 +13,30 @@
 
 namespace {
 
+#if OASR_GEMM_SCHEDULE >= 3  // the kernels of include/oasr/gemm/ rather than CUTLASS's
+using Element = oasr::gemm::config::Element;
+
+// The bias's elements (null without one), checked: a contiguous vector of the weight's `rows`, of the module's dtype.
+const Element* bias_elements(Optional bias, int64_t rows) {
+  if (!bias.has_value()) return nullptr;
+  TensorView v = bias.value();
+  TVM_FFI_ICHECK(v.ndim() == 1 && v.size(0) == rows && (rows == 1 || v.stride(0) == 1) &&
+                 v.dtype() == oasr::gemm::config::kDLType)
+      << "`bias` must be a contiguous vector of the weight's rows, of the module's dtype";
+  return data_ptr<const Element>(v);
+}
+
+constexpr auto kEpilogue = static_cast<oasr::gemm::direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
+#endif
+
 #if OASR_GEMM_SCHEDULE == 3
 static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
                   OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
               "the direct kernel's tiles are 128 x 128 x 64, without clusters");
-constexpr auto kEpilogue = static_cast<oasr::gemm::direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
 constexpr bool kGlu = kEpilogue == oasr::gemm::direct::Epilogue::kGlu;
 constexpr int kStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::direct::kStages;
 
 void run_direct(TensorView output, TensorView input, TensorView weight, Optional bias) {
-  using Element = oasr::gemm::config::Element;
   oasr::gemm::GroupGemmParams<Element> p = oasr::gemm::group_operands<Element>(output, input, weight);
   const oasr::gemm::Batched in{input}, w{weight}, out{output};
   const int64_t m = in.size(1), k = in.size(2), n = out.size(2), weight_rows = w.size(1);
@@ -28,18 +45,45 @@ void run_direct(TensorView output, TensorView input, TensorView weight, Optional
       << "expected out [M, N], input [M, K] and weight [" << (kGlu ? "2N" : "N") << ", K] (or each with a leading 1)";
   TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && m < (1LL << 31) && weight_rows < (1LL << 31) && k < (1LL << 31))
       << "extents must be positive and below 2^31 (the Python API handles empty problems)";
-  if (bias.has_value()) {
-    TensorView v = bias.value();
-    TVM_FFI_ICHECK(v.ndim() == 1 && v.size(0) == weight_rows && (weight_rows == 1 || v.stride(0) == 1) &&
-                   v.dtype() == oasr::gemm::config::kDLType)
-        << "`bias` must be a contiguous vector of the weight's rows, of the module's dtype";
-    p.bias = data_ptr<const Element>(v);
-    p.group_stride_bias = weight_rows;
-  }
+  p.bias = bias_elements(bias, weight_rows);
+  p.group_stride_bias = weight_rows;
   const cudaStream_t stream = get_stream(input.device());
   const cudaError_t status =
       bias.has_value() ? oasr::gemm::RunDirectGroup<Element, kStages, true, kEpilogue>(p, false, stream)
                        : oasr::gemm::RunDirectGroup<Element, kStages, false, kEpilogue>(p, false, stream);
+  CHECK_CUDA_SUCCESS(status, "gemm kernel launch");
+}
+#elif OASR_GEMM_SCHEDULE == 4
+static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N % 64 == 0 && OASR_GEMM_TILE_N >= 128 &&
+                  OASR_GEMM_TILE_N <= 256 && OASR_GEMM_TILE_K == 64 && OASR_GEMM_CLUSTER_M == 1 &&
+                  OASR_GEMM_CLUSTER_N == 1 && OASR_GEMM_EPILOGUE <= 5,
+              "the tail kernel's tiles are 128 x {128, 192, 256} x 64, without clusters, and it has no GLU");
+
+void run_tail(TensorView output, TensorView input, TensorView weight, Optional bias) {
+  const oasr::gemm::Batched a = oasr::gemm::icheck_tma_view(input, "a"), b = oasr::gemm::icheck_tma_view(weight, "b"),
+                            d = oasr::gemm::icheck_tma_view(output, "out");
+  const int64_t m = a.size(1), k = a.size(2), n = b.size(1);
+  TVM_FFI_ICHECK(a.size(0) == 1 && b.size(0) == 1 && d.size(0) == 1 && b.size(2) == k && d.size(1) == m &&
+                 d.size(2) == n)
+      << "expected out [M, N], input [M, K] and weight [N, K] (or each with a leading 1)";
+  TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && m < (1LL << 31) && n < (1LL << 31) && k < (1LL << 31))
+      << "extents must be positive and below 2^31 (the Python API handles empty problems)";
+  oasr::gemm::GemmParams<Element> p;
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.k = static_cast<int>(k);
+  p.a = data_ptr<const Element>(input);
+  p.lda = oasr::gemm::row_stride(a);
+  p.b = data_ptr<const Element>(weight);
+  p.ldb = oasr::gemm::row_stride(b);
+  p.d = data_ptr<Element>(output);
+  p.ldd = oasr::gemm::row_stride(d);
+  p.bias = bias_elements(bias, n);
+  const cudaStream_t stream = get_stream(input.device());
+  namespace tail = oasr::gemm::tail;
+  const cudaError_t status = bias.has_value()
+                                 ? tail::RunTail<Element, OASR_GEMM_TILE_N, true, kEpilogue>(p, stream)
+                                 : tail::RunTail<Element, OASR_GEMM_TILE_N, false, kEpilogue>(p, stream);
   CHECK_CUDA_SUCCESS(status, "gemm kernel launch");
 }
 #endif
@@ -58,6 +102,8 @@ int64_t gemm(TensorView output, TensorView input, TensorView weight, Optional bi
   if (const int64_t refused = oasr::gemm::unaddressable(input, weight, output) | (strided_bias ? 8 : 0)) return refused;
 #if OASR_GEMM_SCHEDULE == 3
   run_direct(output, input, weight, bias);
+#elif OASR_GEMM_SCHEDULE == 4
+  run_tail(output, input, weight, bias);
 #else
   namespace config = oasr::gemm::config;
   oasr::gemm::run_gemm<config::Gemm<config::Epilogue>>(output, input, weight, bias, "gemm kernel launch");

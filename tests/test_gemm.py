@@ -37,7 +37,7 @@ ACTS = {
 }
 
 
-CUTLASS_FUSED_PICKS = [c for c in gemm_config.FUSED_PICKS if c != gemm_config.DIRECT]
+CUTLASS_FUSED_PICKS = [c for c in gemm_config.FUSED_PICKS if c.schedule not in ("direct", "tail")]
 
 
 def reference(x, w, b=None, activation=None):
@@ -82,6 +82,17 @@ def test_default_instantiation_builds_for_sm90a_and_exports_gemm():
     assert "u" not in kinds.values()
 
 
+def test_the_tail_kernel_builds_for_sm90a():
+    """The gemm family's own one-wave kernel (``gemm_config.TAIL``): no CUTLASS instantiation, a few seconds."""
+    spec = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.TAIL))
+    assert "-DOASR_GEMM_SCHEDULE=4" in spec.nvcc_flags
+    assert callable(spec.build_and_load().gemm)
+    with pytest.raises(ValueError, match="tail"):
+        gemm_config.GemmConfig(128, 160, 64, 1, 1, "tail")
+    with pytest.raises(ValueError, match="tail"):
+        gemm_config.bmm_variant("bfloat16", False, gemm_config.TAIL)
+
+
 def test_each_configuration_is_its_own_module():
     names = {
         gemm_config.gemm_variant(dtype, epilogue, config).name
@@ -124,7 +135,8 @@ def test_config_rules():
     one_wave = c.GemmConfig(64, 128, 64, 1, 1, "nonpersistent", 4)
     assert c.choose(8000, 256, 256, fused=True) == c.FUSED_ONE_WAVE == one_wave  # two CTAs to an SM
     assert c.choose(1500, 512, 2048, fused=True) == c.FUSED_NARROW == c.GemmConfig(128, 128, 64, 1, 1, "cooperative")
-    assert c.choose(1500, 2048, 512, fused=True) == c.PARTIAL_WAVE  # one wave of 128x192, as bare
+    assert c.choose(1500, 2048, 512, fused=True) == c.TAIL == c.GemmConfig(128, 192, 64, 1, 1, "tail")  # as bare
+    assert c.choose(750, 2048, 512, 2, True) == c.PARTIAL_WAVE  # batched: CUTLASS
     assert c.choose(1500, 2304, 512, fused=True) == c.FUSED_WIDE  # 216 tiles, past one wave of 128x192
     assert c.choose(8000, 1024, 256, fused=True) == c.choose(16000, 512, 512, fused=True) == c.DIRECT  # 3.8 waves
     assert c.choose(16000, 2048, 2048, fused=True) == c.FUSED_WIDE  # long K stays on CUTLASS
@@ -134,7 +146,7 @@ def test_config_rules():
         for batch in (1, 3, 300):
             for fused in (False, True):
                 assert c.choose(m, n, k, batch, fused) in (c.FUSED_PICKS if fused else c.PICKS)
-                assert c.choose(m, n, k, batch, fused) in (*c.CANDIDATES, c.DIRECT)
+                assert c.choose(m, n, k, batch, fused) in (*c.CANDIDATES, c.DIRECT, c.TAIL)
 
 
 class TorchGemm:
@@ -358,6 +370,27 @@ class TestGemm:
         out = poisoned_like(torch.empty(2, 300, 200, dtype=dtype, device="cuda"))
         gemm_module._linear(x, w, b, activation, out, gemm_config.DIRECT)
         assert_close(out, reference(x, w, b, activation), dtype, 96)
+
+    @pytest.mark.parametrize("activation", list(ACTS))
+    @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+    @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
+    def test_every_epilogue_on_the_tail_kernel(self, activation, dtype, with_bias):
+        """600 x 200 x 96: a partial row tile, a second column tile of 8 columns, two k-blocks (all of them in the
+        tail)."""
+        x, w, b = operands(300, 200, 96, dtype, "cuda", batch=(2,))
+        b = b if with_bias else None
+        out = poisoned_like(torch.empty(2, 300, 200, dtype=dtype, device="cuda"))
+        gemm_module._linear(x, w, b, activation, out, gemm_config.TAIL)
+        assert_close(out, reference(x, w, b, activation), dtype, 96)
+
+    @pytest.mark.parametrize("m,n,k", [(1500, 2048, 512), (129, 392, 1000), (77, 45, 37), (1, 8, 8)], ids=str)
+    def test_tail_kernel_shapes(self, m, n, k):
+        """The issue's one-wave shape, 16 k-blocks (12 before the tail), padded operands (K and N not multiples of
+        8) and a single row."""
+        x, w, b = operands(m, n, k, torch.bfloat16, "cuda")
+        out = poisoned_like(torch.empty(m, n, dtype=torch.bfloat16, device="cuda"))
+        gemm_module._linear(x, w, b, "silu", out, gemm_config.TAIL)
+        assert_close(out, reference(x, w, b, "silu"), torch.bfloat16, k)
 
     @pytest.mark.parametrize("activation", list(ACTS))
     @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])

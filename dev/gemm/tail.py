@@ -13,7 +13,6 @@ Issue 17 asks bias + SiLU for <= 1.05x bare cuBLAS; on 1500x2048x512 (one wave) 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -24,14 +23,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr  # (after the checkout is on the path)
 from dev.gemm.direct import check, launch, report
-from dev.tune_kernels import build_all
+from dev.tune_kernels import build_all, variant_include, variant_spec
 from oasr.jit import gemm_config
-from oasr.jit.core import Variant
 from oasr.jit.families import GEMM
 from profiling.harness.ops import get_op
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script
 
-HERE = Path(__file__).resolve().parent
 TILES = ((192, 2), (192, 4), (256, 2), (256, 4), (128, 2), (128, 4))  # (tile N, tail k-blocks)
 EPILOGUES = ("plain", "bias", "silu")
 TIMED = ((1500, 2048, 512), (8000, 256, 256), (8000, 1024, 256), (16000, 512, 512))
@@ -39,11 +36,10 @@ ODD = ((77, 136, 72), (1000, 1000, 200), (300, 200, 64), (129, 392, 1000))
 
 
 def spec(dtype: str, epilogue: str, bn: int, tail: int):
-    base = gemm_config.gemm_variant(dtype, epilogue, gemm_config.PARTIAL_WAVE)
-    flags = (*base.cuda_cflags, f"-DOASR_TAIL_BN={bn}", f"-DOASR_TAIL_BLOCKS={tail}")
-    variant = Variant(name=f"dev_tail{bn}x{tail}_{base.name}", cuda_cflags=flags)
-    found = GEMM.jit_spec(variant=variant, extra_cuda_cflags=[f"-I{HERE}"])
-    return dataclasses.replace(found, sources=[HERE / "tail.cu", *found.sources[1:]])
+    name = f"tail{bn}x{tail}"
+    include = variant_include(name, [("gemm/sm90_gemm_tail.cuh", "kTailBlocks", str(tail))])
+    config = gemm_config.GemmConfig(128, bn, 64, 1, 1, "tail")
+    return variant_spec(GEMM, f"{name}_{epilogue}", include, gemm_config.gemm_variant(dtype, epilogue, config))
 
 
 def specs(dtype: str) -> dict:

@@ -280,17 +280,20 @@ GEMM = Family(
         "rounded once. Each (dtype, epilogue, tile, cluster, schedule) is its own JIT module, built on first "
         "use; `oasr/jit/gemm_config.py` chooses one per shape by a rule read off `dev/gemm/tune.py`'s "
         "H200 table (`dev/gemm/results/tune_h200.txt`): 128x128 ping-pong tiles for most shapes (long K too), "
-        "non-persistent tiles for grids of one wave or less (128x192 where those fit one wave and 128x128 do not, "
-        "fused or not; with a bias/activation epilogue, 64x128 tiles two to an SM where one wave of 128x128 fits, "
+        "non-persistent tiles for grids of one wave or less (128x192 where those fit one wave and 128x128 do not; "
+        "with a bias/activation epilogue, 64x128 tiles two to an SM where one wave of 128x128 fits, "
         "so that one tile's epilogue runs beside the other's math), cooperative for the other bias/activation "
-        "epilogues below three waves or at long K. Fused "
+        "epilogues below three waves or at long K. A bias/activation epilogue on one wave of 128x192 tiles runs on "
+        "the family's own kernel (`include/oasr/gemm/sm90_gemm_tail.cuh`): each warpgroup's accumulators are two "
+        "column parts with their own wgmma, the last k-blocks are issued part after part, and the first part's "
+        "epilogue runs while the tensor cores finish the second. Fused "
         "grids of three waves or more at K <= 512, and `gemm_glu`, run as one "
         "launch of group_gemm's own kernel (`include/oasr/gemm/sm90_group_gemm_direct.cuh`, every row one group, "
         "its epilogue in registers: SiLU and the GLU gate as h (1 + tanh u) on halved values, one SFU op and one "
         "FMA each); for `gemm_glu` each tile's B holds 64 weight rows and their 64 gate rows, and "
         "the epilogue stores value * sigmoid(gate)."
     ),
-    headers=("oasr/gemm/sm90_gemm.cuh", "oasr/gemm/sm90_group_gemm_direct.cuh"),
+    headers=("oasr/gemm/sm90_gemm.cuh", "oasr/gemm/sm90_gemm_tail.cuh", "oasr/gemm/sm90_group_gemm_direct.cuh"),
     capabilities=(90,),
     extra_cuda_cflags=(SM90A,),
     include_paths=cutlass.include_paths,

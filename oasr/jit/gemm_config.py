@@ -47,11 +47,13 @@ from dataclasses import dataclass
 
 from .core import Variant
 
-SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct")
+SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct", "tail")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
 epilogue overlaps the other's math. Non-persistent: one CTA per tile, no scheduler loop. Direct (group_gemm
 and gemm, not bmm): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel reading the group offsets itself
-(gemm: one group), 128x128x64 tiles shared by two warpgroups, no clusters."""
+(gemm: one group), 128x128x64 tiles shared by two warpgroups, no clusters. Tail (gemm only, no GLU):
+``include/oasr/gemm/sm90_gemm_tail.cuh``, one CTA per 128x128, 128x192 or 128x256 tile, whose epilogue runs mostly
+under the tile's last products."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
 """The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
@@ -86,6 +88,9 @@ class GemmConfig:
         direct_tile = (self.tile_m, self.tile_n, self.tile_k, self.cluster_m, self.cluster_n) == (128, 128, 64, 1, 1)
         if self.schedule == "direct" and not direct_tile:
             raise ValueError("GemmConfig: the direct schedule takes 128x128x64 tiles without clusters")
+        tail_tile = (self.tile_m, self.tile_k, self.cluster_m, self.cluster_n, self.stages) == (128, 64, 1, 1, 0)
+        if self.schedule == "tail" and not (tail_tile and self.tile_n in (128, 192, 256)):
+            raise ValueError("GemmConfig: the tail schedule takes 128x{128,192,256}x64 tiles, no clusters, stages 0")
 
     @property
     def name(self) -> str:
@@ -157,6 +162,10 @@ FUSED_ONE_WAVE = GemmConfig(64, 128, 64, 1, 1, "nonpersistent", 4)
 """A fused gemm whose bare pick is :data:`ONE_WAVE`: 64x128 tiles two to an SM (4 stages, 96 KB), so that one CTA's
 epilogue runs beside the other's math (bias + SiLU on 8000x256x256: 6.20 us against 6.75 for 128x128 cooperative,
 ``dev/gemm/results/wave_fused_h200.txt``)."""
+TAIL = GemmConfig(128, 192, 64, 1, 1, "tail")
+"""A fused gemm whose bare pick is :data:`PARTIAL_WAVE` (one wave of 128x192 tiles): the same tiles on
+``include/oasr/gemm/sm90_gemm_tail.cuh``, whose epilogue runs mostly under the tile's last products (the module
+docstring)."""
 DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
 """group_gemm's own kernel (``include/oasr/gemm/sm90_group_gemm_direct.cuh``); for gemm one group of every row, its
 epilogue in registers: the activations, and GLU (``gemm_glu``'s one launch)."""
@@ -164,7 +173,7 @@ FUSED_DIRECT_MIN_TILES = 3 * NUM_SMS_H200
 FUSED_DIRECT_MAX_K = 512
 """A fused gemm of at least this many 128x128 tiles and K up to this runs on :data:`DIRECT` (the module docstring)."""
 PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
-FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, FUSED_ONE_WAVE, PARTIAL_WAVE, DIRECT)
+FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, FUSED_ONE_WAVE, PARTIAL_WAVE, TAIL, DIRECT)
 """What :func:`choose` returns, without and with a bias/activation epilogue (``tune.py --build`` builds them)."""
 DEFAULT = MANY_WAVES
 """The family's representative build (prebuilding, the CPU build test)."""
@@ -181,7 +190,8 @@ def choose(m: int, n: int, k: int, batch: int = 1, fused: bool = False) -> GemmC
     if fused:
         if batch == 1 and tiles >= FUSED_DIRECT_MIN_TILES and k <= FUSED_DIRECT_MAX_K:
             return DIRECT
-        return choose_cutlass_fused(m, n, k, batch)
+        cutlass = choose_cutlass_fused(m, n, k, batch)
+        return TAIL if batch == 1 and cutlass == PARTIAL_WAVE else cutlass
     if n <= 64:
         return NARROW
     if 2 * tiles <= NUM_SMS_H200:
@@ -213,8 +223,8 @@ def epilogue_code(epilogue: str) -> int:
 
 
 def _cutlass_schedule(config: GemmConfig, family: str) -> None:
-    if config.schedule == "direct":
-        raise ValueError(f"{family}: the direct schedule is group_gemm's and gemm's kernel; pick a CUTLASS schedule")
+    if config.schedule in ("direct", "tail"):
+        raise ValueError(f"{family}: the {config.schedule} schedule is gemm's own kernel; pick a CUTLASS schedule")
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:

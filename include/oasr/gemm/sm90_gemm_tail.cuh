@@ -1,15 +1,20 @@
-// dev/ experiment: one wave of 128 x 192 tiles whose epilogue runs partly under the tile's own last products.
+// Hopper (sm90a) GEMM with a fused epilogue for grids of about one wave: D = act(A . B^T + bias), 128 x BN
+// tiles, one CTA per tile, whose epilogue runs mostly under the tile's own last products.
 //
-// In a single wave (1500x2048x512: 132 tiles, one per SM) nothing follows a tile's epilogue, so a fused SiLU's
-// SFU work (one tanh.approx per output) adds its whole time. Here the last `Tail` k-blocks are issued in two
-// parts: columns 0-127 (m64 n128 k16) for all of them, then columns 128-191 (m64 n64 k16). The warpgroup waits
-// for the first part only and runs its epilogue (bias, activation, rounding, stores) while the tensor cores
-// finish the second; the second part's epilogue, a third of the tile, is the one left exposed.
+// In one wave (1500x2048x512: 132 tiles of 128 x 192, one per SM) nothing follows a tile's epilogue, so a SiLU's
+// SFU work (one tanh.approx per output) adds its whole time to the kernel's. Here each warpgroup's accumulators
+// are two column parts, [0, BN - 64) and the last 64, each with its own wgmma (m64 n(BN - 64) k16 and m64 n64 k16).
+// The last `Tail` k-blocks are issued part after part: the first part's products for all of them, then the
+// second's. The warpgroup waits for the first part only and runs its epilogue (bias, activation, rounding,
+// stores) while the tensor cores finish the second; the second part's epilogue is the one left exposed.
+// (The same registers under an n192 wgmma and then n128 + n64 ones make ptxas serialise the wgmmas, C7511:
+// the parts have their own products from the first k-block.)
 //
 // Layout: A [M, K] row-major, B [N, K] K-major (nn.Linear), D [M, N] row-major, bias [N]. A producer warp loads
-// (A, B) k-blocks by TMA (128-byte swizzle) into a ring of `Stages` stages of 40 KB; two consumer warpgroups
-// each hold 64 rows x 192 columns of fp32 accumulators (m64 n192 k16 wgmma, both operands from shared memory).
-// The tail's k-blocks must all sit in the ring at once: Tail <= Stages.
+// (A, B) k-blocks by TMA (128-byte swizzle) into a ring of 200 KB of stages; two consumer warpgroups each hold
+// 64 rows x BN columns of fp32 accumulators (both wgmma operands from shared memory), and store as the direct
+// kernel does (sm90_group_gemm_direct.cuh: stmatrix through a per-warp block, 16-byte stores). The tail's
+// k-blocks must all sit in the ring at once: Tail <= the stages. Measured: dev/README.md's gemm section.
 #pragma once
 
 #include <oasr/gemm/sm90_gemm.cuh>
@@ -23,7 +28,10 @@ constexpr int kBM = 128, kBK = 64;
 constexpr int kRight = 64;                   // the tail's second part: the tile's last 64 columns
 constexpr int kConsumers = 256;              // two warpgroups, 64 rows each
 constexpr int kThreads = kConsumers + 128;   // and the producer warpgroup (one warp of it loads)
+constexpr int kTailBlocks = 4;               // the tail's k-blocks (dev/gemm/tail.py: 1-5 within 1%)
 
+// Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the full
+// and empty mbarriers, the tile's bias (fp32, halved for SiLU), each consumer warp's 8 x 64 output block.
 template <class Element, int BN>
 struct Plan {
   static constexpr int Stages = 200 * 1024 / ((kBM + BN) * kBK * sizeof(Element));
@@ -156,7 +164,7 @@ __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_const
     }
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");  // 40 x 128 + 232 x 256 <= 65536
   const int wg = threadIdx.x >> 7, rows = 64 * wg;
   const uint32_t a_rows = rows * kBK * sizeof(Element);
   const bool releases = (threadIdx.x & 31) == 0;
@@ -227,8 +235,9 @@ __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_const
 #endif
 }
 
-// Launches one GEMM (p.batch == 1) on `stream`: no workspace, no allocation, no host synchronisation.
-template <class Element, int BN, int Tail, bool Bias, Epilogue Epi>
+// Launches one GEMM (p.batch == 1; p.bias read when Bias) on `stream`: no workspace, no allocation, no host
+// synchronisation.
+template <class Element, int BN, bool Bias, Epilogue Epi, int Tail = kTailBlocks>
 cudaError_t RunTail(const GemmParams<Element>& p, cudaStream_t stream) {
   using P = Plan<Element, BN>;
   Params<Element> params{};
