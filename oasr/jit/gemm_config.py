@@ -31,7 +31,11 @@ tiles two to an SM hide one CTA's epilogue under the other's math (:data:`FUSED_
 ``dev/gemm/results/wave_fused_h200.txt``: 6.20 against 6.75 us on 8000x256x256, 10.43 against 10.59 on 8000x256x1024),
 and where it takes :data:`PARTIAL_WAVE`: one wave of 128x192 tiles beat 128x256 cooperative with bias + SiLU on
 1500x2048x512 (bf16 9.79 against 10.96 us, ``direct_biasonce_h200.txt``; fp16 11.34 against 12.23,
-``direct_f16_h200.txt``). group_gemm's direct kernel (:data:`DIRECT`) takes grids of three waves or more at K <= 512:
+``direct_f16_h200.txt``), and those tiles on the family's own kernel, :data:`TAIL`, beat CUTLASS's: 8.58 against
+9.74 us, x1.035 of bare cuBLAS (``dev/gemm/results/tail_h200.txt``). Its two warpgroups store from registers, and the
+last k-blocks' products are issued in two column parts, the epilogue of the first under the second's products; as
+128x256 tiles on the many-wave shapes it lost to the direct kernel (14.60 against 12.57 us on 8000x1024x256).
+group_gemm's direct kernel (:data:`DIRECT`) takes grids of three waves or more at K <= 512:
 with its producer warpgroup's registers handed to the consumers (setmaxnreg) its bias + SiLU took 13.57 us on
 8000x1024x256 (504 tiles) and 18.75 on 16000x512x512 (500) against 14.10 and 19.58 for the CUTLASS picks, and lost on
 the one-wave shapes (7.33 against 6.76 on 8000x256x256, 11.26 against 11.07 on 1500x2048x512;
