@@ -83,7 +83,7 @@ def test_default_instantiation_builds_for_sm90a_and_exports_gemm():
 
 
 def test_the_tail_kernel_builds_for_sm90a():
-    """The gemm family's own one-wave kernel (``gemm_config.TAIL``): no CUTLASS instantiation, a few seconds."""
+    """The gemm family's own one-wave kernel (``gemm_config.TAIL``): CUTLASS's headers, none of its kernels."""
     spec = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.TAIL))
     assert "-DOASR_GEMM_SCHEDULE=4" in spec.nvcc_flags
     assert callable(spec.build_and_load().gemm)

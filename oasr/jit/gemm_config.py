@@ -34,7 +34,7 @@ and where it takes :data:`PARTIAL_WAVE`: one wave of 128x192 tiles beat 128x256 
 ``direct_f16_h200.txt``), and those tiles on the family's own kernel, :data:`TAIL`, beat CUTLASS's: 8.58 against
 9.74 us, x1.035 of bare cuBLAS (``dev/gemm/results/tail_h200.txt``). Its two warpgroups store from registers, and the
 last k-blocks' products are issued in two column parts, the epilogue of the first under the second's products; as
-128x256 tiles on the many-wave shapes it lost to the direct kernel (14.60 against 12.57 us on 8000x1024x256).
+128x256 tiles on the many-wave shapes it lost to the direct kernel (14.52 against 12.51 us on 8000x1024x256).
 group_gemm's direct kernel (:data:`DIRECT`) takes grids of three waves or more at K <= 512:
 with its producer warpgroup's registers handed to the consumers (setmaxnreg) its bias + SiLU took 13.57 us on
 8000x1024x256 (504 tiles) and 18.75 on 16000x512x512 (500) against 14.10 and 19.58 for the CUTLASS picks, and lost on
@@ -227,8 +227,9 @@ def epilogue_code(epilogue: str) -> int:
 
 
 def _cutlass_schedule(config: GemmConfig, family: str) -> None:
-    if config.schedule in ("direct", "tail"):
-        raise ValueError(f"{family}: the {config.schedule} schedule is gemm's own kernel; pick a CUTLASS schedule")
+    owner = {"direct": "group_gemm's and gemm's kernel", "tail": "gemm's own kernel"}.get(config.schedule)
+    if owner is not None:
+        raise ValueError(f"{family}: the {config.schedule} schedule is {owner}; pick a CUTLASS schedule")
 
 
 def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:

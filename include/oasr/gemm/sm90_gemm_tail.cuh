@@ -28,7 +28,7 @@ constexpr int kBM = 128, kBK = 64;
 constexpr int kRight = 64;                   // the tail's second part: the tile's last 64 columns
 constexpr int kConsumers = 256;              // two warpgroups, 64 rows each
 constexpr int kThreads = kConsumers + 128;   // and the producer warpgroup (one warp of it loads)
-constexpr int kTailBlocks = 4;               // the tail's k-blocks (dev/gemm/tail.py: 1-5 within 1%)
+constexpr int kTailBlocks = 4;               // the tail's k-blocks (dev/gemm/tail.py: 2 and 4 within 1%)
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the full
 // and empty mbarriers, the tile's bias (fp32, halved for SiLU), each consumer warp's 8 x 64 output block.
