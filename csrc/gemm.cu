@@ -13,30 +13,16 @@
 
 namespace {
 
-#if OASR_GEMM_SCHEDULE >= 3  // the kernels of include/oasr/gemm/ rather than CUTLASS's
-using Element = oasr::gemm::config::Element;
-
-// The bias's elements (null without one), checked: a contiguous vector of the weight's `rows`, of the module's dtype.
-const Element* bias_elements(Optional bias, int64_t rows) {
-  if (!bias.has_value()) return nullptr;
-  TensorView v = bias.value();
-  TVM_FFI_ICHECK(v.ndim() == 1 && v.size(0) == rows && (rows == 1 || v.stride(0) == 1) &&
-                 v.dtype() == oasr::gemm::config::kDLType)
-      << "`bias` must be a contiguous vector of the weight's rows, of the module's dtype";
-  return data_ptr<const Element>(v);
-}
-
-constexpr auto kEpilogue = static_cast<oasr::gemm::direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
-#endif
-
 #if OASR_GEMM_SCHEDULE == 3
 static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
                   OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
               "the direct kernel's tiles are 128 x 128 x 64, without clusters");
+constexpr auto kEpilogue = static_cast<oasr::gemm::direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
 constexpr bool kGlu = kEpilogue == oasr::gemm::direct::Epilogue::kGlu;
 constexpr int kStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::direct::kStages;
 
 void run_direct(TensorView output, TensorView input, TensorView weight, Optional bias) {
+  using Element = oasr::gemm::config::Element;
   oasr::gemm::GroupGemmParams<Element> p = oasr::gemm::group_operands<Element>(output, input, weight);
   const oasr::gemm::Batched in{input}, w{weight}, out{output};
   const int64_t m = in.size(1), k = in.size(2), n = out.size(2), weight_rows = w.size(1);
@@ -45,8 +31,14 @@ void run_direct(TensorView output, TensorView input, TensorView weight, Optional
       << "expected out [M, N], input [M, K] and weight [" << (kGlu ? "2N" : "N") << ", K] (or each with a leading 1)";
   TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && m < (1LL << 31) && weight_rows < (1LL << 31) && k < (1LL << 31))
       << "extents must be positive and below 2^31 (the Python API handles empty problems)";
-  p.bias = bias_elements(bias, weight_rows);
-  p.group_stride_bias = weight_rows;
+  if (bias.has_value()) {
+    TensorView v = bias.value();
+    TVM_FFI_ICHECK(v.ndim() == 1 && v.size(0) == weight_rows && (weight_rows == 1 || v.stride(0) == 1) &&
+                   v.dtype() == oasr::gemm::config::kDLType)
+        << "`bias` must be a contiguous vector of the weight's rows, of the module's dtype";
+    p.bias = data_ptr<const Element>(v);
+    p.group_stride_bias = weight_rows;
+  }
   const cudaStream_t stream = get_stream(input.device());
   const cudaError_t status =
       bias.has_value() ? oasr::gemm::RunDirectGroup<Element, kStages, true, kEpilogue>(p, false, stream)
@@ -59,36 +51,26 @@ static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N % 64 == 0 && OASR_GEMM
                   OASR_GEMM_CLUSTER_N == 1 && OASR_GEMM_EPILOGUE <= 5,
               "the tail kernel's tiles are 128 x {128, 192, 256} x 64, without clusters, and it has no GLU");
 
-void run_tail(TensorView output, TensorView input, TensorView weight, Optional bias) {
-  const oasr::gemm::Batched a = oasr::gemm::icheck_tma_view(input, "a"), b = oasr::gemm::icheck_tma_view(weight, "b"),
-                            d = oasr::gemm::icheck_tma_view(output, "out");
-  const int64_t m = a.size(1), k = a.size(2), n = b.size(1);
-  TVM_FFI_ICHECK(a.size(0) == 1 && b.size(0) == 1 && d.size(0) == 1 && b.size(2) == k && d.size(1) == m &&
-                 d.size(2) == n)
-      << "expected out [M, N], input [M, K] and weight [N, K] (or each with a leading 1)";
-  TVM_FFI_ICHECK(m > 0 && n > 0 && k > 0 && m < (1LL << 31) && n < (1LL << 31) && k < (1LL << 31))
-      << "extents must be positive and below 2^31 (the Python API handles empty problems)";
-  oasr::gemm::GemmParams<Element> p;
-  p.m = static_cast<int>(m);
-  p.n = static_cast<int>(n);
-  p.k = static_cast<int>(k);
-  p.a = data_ptr<const Element>(input);
-  p.lda = oasr::gemm::row_stride(a);
-  p.b = data_ptr<const Element>(weight);
-  p.ldb = oasr::gemm::row_stride(b);
-  p.d = data_ptr<Element>(output);
-  p.ldd = oasr::gemm::row_stride(d);
-  p.bias = bias_elements(bias, n);
-  const cudaStream_t stream = get_stream(input.device());
-  namespace tail = oasr::gemm::tail;
-  const cudaError_t status = bias.has_value()
-                                 ? tail::RunTail<Element, OASR_GEMM_TILE_N, true, kEpilogue>(p, stream)
-                                 : tail::RunTail<Element, OASR_GEMM_TILE_N, false, kEpilogue>(p, stream);
-  CHECK_CUDA_SUCCESS(status, "gemm kernel launch");
-}
+struct TailGemm {};  // run_gemm's `Gemm` for the tail kernel: the Run below launches it
 #endif
 
 }  // namespace
+
+#if OASR_GEMM_SCHEDULE == 4
+namespace oasr::gemm {
+
+// run_gemm's launch, for the tail kernel: one GEMM (oasr/gemm.py passes [M, K], [N, K] and [M, N] views).
+template <>
+cudaError_t Run<TailGemm, config::Element>(const GemmParams<config::Element>& p, cudaStream_t stream) {
+  using Element = config::Element;
+  constexpr auto epilogue = static_cast<direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
+  TVM_FFI_ICHECK(p.batch == 1) << "the tail kernel computes one GEMM, not a batch";
+  return p.bias != nullptr ? tail::RunTail<Element, OASR_GEMM_TILE_N, true, epilogue>(p, stream)
+                           : tail::RunTail<Element, OASR_GEMM_TILE_N, false, epilogue>(p, stream);
+}
+
+}  // namespace oasr::gemm
+#endif
 
 // `epilogue` names the one this module was built for (so a call states what it computes). Returns 0 once launched, or
 // (launching nothing) which operands TMA cannot address as they are: 1 input, 2 weight, 4 out, 8 a bias whose
@@ -103,7 +85,7 @@ int64_t gemm(TensorView output, TensorView input, TensorView weight, Optional bi
 #if OASR_GEMM_SCHEDULE == 3
   run_direct(output, input, weight, bias);
 #elif OASR_GEMM_SCHEDULE == 4
-  run_tail(output, input, weight, bias);
+  oasr::gemm::run_gemm<TailGemm>(output, input, weight, bias, "gemm kernel launch");
 #else
   namespace config = oasr::gemm::config;
   oasr::gemm::run_gemm<config::Gemm<config::Epilogue>>(output, input, weight, bias, "gemm kernel launch");

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""The tail-split kernel (``dev/gemm/tail.cuh``: one wave of 128x192 tiles whose last k-blocks are issued as
-columns 0-127, then 128-191, so that the first part's epilogue runs under the second part's products) against
-cuBLAS and the rule's picks, bf16, bare, with a bias and with bias + SiLU (needs an sm90 GPU; ``--build`` only nvcc).
+"""The gemm family's tail kernel (``include/oasr/gemm/sm90_gemm_tail.cuh``: 128xN tiles whose last k-blocks are
+issued as two column parts, so that the first part's epilogue runs under the second part's products) at each tile N
+and tail depth of :data:`TILES` (``kTailBlocks`` rewritten in a copy of ``include/``) against cuBLAS and the rule's
+picks, bf16, bare, with a bias and with bias + SiLU (needs an sm90 GPU; ``--build`` only nvcc).
 
-    python dev/gemm/tail.py --build     # build the modules (OASR_TAIL_BLOCKS in TAILS) and stop
+    python dev/gemm/tail.py --build     # build the modules and stop
     python dev/gemm/tail.py             # check each against float64 (odd shapes too), then time them
 
 Issue 17 asks bias + SiLU for <= 1.05x bare cuBLAS; on 1500x2048x512 (one wave) the rule's CUTLASS pick took

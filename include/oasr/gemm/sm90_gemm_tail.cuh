@@ -17,6 +17,8 @@
 // k-blocks must all sit in the ring at once: Tail <= the stages. Measured: dev/README.md's gemm section.
 #pragma once
 
+#include <type_traits>
+
 #include <oasr/gemm/sm90_gemm.cuh>
 #include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
@@ -180,15 +182,26 @@ __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_const
   const auto b_desc = [&](int slot, int ks, int row) {
     return wgmma_desc_sw128(smem + P::kBOffset + slot * P::kBBytes + row * kBK * sizeof(Element) + 32 * ks);
   };
-  for (int kb = 0; kb < main; ++kb) {
-    const int slot = kb % Stages;
-    mbarrier_wait(full + 8 * slot, (kb / Stages) & 1);
+  // k-block kb's products (in slot `slot`) of the first part (columns [0, kLeft)) and/or of the second (the last
+  // kRight columns), interleaved when both.
+  const auto issue = [&](auto first, auto second, int slot, int kb) {
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kBK / 16; ++ks) {
-      wgmma_part<T, kLeft, 0>(acc, a_desc(slot, ks), b_desc(slot, ks, 0), kb > 0 || ks > 0);
-      wgmma_part<T, kRight, kLeft / 2>(acc, a_desc(slot, ks), b_desc(slot, ks, kLeft), kb > 0 || ks > 0);
+      if constexpr (decltype(first)::value) {
+        wgmma_part<T, kLeft, 0>(acc, a_desc(slot, ks), b_desc(slot, ks, 0), kb > 0 || ks > 0);
+      }
+      if constexpr (decltype(second)::value) {
+        wgmma_part<T, kRight, kLeft / 2>(acc, a_desc(slot, ks), b_desc(slot, ks, kLeft), kb > 0 || ks > 0);
+      }
     }
+  };
+  const std::true_type part;
+  const std::false_type no_part;
+  for (int kb = 0; kb < main; ++kb) {
+    const int slot = kb % Stages;
+    mbarrier_wait(full + 8 * slot, (kb / Stages) & 1);
+    issue(part, part, slot, kb);
     wgmma_commit();
     if (kb > 0) {
       wgmma_wait<1>();
@@ -200,11 +213,7 @@ __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_const
   for (int kb = main; kb < k_blocks; ++kb) {
     const int slot = kb % Stages;
     mbarrier_wait(full + 8 * slot, (kb / Stages) & 1);
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks) {
-      wgmma_part<T, kLeft, 0>(acc, a_desc(slot, ks), b_desc(slot, ks, 0), kb > 0 || ks > 0);
-    }
+    issue(part, no_part, slot, kb);
     wgmma_commit();
     if (kb == main && kb > 0) {  // the last full-width k-block is done with its stage
       wgmma_wait<1>();
@@ -213,12 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_const
   }
   int kb = main;  // the tail has at least one k-block
   do {
-    const int slot = kb % Stages;
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < kBK / 16; ++ks) {
-      wgmma_part<T, kRight, kLeft / 2>(acc, a_desc(slot, ks), b_desc(slot, ks, kLeft), kb > 0 || ks > 0);
-    }
+    issue(no_part, part, kb % Stages, kb);
   } while (++kb < k_blocks);
   wgmma_commit();
   if constexpr (Bias) {
