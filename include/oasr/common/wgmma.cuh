@@ -112,4 +112,12 @@ __device__ __forceinline__ void wgmma_ss_m64k16(float (&acc)[N / 2], uint64_t a,
                                                          std::make_integer_sequence<int, N / 2>{});
 }
 
+// The same into a column range of wider accumulators: acc[Offset, Offset + N / 2) (64 x N columns).
+template <typename T, int N, int Offset, int M>
+__device__ __forceinline__ void wgmma_ss_m64k16_part(float (&acc)[M], uint64_t a, uint64_t b, bool accumulate) {
+  static_assert(Offset + N / 2 <= M);
+  detail::wgmma_ss<typename detail::Wgmma<T, N>::ss>(acc + Offset, a, b, accumulate,
+                                                         std::make_integer_sequence<int, N / 2>{});
+}
+
 }  // namespace oasr

@@ -12,8 +12,8 @@
 //
 // Layout: A [M, K] row-major, B [N, K] K-major (nn.Linear), D [M, N] row-major, bias [N]. A producer warp loads
 // (A, B) k-blocks by TMA (128-byte swizzle) into a ring of 200 KB of stages; two consumer warpgroups each hold
-// 64 rows x BN columns of fp32 accumulators (both wgmma operands from shared memory), and store as the direct
-// kernel does (sm90_group_gemm_direct.cuh: stmatrix through a per-warp block, 16-byte stores). The tail's
+// 64 rows x BN columns of fp32 accumulators (both wgmma operands from shared memory), and store each part by
+// the direct kernel's direct::store (stmatrix through a per-warp block, 16-byte stores). The tail's
 // k-blocks must all sit in the ring at once: Tail <= the stages. Measured: dev/README.md's gemm section.
 #pragma once
 
@@ -52,83 +52,6 @@ struct Params : GemmParams<Element> {
   CUtensorMap a_map;  // [M, K]: boxes of kBK x kBM
   CUtensorMap b_map;  // [N, K]: boxes of kBK x BN
 };
-
-// acc[Offset, Offset + N / 2) (64 x N) = A . B (+ acc), issued asynchronously: a column range of the tile.
-template <typename T, int N, int Offset, int M>
-__device__ __forceinline__ void wgmma_part(float (&acc)[M], uint64_t a, uint64_t b, bool accumulate) {
-  static_assert(Offset + N / 2 <= M);
-  oasr::detail::wgmma_ss<typename oasr::detail::Wgmma<T, N>::ss>(acc + Offset, a, b, accumulate,
-                                                                 std::make_integer_sequence<int, N / 2>{});
-}
-
-// The warp's 16 rows of columns [C0, C0 + Cols) of the tile: the bias added, activated, rounded, and stored
-// through the warp's 8 x 64 block as direct::store does (stmatrix, 16-byte loads, rows of 128 bytes).
-template <class Element, bool Bias, Epilogue Epi, int C0, int Cols, int M>
-__device__ __forceinline__ void store_part(const Params<Element>& p, int m0, int n0, int rows, float (&acc)[M],
-                                           const float* bias, uint32_t block) {
-  using T = Native<Element>;
-  constexpr int kA = C0 / 2;  // the range's first accumulator
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
-  if constexpr (Bias) {
-    const auto add = [](float a, float b) { return direct::kHalves<Epi> ? fmaf(a, 0.5f, b) : a + b; };
-#pragma unroll
-    for (int j = 0; j < Cols / 16; ++j) {
-#pragma unroll
-      for (int k = 0; k < 2; ++k) {
-        const float2 b = *reinterpret_cast<const float2*>(bias + C0 + 16 * j + 8 * k + 2 * q);
-        float* a = acc + kA + 8 * j + 4 * k;
-        a[0] = add(a[0], b.x);
-        a[1] = add(a[1], b.y);
-        a[2] = add(a[2], b.x);
-        a[3] = add(a[3], b.y);
-      }
-    }
-  } else if constexpr (direct::kHalves<Epi>) {
-#pragma unroll
-    for (int i = 0; i < Cols / 2; ++i) acc[kA + i] *= 0.5f;
-  }
-  const int first = m0 + rows + 16 * (warp & 3);
-  const int put_row = lane & 7, put_matrix = lane >> 3;
-  const int get_row = lane >> 3, get_chunk = lane & 7;
-  const int col = n0 + C0 + 8 * get_chunk;
-  T* const out = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(first + get_row) * p.ldd + col;
-  const int64_t ldd4 = 4 * static_cast<int64_t>(p.ldd);
-  const bool whole = first + 16 <= p.m && n0 + C0 + Cols <= p.n;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-#pragma unroll
-    for (int c = 0; c < Cols / 64; ++c) {
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        uint32_t x[4];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int j = 4 * c + 2 * s + i / 2, k = i % 2;
-          const float* a = acc + kA + 8 * j + 2 * (2 * k + h);
-          x[i] = round_pair(direct::activate<Epi>(a[0]), direct::activate<Epi>(a[1]), T{});
-        }
-        store_matrices<4>(x, block + 128 * put_row + 16 * ((4 * s + put_matrix) ^ put_row));
-      }
-      __syncwarp();
-#pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const int staged = get_row + 4 * s;
-        uint4 v;
-        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                     : "r"(block + 128 * staged + 16 * (get_chunk ^ staged))
-                     : "memory");
-        T* const dst = out + (2 * h + s) * ldd4 + 64 * c;
-        if (whole) {
-          *reinterpret_cast<uint4*>(dst) = v;
-        } else if (first + 8 * h + staged < p.m) {
-          direct::store_chunk(dst, p.n - col - 64 * c, v);
-        }
-      }
-      __syncwarp();
-    }
-  }
-}
 
 template <class Element, int BN, int Tail, bool Bias, Epilogue Epi>
 __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_constant__ Params<Element> p) {
@@ -189,10 +112,10 @@ __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_const
 #pragma unroll
     for (int ks = 0; ks < kBK / 16; ++ks) {
       if constexpr (decltype(first)::value) {
-        wgmma_part<T, kLeft, 0>(acc, a_desc(slot, ks), b_desc(slot, ks, 0), kb > 0 || ks > 0);
+        wgmma_ss_m64k16_part<T, kLeft, 0>(acc, a_desc(slot, ks), b_desc(slot, ks, 0), kb > 0 || ks > 0);
       }
       if constexpr (decltype(second)::value) {
-        wgmma_part<T, kRight, kLeft / 2>(acc, a_desc(slot, ks), b_desc(slot, ks, kLeft), kb > 0 || ks > 0);
+        wgmma_ss_m64k16_part<T, kRight, kLeft / 2>(acc, a_desc(slot, ks), b_desc(slot, ks, kLeft), kb > 0 || ks > 0);
       }
     }
   };
@@ -232,10 +155,11 @@ __global__ void __launch_bounds__(kThreads, 1) TailGemmKernel(const __grid_const
   wgmma_wait<1>();
 #pragma unroll
   for (int i = 0; i < kLeft / 2; ++i) asm volatile("" : "+f"(acc[i])::"memory");
-  store_part<Element, Bias, Epi, 0, kLeft>(p, m0, n0, rows, acc, bias, block);
+  T* const d = reinterpret_cast<T*>(p.d);
+  direct::store<Element, Bias, Epi, 0, kLeft>(d, p.ldd, p.n, m0, p.m, n0, rows, acc, bias, block);
   wgmma_wait<0>();
   wgmma_fence_registers(acc);
-  store_part<Element, Bias, Epi, kLeft, kRight>(p, m0, n0, rows, acc, bias, block);
+  direct::store<Element, Bias, Epi, kLeft, kRight>(d, p.ldd, p.n, m0, p.m, n0, rows, acc, bias, block);
 #endif
 }
 

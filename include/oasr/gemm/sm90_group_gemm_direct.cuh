@@ -228,25 +228,30 @@ __device__ __forceinline__ void store_chunk(T* dst, int left, const uint4& v) {
   }
 }
 
-// The warp's 16 rows from row `rows` of the tile, `bias` (the tile's kBN columns) added, rounded once, 8 rows
-// by 64 columns at a time: stmatrix puts the fragments (lane 4 g + t: columns 2t, 2t + 1 of row g, or g + 8, in
-// each 8-column half of a 16-column block, common/wgmma.cuh's layout) into the warp's 8 x 64 block in shared
-// memory as rows, and each lane loads 16 bytes of a row back and stores them: eight lanes write a row's 128
-// bytes, so that one store instruction touches 4 rows, not 16. A row's 16-byte chunks are XOR-swizzled by the
-// row, so that neither the stmatrix nor the loads meet a bank twice.
-template <class Element, bool Bias, Epilogue Epi>
-__device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, int rows, float (&acc)[kBN / 2],
-                                      const float* bias, uint32_t block) {
+// The warp's 16 rows from row `rows` of a tile (rows [row0, end) and columns from n0 of the output D [., n], ldd
+// apart) of accumulator columns [C0, C0 + Cols) (GLU: the tile's values and gates, Cols / 2 output columns),
+// `bias` (the tile's columns) added, rounded once, 8 rows by 64 columns at a time: stmatrix puts the fragments
+// (lane 4 g + t: columns 2t, 2t + 1 of row g, or g + 8, in each 8-column half of a 16-column block,
+// common/wgmma.cuh's layout) into the warp's 8 x 64 block in shared memory as rows, and each lane loads 16 bytes of
+// a row back and stores them: eight lanes write a row's 128 bytes, so that one store instruction touches 4 rows,
+// not 16. A row's 16-byte chunks are XOR-swizzled by the row, so that neither the stmatrix nor the loads meet a
+// bank twice.
+template <class Element, bool Bias, Epilogue Epi, int C0 = 0, int Cols = kBN, int M>
+__device__ __forceinline__ void store(Native<Element>* d, int64_t ldd, int n, int row0, int end, int n0, int rows,
+                                      float (&acc)[M], const float* bias, uint32_t block) {
   using T = Native<Element>;
+  constexpr int kA = C0 / 2;                                        // the range's first accumulator
+  constexpr int kOut = Epi == Epilogue::kGlu ? Cols / 2 : Cols;     // and its output columns
+  static_assert(Epi != Epilogue::kGlu || (C0 == 0 && Cols == kBN), "GLU's gates are 64 columns on");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, q = lane & 3;
   if constexpr (Bias) {  // a column's bias (halved with kHalves) serves both of the thread's rows: read once
     const auto add = [](float a, float b) { return kHalves<Epi> ? fmaf(a, 0.5f, b) : a + b; };
 #pragma unroll
-    for (int j = 0; j < kBN / 16; ++j) {
+    for (int j = 0; j < Cols / 16; ++j) {
 #pragma unroll
       for (int k = 0; k < 2; ++k) {
-        const float2 b = *reinterpret_cast<const float2*>(bias + 16 * j + 8 * k + 2 * q);
-        float* a = acc + 8 * j + 4 * k;
+        const float2 b = *reinterpret_cast<const float2*>(bias + C0 + 16 * j + 8 * k + 2 * q);
+        float* a = acc + kA + 8 * j + 4 * k;
         a[0] = add(a[0], b.x);
         a[1] = add(a[1], b.y);
         a[2] = add(a[2], b.x);
@@ -255,29 +260,28 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
     }
   } else if constexpr (kHalves<Epi>) {
 #pragma unroll
-    for (int i = 0; i < kBN / 2; ++i) acc[i] *= 0.5f;
+    for (int i = 0; i < Cols / 2; ++i) acc[kA + i] *= 0.5f;
   }
-  const int first = t.row0 + rows + 16 * (warp & 3);  // the warp's first row
-  const int n = out_columns<Epi>(p.n);
+  const int first = row0 + rows + 16 * (warp & 3);  // the warp's first row
   const int put_row = lane & 7, put_matrix = lane >> 3;  // stmatrix: lane 8 i + r gives row r of matrix i
   const int get_row = lane >> 3, get_chunk = lane & 7;   // loads: rows get_row and get_row + 4, one chunk
   // The lane's chunks: rows first + get_row + 4 i, columns col + 64 c on. `whole`: all of the warp's are in the
   // output (every tile but a group's last row tile and the last column tile), so no store needs a predicate.
-  const int col = t.n0 + 8 * get_chunk;
-  T* const out = reinterpret_cast<T*>(p.d) + static_cast<int64_t>(first + get_row) * p.ldd + col;
-  const int64_t ldd4 = 4 * static_cast<int64_t>(p.ldd);
-  const bool whole = first + 16 <= t.end && t.n0 + kOutCols<Epi> <= n;
+  const int col = n0 + C0 + 8 * get_chunk;
+  T* const out = d + static_cast<int64_t>(first + get_row) * ldd + col;
+  const int64_t ldd4 = 4 * ldd;
+  const bool whole = first + 16 <= end && n0 + C0 + kOut <= n;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {  // rows g, then rows g + 8
 #pragma unroll
-    for (int c = 0; c < kOutCols<Epi> / 64; ++c) {
+    for (int c = 0; c < kOut / 64; ++c) {
 #pragma unroll
       for (int s = 0; s < 2; ++s) {  // matrix i: 16-column block 4 c + 2 s + i / 2, its half i % 2: chunk 4 s + i
         uint32_t x[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int j = 4 * c + 2 * s + i / 2, k = i % 2;
-          const float* a = acc + 8 * j + 2 * (2 * k + h);
+          const float* a = acc + kA + 8 * j + 2 * (2 * k + h);
           float lo = a[0], hi = a[1];
           if constexpr (Epi == Epilogue::kGlu) {  // the gate: 64 columns on, four 16-column blocks
             lo = times_one_plus_tanh(lo, a[32]);
@@ -302,7 +306,7 @@ __device__ __forceinline__ void store(const Params<Element>& p, const Tile& t, i
         T* const dst = out + (2 * h + s) * ldd4 + 64 * c;
         if (whole) {
           *reinterpret_cast<uint4*>(dst) = v;
-        } else if (first + 8 * h + staged < t.end) {
+        } else if (first + 8 * h + staged < end) {
           store_chunk(dst, n - col - 64 * c, v);
         }
       }
@@ -400,7 +404,8 @@ __device__ __forceinline__ void consume(const Params<Element>& p, uint32_t smem,
       bias[parity * kBN + (threadIdx.x & 127)] = kHalves<Epi> ? 0.5f * b : b;
       warpgroup_sync(wg);
     }
-    store<Element, Bias, Epi>(p, t, rows, acc, bias + parity * kBN, block);
+    store<Element, Bias, Epi>(reinterpret_cast<T*>(p.d), p.ldd, out_columns<Epi>(p.n), t.row0, t.end, t.n0, rows,
+                              acc, bias + parity * kBN, block);
     t = next;
   }
 }
