@@ -136,6 +136,16 @@ def build_all(specs: list[JitSpec]) -> None:
         raise SystemExit(1)
 
 
+def child_output(script: str, args: list[str]) -> list[str] | None:
+    """The lines ``python script --child ARGS`` prints, its kernels' printf included (they reach the child's stdout,
+    which the timeline scripts parse); None, after printing the end of its output, when it fails."""
+    run = subprocess.run([sys.executable, script, "--child", *args], capture_output=True, text=True, env=os.environ)
+    if run.returncode != 0:
+        print(run.stdout[-2000:], run.stderr[-4000:], sep="\n")
+        return None
+    return run.stdout.splitlines()
+
+
 def large_reference_check() -> None:
     """The float64 check of the 1 GiB fp16 ``add_rms_norm`` case, as the benchmark's ``--refcheck`` runs it.
 

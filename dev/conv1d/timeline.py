@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import statistics
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from dev.tune_kernels import child_output  # noqa: E402  (after the checkout is on the path)
+
 CALLS = 3  # per shape; the last one's blocks are summarised
 PHASES = ["copies landed", "taps written"] + [
     f"tile {n}: {phase}" for n in range(3) for phase in ("wait", "transpose", "product", "barrier", "stores")
@@ -33,7 +35,6 @@ PHASES = ["copies landed", "taps written"] + [
 
 def child(variant: str, shapes: list[tuple[int, int, int, int]]) -> None:
     """Runs in a subprocess: every line the kernels print goes to this process's stdout."""
-    sys.path.insert(0, str(ROOT))
     import torch
 
     import oasr
@@ -106,14 +107,9 @@ def main() -> int:
     if args.child:
         child(args.variant, shapes)
         return 0
-    command = [sys.executable, __file__, "--child", "--variant", args.variant]
-    for s in shapes:
-        command += ["--shape", *map(str, s)]
-    run = subprocess.run(command, capture_output=True, text=True, env=os.environ)
-    if run.returncode != 0:
-        print(run.stdout[-2000:], run.stderr[-4000:], sep="\n")
-        return run.returncode
-    lines = run.stdout.splitlines()
+    lines = child_output(__file__, ["--variant", args.variant, *(v for s in shapes for v in ("--shape", *map(str, s)))])
+    if lines is None:
+        return 1
     # a shape's lines are printed before its marker: put the marker first
     grouped, pending = [], []
     for line in lines:

@@ -16,21 +16,21 @@ from __future__ import annotations
 
 import argparse
 import ctypes
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+
+from dev.tune_kernels import build_all, child_output, patched_include, variant_spec  # noqa: E402
+
 PATCH = Path(__file__).resolve().parent / "variants" / "diag-timeline.patch"
 CALLS = 3  # per (shape, epilogue); the last one's CTAs are summarised
 
 
 def modules(epilogues: list[str]) -> dict[str, object]:
     """The patched direct module of each epilogue, built in parallel: {epilogue: spec}."""
-    from dev.tune_kernels import build_all, patched_include, variant_spec
     from oasr.jit import gemm_config
     from oasr.jit.families import GEMM
 
@@ -108,15 +108,12 @@ def main() -> int:
     if args.child:
         child(shapes, args.epilogues)
         return 0
-    command = [sys.executable, __file__, "--child", "--epilogues", *args.epilogues]
-    for s in shapes:
-        command += ["--shape", *map(str, s)]
-    run = subprocess.run(command, capture_output=True, text=True, env=os.environ)
-    if run.returncode != 0:
-        print(run.stdout[-2000:], run.stderr[-4000:], sep="\n")
-        return run.returncode
+    shape_args = [v for s in shapes for v in ("--shape", *map(str, s))]
+    lines = child_output(__file__, ["--epilogues", *args.epilogues, *shape_args])
+    if lines is None:
+        return 1
     pending: list[list[int]] = []
-    for line in run.stdout.splitlines():  # a case's lines come before its marker
+    for line in lines:  # a case's lines come before its marker
         if line.startswith("TL "):
             pending.append([int(v) for v in line.split()[1:]])
         elif line.startswith("CASE"):
