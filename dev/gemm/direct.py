@@ -85,15 +85,22 @@ def modules(dtype: str, issue_only: bool = False) -> None:
 VARIANT_EPILOGUES = ("plain", "bias", "silu", "glu")
 
 
-def variant_modules(patches: list[Path], dtype: str) -> dict[str, dict[str, object]]:
-    """Per patch (a diff of ``include/``), the direct modules of :data:`VARIANT_EPILOGUES` in ``dtype`` built with
-    it, in parallel: {patch name: {epilogue: module}}."""
+def variant_specs(patches: list[Path], dtype: str, epilogues=VARIANT_EPILOGUES) -> dict[tuple[str, str], object]:
+    """Per patch (a diff of ``include/``), the direct module of each of ``epilogues`` in ``dtype`` built with it:
+    {(patch name, epilogue): spec}."""
     specs = {}
     for patch in patches:
         name, include = patched_include(patch)
-        for epilogue in VARIANT_EPILOGUES:
+        for epilogue in epilogues:
             variant = gemm_config.gemm_variant(dtype, epilogue, gemm_config.DIRECT)
             specs[name, epilogue] = variant_spec(GEMM, f"{name}_{variant.name}", include, variant)
+    return specs
+
+
+def variant_modules(patches: list[Path], dtype: str) -> dict[str, dict[str, object]]:
+    """:func:`variant_specs` of :data:`VARIANT_EPILOGUES`, built in parallel and loaded: {patch name: {epilogue:
+    module}}."""
+    specs = variant_specs(patches, dtype)
     build_all(list(specs.values()))
     found: dict[str, dict[str, object]] = {}
     for (name, epilogue), spec in specs.items():

@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from dev.tune_kernels import build_all, child_output, patched_include, variant_spec  # noqa: E402
+from dev.gemm.direct import launch, variant_specs  # noqa: E402
+from dev.tune_kernels import build_all, child_output  # noqa: E402
 
 PATCH = Path(__file__).resolve().parent / "variants" / "diag-timeline.patch"
 CALLS = 3  # per (shape, epilogue); the last one's CTAs are summarised
@@ -31,23 +32,15 @@ CALLS = 3  # per (shape, epilogue); the last one's CTAs are summarised
 
 def modules(epilogues: list[str]) -> dict[str, object]:
     """The patched direct module of each epilogue, built in parallel: {epilogue: spec}."""
-    from oasr.jit import gemm_config
-    from oasr.jit.families import GEMM
-
-    name, include = patched_include(PATCH)
-    specs = {}
-    for epilogue in epilogues:
-        variant = gemm_config.gemm_variant("bfloat16", epilogue, gemm_config.DIRECT)
-        specs[epilogue] = variant_spec(GEMM, f"{name}_{variant.name}", include, variant)
+    specs = variant_specs([PATCH], "bfloat16", epilogues)
     build_all(list(specs.values()))
-    return specs
+    return {epilogue: spec for (_, epilogue), spec in specs.items()}
 
 
 def child(shapes: list[tuple[int, int, int]], epilogues: list[str]) -> None:
     """Runs in a subprocess: every line the kernels print goes to this process's stdout."""
     import torch
 
-    from dev.gemm.direct import launch
     from profiling.harness.ops import get_op
     from profiling.harness.timing import op_input_sets
 
