@@ -13,11 +13,14 @@
 
 namespace {
 
+#if OASR_GEMM_SCHEDULE >= 3  // the family's own kernels: their epilogue codes, plain (0) read as kNone
+constexpr auto kEpilogue = static_cast<oasr::gemm::direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
+#endif
+
 #if OASR_GEMM_SCHEDULE == 3
 static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
                   OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
               "the direct kernel's tiles are 128 x 128 x 64, without clusters");
-constexpr auto kEpilogue = static_cast<oasr::gemm::direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
 constexpr bool kGlu = kEpilogue == oasr::gemm::direct::Epilogue::kGlu;
 constexpr int kStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::direct::kStages;
 
@@ -63,10 +66,9 @@ namespace oasr::gemm {
 template <>
 cudaError_t Run<TailGemm, config::Element>(const GemmParams<config::Element>& p, cudaStream_t stream) {
   using Element = config::Element;
-  constexpr auto epilogue = static_cast<direct::Epilogue>(OASR_GEMM_EPILOGUE < 1 ? 1 : OASR_GEMM_EPILOGUE);
   TVM_FFI_ICHECK(p.batch == 1) << "the tail kernel computes one GEMM, not a batch";
-  return p.bias != nullptr ? tail::RunTail<Element, OASR_GEMM_TILE_N, true, epilogue>(p, stream)
-                           : tail::RunTail<Element, OASR_GEMM_TILE_N, false, epilogue>(p, stream);
+  return p.bias != nullptr ? tail::RunTail<Element, OASR_GEMM_TILE_N, true, kEpilogue>(p, stream)
+                           : tail::RunTail<Element, OASR_GEMM_TILE_N, false, kEpilogue>(p, stream);
 }
 
 }  // namespace oasr::gemm
