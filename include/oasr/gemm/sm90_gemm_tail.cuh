@@ -170,8 +170,7 @@ cudaError_t RunTail(const GemmParams<Element>& p, cudaStream_t stream) {
   using P = Plan<Element, BN>;
   Params<Element> params{};
   static_cast<GemmParams<Element>&>(params) = p;
-  const CUtensorMapDataType type =
-      std::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  constexpr CUtensorMapDataType type = direct::kTmaType<Element>;
   const uint64_t a_dims[2] = {static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.m)};
   const uint64_t a_strides[1] = {static_cast<uint64_t>(p.lda) * sizeof(Element)};
   const uint32_t a_box[2] = {kBK, kBM};

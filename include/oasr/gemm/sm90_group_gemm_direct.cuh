@@ -109,6 +109,11 @@ struct Plan {
   static size_t bytes(int groups) { return 1024 + kTable + 4 * (3 * static_cast<size_t>(groups) + 1); }
 };
 
+// TMA's type of the family's 16-bit elements.
+template <class Element>
+constexpr CUtensorMapDataType kTmaType =
+    std::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+
 template <class Element>
 struct Params : GroupGemmParams<Element> {
   CUtensorMap a_map;  // [L, K]: boxes of kBK x kBM
@@ -455,8 +460,7 @@ cudaError_t RunDirectGroup(const GroupGemmParams<Element>& p, bool pdl, cudaStre
   using P = direct::Plan<Element, Stages>;
   direct::Params<Element> params{};
   static_cast<GroupGemmParams<Element>&>(params) = p;
-  const CUtensorMapDataType type =
-      std::is_same_v<Element, cutlass::half_t> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  constexpr CUtensorMapDataType type = direct::kTmaType<Element>;
   const uint64_t a_dims[2] = {static_cast<uint64_t>(p.k), static_cast<uint64_t>(p.rows)};
   const uint64_t a_strides[1] = {static_cast<uint64_t>(p.lda) * sizeof(Element)};
   const uint32_t a_box[2] = {direct::kBK, direct::kBM};
