@@ -371,6 +371,17 @@ class TestGemm:
         gemm_module._linear(x, w, b, activation, out, gemm_config.DIRECT)
         assert_close(out, reference(x, w, b, activation), dtype, 96)
 
+    @pytest.mark.parametrize("activation", [None, "silu"])
+    @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
+    def test_direct_kernel_with_two_or_three_tiles_to_a_cta(self, activation, with_bias):
+        """141 x 2 row-by-column tiles (the second 120 columns wide) on the H200's 132 CTAs: two or three tiles to a
+        CTA, so that either pair takes a CTA's last tile, on both of its bias rows' parities."""
+        x, w, b = operands(140 * 128 + 17, 248, 72, torch.bfloat16, "cuda")
+        b = b if with_bias else None
+        out = poisoned_like(torch.empty(x.shape[0], 248, dtype=torch.bfloat16, device="cuda"))
+        gemm_module._linear(x, w, b, activation, out, gemm_config.DIRECT)
+        assert_close(out, reference(x, w, b, activation), torch.bfloat16, 72)
+
     @pytest.mark.parametrize("activation", list(ACTS))
     @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
     @pytest.mark.parametrize("with_bias", [True, False], ids=["bias", "nobias"])
