@@ -100,9 +100,18 @@ def variant_include(name: str, edits: list[Edit]) -> Path:
     return root
 
 
+def patch_base(patch: Path) -> str | None:
+    """The commit an experiment's patch was made on, from its first line ``base: COMMIT ...`` (a patch that no longer
+    applies to later trees records it); None for a patch of the current ``include/``."""
+    with patch.open() as f:
+        first = f.readline()
+    return first.split()[1] if first.startswith("base: ") else None
+
+
 def patched_include(patch: Path, commit: str | None = None) -> tuple[str, Path]:
     """``patch`` (a diff of ``include/``, paths ``a/include/...``) applied to a fresh copy of ``include/``, or of
-    ``include/`` as ``commit`` has it, in a folder of the temp dir named for the patch file: (name, that copy)."""
+    ``include/`` as ``commit`` has it, in a folder of the temp dir named for the patch file: (name, that copy). A
+    patch that does not apply is a ValueError, which names the commit it was made on where the patch records one."""
     name = patch.name.removesuffix(".patch")
     root = Path(tempfile.gettempdir()) / "oasr-variants" / name
     shutil.rmtree(root, ignore_errors=True)
@@ -119,7 +128,9 @@ def patched_include(patch: Path, commit: str | None = None) -> tuple[str, Path]:
         capture_output=True,
     )
     if applied.returncode != 0:
-        raise ValueError(f"{patch.name} does not apply: {applied.stdout.decode().strip()}")
+        base = patch_base(patch)
+        where = f" (it was made on {base}: run it in a worktree of that commit)" if base and not commit else ""
+        raise ValueError(f"{patch.name} does not apply{where}: {applied.stdout.decode().strip()}")
     return name, root / "include"
 
 
