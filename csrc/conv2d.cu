@@ -112,9 +112,8 @@ void conv2d_subsampling(TensorView output, TensorView input, TensorView weight1,
 }
 
 // Shared memory (bytes) the fused front end needs for these sizes (the Python API compares it with the GPU's limit).
-int64_t conv2d_subsampling_smem_bytes(int64_t t2, int64_t f2, int64_t d) {
-  return static_cast<int64_t>(oasr::conv2d::SubsamplingSmemBytes(static_cast<int>(t2), static_cast<int>(f2),
-                                                                 static_cast<int>(d)));
+int64_t conv2d_subsampling_smem_bytes(int64_t f2, int64_t d) {
+  return static_cast<int64_t>(oasr::conv2d::SubsamplingSmemBytes(static_cast<int>(f2), static_cast<int>(d)));
 }
 
 #ifdef OASR_CONV2D_TILE_M

@@ -4,7 +4,7 @@ void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optio
                    int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t activation);
 void conv2d_subsampling(TensorView output, TensorView input, TensorView weight1, TensorView bias1, TensorView weight2,
                         TensorView bias2);
-int64_t conv2d_subsampling_smem_bytes(int64_t t2, int64_t f2, int64_t d);
+int64_t conv2d_subsampling_smem_bytes(int64_t f2, int64_t d);
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(conv2d_direct, conv2d_direct);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(conv2d_subsampling, conv2d_subsampling);

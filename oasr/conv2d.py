@@ -336,7 +336,7 @@ def _subsampling(
     """The eager op: check, pack the second weight unless it comes packed, launch."""
     b, t2, f2, d = _check_subsampling(input, weight1, bias1, weight2, bias2, out)
     module = CONV2D.module()
-    needed = module.conv2d_subsampling_smem_bytes(t2, f2, d)
+    needed = module.conv2d_subsampling_smem_bytes(f2, d)
     if needed > _smem_limit(input.device):
         raise ValueError(
             f"oasr.conv2d_subsampling: F = {input.shape[2]} (`input`) needs {needed} bytes of shared memory per "

@@ -159,7 +159,7 @@ class TorchLaunchers:
 
     conv2d_implicit_gemm = conv2d_direct
 
-    def conv2d_subsampling_smem_bytes(self, t2, f2, d):
+    def conv2d_subsampling_smem_bytes(self, f2, d):
         return 0
 
     def conv2d_subsampling(self, out, input, weight1, bias1, weight2, bias2):  # weight2: the kernel's image

@@ -355,8 +355,7 @@ __global__ void __launch_bounds__(kSubThreads, 1) SubsamplingKernel(SubsamplingP
 // ---------------------------------------------------------------------------------------
 
 // Shared memory one launch needs (bytes): the Python API refuses shapes beyond the GPU's opt-in limit.
-inline size_t SubsamplingSmemBytes(int t2, int f2, int d) {
-  (void)t2;
+inline size_t SubsamplingSmemBytes(int f2, int d) {
   return detail::SubsamplingPlan(f2, d).bytes;
 }
 
