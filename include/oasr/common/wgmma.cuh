@@ -104,20 +104,19 @@ __device__ __forceinline__ void wgmma_m64k16(float (&acc)[N / 2], const uint32_t
   detail::wgmma_rs<typename detail::Wgmma<T, N>::rs>(acc, a, b, std::make_integer_sequence<int, N / 2>{});
 }
 
-// acc (64 x N) = A (64 x 16, descriptor `a`) * B (16 x N, descriptor `b`) + (accumulate ? acc : 0), issued
-// asynchronously.
-template <typename T, int N>
-__device__ __forceinline__ void wgmma_ss_m64k16(float (&acc)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
-  detail::wgmma_ss<typename detail::Wgmma<T, N>::ss>(acc, a, b, accumulate,
-                                                         std::make_integer_sequence<int, N / 2>{});
-}
-
-// The same into a column range of wider accumulators: acc[Offset, Offset + N / 2) (64 x N columns).
+// acc[Offset, Offset + N / 2) (64 x N, a column range of wider accumulators) = A (64 x 16, descriptor `a`) *
+// B (16 x N, descriptor `b`) + (accumulate ? that range : 0), issued asynchronously.
 template <typename T, int N, int Offset, int M>
 __device__ __forceinline__ void wgmma_ss_m64k16_part(float (&acc)[M], uint64_t a, uint64_t b, bool accumulate) {
   static_assert(Offset + N / 2 <= M);
   detail::wgmma_ss<typename detail::Wgmma<T, N>::ss>(acc + Offset, a, b, accumulate,
                                                          std::make_integer_sequence<int, N / 2>{});
+}
+
+// The same into the whole of acc (64 x N).
+template <typename T, int N>
+__device__ __forceinline__ void wgmma_ss_m64k16(float (&acc)[N / 2], uint64_t a, uint64_t b, bool accumulate) {
+  wgmma_ss_m64k16_part<T, N, 0>(acc, a, b, accumulate);
 }
 
 }  // namespace oasr
