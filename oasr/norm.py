@@ -14,6 +14,8 @@ makes it the custom op ``torch.ops.oasr.<op>``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from torch import Tensor
 
@@ -118,15 +120,49 @@ def _launch_norm(
         launch(out, input, weight, bias, eps)
 
 
-def _check_layer_norm(input: object, weight: object, bias: object, eps: object, out: object) -> tuple[int, ...]:
-    return _check_norm("layer_norm", input, None, weight, bias, eps, 1.0, out, None, False)
+def _plain(op: str, launcher: Callable[[Any], Callable[..., None]]) -> dict[str, Any]:
+    """The declaration of a norm (``launcher`` picks its launcher from the family's module)."""
+
+    def check(input: object, weight: object, bias: object, eps: object, out: object) -> tuple[int, ...]:
+        return _check_norm(op, input, None, weight, bias, eps, 1.0, out, None, False)
+
+    def launch(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
+        _launch_norm(launcher(NORM.module()), out, None, input, None, weight, bias, eps, 1.0, False)
+
+    return {"check": check, "launch": launch, "layout": LIKE_INPUT}
 
 
-def _launch_layer_norm(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
-    _launch_norm(NORM.module().layer_norm, out, None, input, None, weight, bias, eps, 1.0, False)
+def _fused(op: str, launcher: Callable[[Any], Callable[..., None]]) -> dict[str, Any]:
+    """The declaration of a norm with the residual add fused (and the sum written to ``residual_out``)."""
+
+    def check(
+        input: object,
+        residual: object,
+        weight: object,
+        bias: object,
+        eps: object,
+        alpha: object,
+        out: object,
+        residual_out: object,
+    ) -> tuple[int, ...]:
+        return _check_norm(op, input, residual, weight, bias, eps, alpha, out, residual_out, True)
+
+    def launch(
+        out: Tensor,
+        residual_out: Tensor | None,
+        input: Tensor,
+        residual: Tensor,
+        weight: Tensor,
+        bias: Tensor | None,
+        eps: float,
+        alpha: float,
+    ) -> None:
+        _launch_norm(launcher(NORM.module()), out, residual_out, input, residual, weight, bias, eps, alpha, True)
+
+    return {"check": check, "launch": launch, "layout": LIKE_INPUT, "outputs": ("out", "residual_out")}
 
 
-@op(check=_check_layer_norm, launch=_launch_layer_norm, layout=LIKE_INPUT)
+@op(**_plain("layer_norm", lambda module: module.layer_norm))
 def layer_norm(
     input: Tensor,
     weight: Tensor,
@@ -174,15 +210,7 @@ def layer_norm(
     """
 
 
-def _check_rms_norm(input: object, weight: object, bias: object, eps: object, out: object) -> tuple[int, ...]:
-    return _check_norm("rms_norm", input, None, weight, bias, eps, 1.0, out, None, False)
-
-
-def _launch_rms_norm(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
-    _launch_norm(NORM.module().rms_norm, out, None, input, None, weight, bias, eps, 1.0, False)
-
-
-@op(check=_check_rms_norm, launch=_launch_rms_norm, layout=LIKE_INPUT)
+@op(**_plain("rms_norm", lambda module: module.rms_norm))
 def rms_norm(
     input: Tensor,
     weight: Tensor,
@@ -197,33 +225,7 @@ def rms_norm(
     """
 
 
-def _check_add_layer_norm(
-    input: object,
-    residual: object,
-    weight: object,
-    bias: object,
-    eps: object,
-    alpha: object,
-    out: object,
-    residual_out: object,
-) -> tuple[int, ...]:
-    return _check_norm("add_layer_norm", input, residual, weight, bias, eps, alpha, out, residual_out, True)
-
-
-def _launch_add_layer_norm(
-    out: Tensor,
-    residual_out: Tensor | None,
-    input: Tensor,
-    residual: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    eps: float,
-    alpha: float,
-) -> None:
-    _launch_norm(NORM.module().add_layer_norm, out, residual_out, input, residual, weight, bias, eps, alpha, True)
-
-
-@op(check=_check_add_layer_norm, launch=_launch_add_layer_norm, layout=LIKE_INPUT, outputs=("out", "residual_out"))
+@op(**_fused("add_layer_norm", lambda module: module.add_layer_norm))
 def add_layer_norm(
     input: Tensor,
     residual: Tensor,
@@ -268,33 +270,7 @@ def add_layer_norm(
     """
 
 
-def _check_add_rms_norm(
-    input: object,
-    residual: object,
-    weight: object,
-    bias: object,
-    eps: object,
-    alpha: object,
-    out: object,
-    residual_out: object,
-) -> tuple[int, ...]:
-    return _check_norm("add_rms_norm", input, residual, weight, bias, eps, alpha, out, residual_out, True)
-
-
-def _launch_add_rms_norm(
-    out: Tensor,
-    residual_out: Tensor | None,
-    input: Tensor,
-    residual: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    eps: float,
-    alpha: float,
-) -> None:
-    _launch_norm(NORM.module().add_rms_norm, out, residual_out, input, residual, weight, bias, eps, alpha, True)
-
-
-@op(check=_check_add_rms_norm, launch=_launch_add_rms_norm, layout=LIKE_INPUT, outputs=("out", "residual_out"))
+@op(**_fused("add_rms_norm", lambda module: module.add_rms_norm))
 def add_rms_norm(
     input: Tensor,
     residual: Tensor,
