@@ -1,0 +1,92 @@
+"""The configuration rules' picks, pinned on a table of shapes (CPU).
+
+``gemm_config.choose`` (gemm and bmm, bare and with a bias/activation epilogue), ``gemm_config.choose_group`` and
+``conv2d_config.choose`` at the band edges of each rule and on the shapes they were measured on (the H200's 132 SMs).
+A change of which configuration runs a shape shows here first; the why of each rule is beside it, the measurements in
+dev/<family>/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from oasr.jit import conv2d_config, gemm_config
+
+GEMM_PICKS = [  # (m, n, k, batch, bare pick, fused pick)
+    (1, 1, 1, 1, "64x64x64_c1x1_pingpong_s0", "128x128x64_c1x1_cooperative_s0"),
+    (8000, 256, 256, 1, "128x128x64_c1x1_nonpersistent_s0", "64x128x64_c1x1_nonpersistent_s4"),
+    (8000, 1024, 256, 1, "128x128x64_c1x1_pingpong_s0", "128x128x64_c1x1_direct_s0"),
+    (8000, 256, 1024, 1, "128x128x64_c1x1_nonpersistent_s0", "64x128x64_c1x1_nonpersistent_s4"),
+    (1500, 2048, 512, 1, "128x192x64_c1x1_nonpersistent_s0", "128x192x64_c1x1_tail_s0"),
+    (1500, 512, 2048, 1, "64x128x64_c1x1_nonpersistent_s0", "128x128x64_c1x1_cooperative_s0"),
+    (16000, 512, 512, 1, "128x128x64_c1x1_pingpong_s0", "128x128x64_c1x1_direct_s0"),
+    (24000, 2048, 512, 1, "128x128x64_c1x1_pingpong_s0", "128x128x64_c1x1_direct_s0"),
+    (16000, 2048, 2048, 1, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (24000, 128, 1024, 1, "128x128x64_c1x1_pingpong_s0", "128x128x64_c1x1_cooperative_s0"),
+    (4224, 256, 256, 1, "64x128x64_c1x1_nonpersistent_s0", "128x128x64_c1x1_cooperative_s0"),
+    (4225, 256, 256, 1, "128x128x64_c1x1_nonpersistent_s0", "64x128x64_c1x1_nonpersistent_s4"),
+    (8448, 256, 256, 1, "128x128x64_c1x1_nonpersistent_s0", "64x128x64_c1x1_nonpersistent_s4"),
+    (8449, 256, 256, 1, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (1500, 2112, 512, 1, "128x192x64_c1x1_nonpersistent_s0", "128x192x64_c1x1_tail_s0"),
+    (1500, 2113, 512, 1, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (1500, 2304, 512, 1, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (12672, 512, 512, 1, "128x128x64_c1x1_pingpong_s0", "128x128x64_c1x1_direct_s0"),
+    (12672, 512, 513, 1, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (12544, 512, 512, 1, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (8000, 64, 256, 1, "64x64x64_c1x1_pingpong_s0", "128x128x64_c1x1_cooperative_s0"),
+    (8000, 65, 256, 1, "64x128x64_c1x1_nonpersistent_s0", "128x128x64_c1x1_cooperative_s0"),
+    (375, 64, 375, 64, "64x64x64_c1x1_pingpong_s0", "128x128x64_c1x1_cooperative_s0"),
+    (375, 375, 64, 64, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (375, 375, 64, 8, "128x128x64_c1x1_nonpersistent_s0", "64x128x64_c1x1_nonpersistent_s4"),
+    (375, 375, 64, 4, "64x128x64_c1x1_nonpersistent_s0", "128x128x64_c1x1_cooperative_s0"),
+    (750, 2048, 512, 2, "128x192x64_c1x1_nonpersistent_s0", "128x192x64_c1x1_nonpersistent_s0"),
+    (7, 9000, 4096, 1, "128x128x64_c1x1_nonpersistent_s0", "64x128x64_c1x1_nonpersistent_s4"),
+    (7, 9000, 4096, 300, "128x128x64_c1x1_pingpong_s0", "128x256x64_c1x1_cooperative_s0"),
+    (24000, 375, 64, 1, "128x128x64_c1x1_pingpong_s0", "128x128x64_c1x1_direct_s0"),
+]
+
+GROUP_PICKS = [  # (n, k, groups, pick)
+    (1024, 256, 8, "128x128x64_c1x1_direct_s0"),
+    (64, 64, 32, "128x128x64_c1x1_direct_s0"),
+    (128, 64, 1024, "128x128x64_c1x1_direct_s0"),
+    (256, 2048, 64, "256x128x64_c1x1_cooperative_s0"),
+    (128, 4096, 2, "256x128x64_c1x1_cooperative_s0"),
+    (257, 2048, 1, "128x128x64_c1x1_pingpong_s0"),
+    (512, 2048, 64, "128x128x64_c1x1_pingpong_s0"),
+    (1024, 256, 1025, "128x256x64_c1x1_cooperative_s0"),
+    (255, 8, 4096, "128x128x64_c2x1_cooperative_s0"),
+    (256, 2047, 1025, "128x256x64_c1x1_cooperative_s0"),
+    (256, 2047, 1024, "128x128x64_c1x1_direct_s0"),
+    (8, 8, 1, "128x128x64_c1x1_direct_s0"),
+]
+
+CONV2D_PICKS = [  # (output channels, pick)
+    (8, "128x64x64_c1x1"),
+    (40, "128x64x64_c1x1"),
+    (64, "128x64x64_c1x1"),
+    (65, "128x128x64_c1x1"),
+    (72, "128x128x64_c1x1"),
+    (128, "256x128x64_c1x1_wg2"),
+    (192, "128x128x64_c1x1"),
+    (256, "128x256x64_c1x1_wg2"),
+    (384, "256x128x64_c1x1_wg2"),
+    (512, "128x256x64_c1x1_wg2"),
+    (640, "256x128x64_c1x1_wg2"),
+    (768, "128x256x64_c1x1_wg2"),
+]
+
+
+@pytest.mark.parametrize("m,n,k,batch,bare,fused", GEMM_PICKS, ids=lambda v: str(v))
+def test_gemm_rule(m, n, k, batch, bare, fused):
+    assert gemm_config.choose(m, n, k, batch).name == bare
+    assert gemm_config.choose(m, n, k, batch, fused=True).name == fused
+
+
+@pytest.mark.parametrize("n,k,groups,pick", GROUP_PICKS, ids=lambda v: str(v))
+def test_group_gemm_rule(n, k, groups, pick):
+    assert gemm_config.choose_group(n, k, groups).name == pick
+
+
+@pytest.mark.parametrize("k,pick", CONV2D_PICKS, ids=lambda v: str(v))
+def test_conv2d_rule(k, pick):
+    assert conv2d_config.choose(k).name == pick
