@@ -1,14 +1,15 @@
 """The configuration rules' picks, pinned on a table of shapes (CPU).
 
 ``gemm_config.choose`` (gemm and bmm, bare and with a bias/activation epilogue), ``gemm_config.choose_group`` and
-``conv2d_config.choose`` at the band edges of each rule and on the shapes they were measured on (the H200's 132 SMs).
-A change of which configuration runs a shape shows here first; the why of each rule is beside it, the measurements in
-dev/<family>/RESULTS.md.
+``conv2d_config.choose`` at the band edges of each rule and on the shapes they were measured on (with the H200's 132
+SMs, passed explicitly). A change of which configuration runs a shape shows here first; the why of each rule is beside
+it, the measurements in dev/<family>/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import pytest
+import torch
 
 from oasr.jit import conv2d_config, gemm_config
 
@@ -78,8 +79,20 @@ CONV2D_PICKS = [  # (output channels, pick)
 
 @pytest.mark.parametrize("m,n,k,batch,bare,fused", GEMM_PICKS, ids=lambda v: str(v))
 def test_gemm_rule(m, n, k, batch, bare, fused):
-    assert gemm_config.choose(m, n, k, batch).name == bare
-    assert gemm_config.choose(m, n, k, batch, fused=True).name == fused
+    assert gemm_config.choose(m, n, k, batch, sms=132).name == bare
+    assert gemm_config.choose(m, n, k, batch, fused=True, sms=132).name == fused
+
+
+def test_the_gemm_rule_counts_waves_of_the_gpus_sms():
+    """The bands are waves of one CTA per SM: 126 tiles of 128x128 are one wave of an H200 (132 SMs), more than one on
+    a GPU of 114; without a GPU the rule takes the H200's count."""
+    assert gemm_config.choose(8000, 256, 256, sms=132) == gemm_config.ONE_WAVE
+    assert gemm_config.choose(8000, 256, 256, sms=114) == gemm_config.MANY_WAVES
+    assert gemm_config.choose(8000, 256, 256, fused=True, sms=114) == gemm_config.FUSED_WIDE
+    if not torch.cuda.is_available():
+        assert gemm_config.sm_count() == gemm_config.H200_SMS == 132
+    else:
+        assert gemm_config.sm_count() == torch.cuda.get_device_properties(0).multi_processor_count
 
 
 @pytest.mark.parametrize("n,k,groups,pick", GROUP_PICKS, ids=lambda v: str(v))
