@@ -362,7 +362,7 @@ def test_installed_wheel_carries_kernel_sources(tmp_path):
 
 
 def test_build_in_parallel_reports_each_module_and_counts_failures(capsys) -> None:
-    """dev/'s --build steps: every module's line in order, a failure with its error, and the count."""
+    """``python -m oasr.jit build``'s report: every module's line in order, a failure with its error, and the count."""
 
     class Spec:
         def __init__(self, name: str, error: str | None = None) -> None:

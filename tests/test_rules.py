@@ -103,3 +103,27 @@ def test_group_gemm_rule(n, k, groups, pick):
 @pytest.mark.parametrize("k,pick", CONV2D_PICKS, ids=lambda v: str(v))
 def test_conv2d_rule(k, pick):
     assert conv2d_config.choose(k).name == pick
+
+
+def test_every_pick_is_prebuilt():
+    """``python -m oasr.jit build --all`` builds every module the rules pick: each shape of the tables, each dtype and
+    epilogue."""
+    gemm = {v.name for v in gemm_config.gemm_variants()}
+    bmm = {v.name for v in gemm_config.bmm_variants()}
+    group = {v.name for v in gemm_config.group_gemm_variants()}
+    conv = {v.name for v in conv2d_config.implicit_gemm_variants()}
+    for dtype in gemm_config.DTYPES:
+        for m, n, k, batch, _, _ in GEMM_PICKS:
+            for epilogue in gemm_config.EPILOGUES:
+                config = gemm_config.choose(m, n, k, 1, fused=epilogue != "plain", sms=132)
+                assert gemm_config.gemm_variant(dtype, epilogue, config).name in gemm
+            for nn in (False, True):
+                assert gemm_config.bmm_variant(dtype, nn, gemm_config.choose(m, n, k, batch, sms=132)).name in bmm
+        assert gemm_config.gemm_variant(dtype, "glu", gemm_config.DIRECT).name in gemm
+        for n, k, groups, _ in GROUP_PICKS:
+            for bias in (False, True):
+                assert gemm_config.group_gemm_variant(dtype, gemm_config.choose_group(n, k, groups), bias).name in group
+        for k, _ in CONV2D_PICKS:
+            for activation in conv2d_config.ACTIVATIONS:
+                config = conv2d_config.choose(k)
+                assert conv2d_config.implicit_gemm_variant(dtype, activation, config).name in conv

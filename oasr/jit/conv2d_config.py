@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from .compilation_context import SM90A
 from .core import Variant
-from .families import SM90A
 
 ACTIVATIONS = (None, "relu", "silu")
 """The epilogues, ``act(acc + bias)`` (a missing bias reads as 0), in the kernel's code order."""
@@ -89,3 +89,13 @@ def implicit_gemm_variant(dtype: str, activation: str | None, config: Conv2dConf
             *config.flags(),
         ),
     )
+
+
+def implicit_gemm_variants(tests: bool = False) -> list[Variant]:
+    """Every implicit-GEMM module :func:`choose` can pick: each dtype and activation on each tile; ``tests``: those
+    the GPU tests run (bf16 with each activation, fp16 with ReLU)."""
+    if tests:
+        pairs = [("bfloat16", activation) for activation in ACTIVATIONS] + [("float16", "relu")]
+    else:
+        pairs = [(dtype, activation) for dtype in _DTYPE_NAMES for activation in ACTIVATIONS]
+    return [implicit_gemm_variant(dtype, activation, tile) for dtype, activation in pairs for tile in PICKS]

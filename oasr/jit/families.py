@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import cutlass, env, gemm_config
+from . import conv2d_config, cutlass, env, gemm_config
+from .compilation_context import SM90A
 from .core import JitSpec, Variant, gen_jit_spec
 
 ALL_CAPABILITIES: tuple[int, ...] = (80, 86, 87, 89, 90, 100, 103, 110, 120)
 """Compute capabilities (major * 10 + minor) a portable CUDA-core kernel runs on."""
-SM90A = "-gencode=arch=compute_90a,code=sm_90a"
-"""The one target of the wgmma/TMA (CUTLASS) families, whatever other GPUs the JIT builds for."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +55,9 @@ class Family:
     default_variant : Variant, optional
         For a family built per configuration: the one prebuilding, the profiler's key and the
         notebook's build step use (calls pass theirs to :meth:`module`).
+    prebuild : callable, optional
+        For a family built per configuration: ``prebuild(tests)``, the variants ``python -m oasr.jit build`` builds
+        beside the default module: every one the family's rule can pick, or (``tests``) those the GPU tests use.
     """
 
     name: str
@@ -70,6 +72,7 @@ class Family:
     include_paths: Callable[[], Sequence[Path]] | None = field(default=None, compare=False)
     library_cflags: Callable[[], Sequence[str]] | None = field(default=None, compare=False)
     default_variant: Variant | None = None
+    prebuild: Callable[[bool], Sequence[Variant]] | None = field(default=None, compare=False)
 
     @property
     def sources(self) -> list[Path]:
@@ -259,6 +262,7 @@ CONV2D = Family(
     headers=("oasr/conv2d/direct.cuh", "oasr/conv2d/sm90_implicit_gemm.cuh", "oasr/conv2d/subsampling.cuh"),
     include_paths=cutlass.include_paths,
     library_cflags=cutlass.flags,
+    prebuild=conv2d_config.implicit_gemm_variants,
 )
 
 GEMM = Family(
@@ -299,6 +303,7 @@ GEMM = Family(
     include_paths=cutlass.include_paths,
     library_cflags=cutlass.flags,
     default_variant=gemm_config.gemm_variant("bfloat16", "plain", gemm_config.DEFAULT),
+    prebuild=gemm_config.gemm_variants,
 )
 
 BMM = Family(
@@ -323,6 +328,7 @@ BMM = Family(
     include_paths=cutlass.include_paths,
     library_cflags=cutlass.flags,
     default_variant=gemm_config.bmm_variant("bfloat16", False, gemm_config.DEFAULT),
+    prebuild=gemm_config.bmm_variants,
 )
 
 GROUP_GEMM = Family(
@@ -360,6 +366,7 @@ GROUP_GEMM = Family(
     include_paths=cutlass.include_paths,
     library_cflags=cutlass.flags,
     default_variant=gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_DEFAULT),
+    prebuild=gemm_config.group_gemm_variants,
 )
 
 FAMILIES: tuple[Family, ...] = (SCALE, ACTIVATION, NORM, CONV1D, CONV2D, GEMM, BMM, GROUP_GEMM)

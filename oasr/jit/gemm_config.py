@@ -10,6 +10,7 @@ which commit: dev/gemm/RESULTS.md and dev/group_gemm/RESULTS.md.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -267,3 +268,28 @@ def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Va
             *config.flags(),
         ),
     )
+
+
+def _unique(variants: Iterable[Variant]) -> list[Variant]:
+    return list({variant.name: variant for variant in variants}.values())
+
+
+def gemm_variants(tests: bool = False) -> list[Variant]:
+    """Every gemm module :func:`choose` can pick, both dtypes: the bare picks plain, the fused picks with each
+    bias/activation epilogue, GLU on :data:`DIRECT`. ``tests``: also the fused picks' plain modules, which the GPU
+    tests force on each of them."""
+    fused = [epilogue for epilogue in EPILOGUES if tests or epilogue != "plain"]
+    configs = [("plain", c) for c in PICKS] + [(e, c) for e in fused for c in FUSED_PICKS] + [("glu", DIRECT)]
+    return _unique(gemm_variant(dtype, e, c) for dtype in DTYPES for e, c in configs)
+
+
+def bmm_variants(tests: bool = False) -> list[Variant]:
+    """Every bmm module :func:`choose` can pick: both dtypes and layouts of B on each bare pick (the GPU tests use
+    the same, whatever ``tests``)."""
+    return _unique(bmm_variant(dtype, nn, c) for dtype in DTYPES for nn in (False, True) for c in PICKS)
+
+
+def group_gemm_variants(tests: bool = False) -> list[Variant]:
+    """Every group_gemm module :func:`choose_group` can pick: both dtypes, with and without a bias (the GPU tests use
+    the same, whatever ``tests``)."""
+    return _unique(group_gemm_variant(d, c, bias) for d in DTYPES for c in GROUP_PICKS for bias in (False, True))

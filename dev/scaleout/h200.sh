@@ -2,13 +2,13 @@
 # Sweeps on one GPU against all the GPUs of the machine (issue 22), on the lent H200s. The device
 # tool runs it from the repo root with .whl-ray carried (bash scripts/fetch-ray-wheel.sh fills it:
 # the slim Ray wheel, plus tvm-ffi and nvtx from .whl):
-#   bash scripts/h200_scaleout.sh [steps...]   (default: build tests timing ncu, about 5 minutes on 2 GPUs;
+#   bash dev/scaleout/h200.sh [steps...]         (default: build tests timing ncu, about 5 minutes on 2 GPUs;
 #                                               concurrency, the ncu experiment already measured, on request)
 # Works on 2 GPUs (the point) and on 1 (degenerate: "all" is one GPU). Writes into $OUT at most 8
 # files: summary.txt (every step's table, start-up per GPU included), timing.csv, ncu.csv,
 # ncu_concurrency.csv, ncu_concurrency_events.csv, pytest.log, tables.tgz (every run's full table), log.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
 work=$(mktemp -d /var/tmp/oasr-scaleout-XXXX)
 exec > >(tee -a "$OUT/log.txt") 2>&1
