@@ -51,7 +51,7 @@ import pandas as pd
 import torch
 
 from oasr.jit.core import Variant, hash_headers, headers_under
-from oasr.jit.families import Family, PerVariant
+from oasr.jit.families import STAND_INS, Family
 
 from . import provenance
 from .files import atomic_write_text, reports_root, shown_path
@@ -255,6 +255,37 @@ def build_state(family: Family, state: State, variant: Variant | None = None) ->
 # ---------------------------------------------------------------------------
 
 
+class PerVariant:
+    """A stand-in (:func:`stand_in`) that gives each variant its module: ``modules(variant)``, called once per variant
+    (``None``: the family's default), e.g. each variant built from another checkout."""
+
+    def __init__(self, modules: Callable[[Variant | None], Any]):
+        self._modules = modules
+        self._loaded: dict[str | None, Any] = {}
+
+    def __call__(self, variant: Variant | None) -> Any:
+        key = variant.name if variant is not None else None
+        if key not in self._loaded:
+            self._loaded[key] = self._modules(variant)
+        return self._loaded[key]
+
+
+@contextlib.contextmanager
+def stand_in(family: Family, module: Any) -> Iterator[None]:
+    """Within the block, ``family.module(variant)`` is ``module`` for every variant, or a :class:`PerVariant`'s module
+    of that variant: how a comparison runs each state's build, and how the tests run the Python layer on CPU against
+    torch stand-ins. Blocks nest; leaving one restores what stood in before (or the family's own modules)."""
+    before = STAND_INS.get(family.name)
+    STAND_INS[family.name] = module if isinstance(module, PerVariant) else lambda variant: module
+    try:
+        yield
+    finally:
+        if before is None:
+            STAND_INS.pop(family.name, None)
+        else:
+            STAND_INS[family.name] = before
+
+
 def state_modules(family: Family, state: State) -> PerVariant:
     """``state``'s modules of ``family``, each variant built from its checkout when a call first needs it (a family
     built per configuration calls the variant of the shape and dtype)."""
@@ -262,13 +293,10 @@ def state_modules(family: Family, state: State) -> PerVariant:
 
 
 def with_module(family: Family, module: Any, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with ``module`` (or a :class:`PerVariant`'s) as the family's module (graph capture records its
-    kernel)."""
-    family.use_module(module)
-    try:
+    """``fn()`` with ``module`` (or a :class:`PerVariant`'s) standing in for the family's modules (graph capture
+    records its kernel)."""
+    with stand_in(family, module):
         return fn()
-    finally:
-        family.use_module(None)
 
 
 def time_modules(

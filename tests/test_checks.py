@@ -13,7 +13,7 @@ import re
 
 import pytest
 import torch
-from conftest import RecordingLaunchers
+from conftest import RecordingLaunchers, standing_in
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import oasr
@@ -32,12 +32,8 @@ def gpu(monkeypatch):
 
     monkeypatch.setattr(_checks, "compute_capability", capability)
     _checks.forget_devices()
-    for family in FAMILIES:
-        family.use_module(state.launchers)
-    with FakeTensorMode():
+    with standing_in(state.launchers), FakeTensorMode():
         yield state
-    for family in FAMILIES:
-        family.use_module(None)
     _checks.forget_devices()
 
 
@@ -178,12 +174,11 @@ def test_a_refused_layout_is_launched_again_on_row_views(gpu):
 
             return launch
 
-    for family in FAMILIES:
-        family.use_module(RefusingOnce())
-    x, w, out = cuda(2, 3, 8), cuda(8), cuda(2, 3, 8)
-    assert oasr.layer_norm(x, w, w, out=out) is out
-    assert oasr.add_rms_norm(x, x, w, residual_out=cuda(2, 3, 8)).shape == x.shape  # (fake data_ptr()s are all 0)
-    assert oasr.glu(x).shape == (2, 3, 4)
-    assert oasr.swish(x, out=out) is out
-    assert oasr.scale(x, 0.5, out=out) is out
+    with standing_in(RefusingOnce()):
+        x, w, out = cuda(2, 3, 8), cuda(8), cuda(2, 3, 8)
+        assert oasr.layer_norm(x, w, w, out=out) is out
+        assert oasr.add_rms_norm(x, x, w, residual_out=cuda(2, 3, 8)).shape == x.shape  # (fake data_ptr()s are all 0)
+        assert oasr.glu(x).shape == (2, 3, 4)
+        assert oasr.swish(x, out=out) is out
+        assert oasr.scale(x, 0.5, out=out) is out
     assert refusals == [op for op in ("layer_norm", "add_rms_norm", "glu", "swish", "run") for _ in range(2)]

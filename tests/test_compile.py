@@ -21,7 +21,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import get_rtol_atol, unpack_subsampling_weight2
+from conftest import get_rtol_atol, standing_in, unpack_subsampling_weight2
 
 import oasr
 from oasr import _checks
@@ -173,13 +173,11 @@ class TorchLaunchers:
 def cpu_launchers():
     """CPU tensors pass the device check and every family runs TorchLaunchers."""
     for family in FAMILIES:
-        family.use_module(TorchLaunchers())
         _checks.ready_devices(family).add(torch.device("cpu"))
     torch._dynamo.reset()
-    yield
+    with standing_in(TorchLaunchers()):
+        yield
     torch._dynamo.reset()
-    for family in FAMILIES:
-        family.use_module(None)
     _checks.forget_devices()
 
 

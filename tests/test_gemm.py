@@ -17,7 +17,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import gemm_tolerance, poisoned_like
+from conftest import gemm_tolerance, poisoned_like, standing_in
 
 import oasr
 from oasr import _checks
@@ -107,14 +107,11 @@ def test_each_configuration_is_its_own_module():
     assert a.name != b.name and a.key != b.key and "-DOASR_GEMM_EPILOGUE=5" in a.nvcc_flags
 
 
-def test_a_module_set_by_use_module_stands_in_for_every_variant():
+def test_a_stand_in_module_stands_in_for_every_variant():
     stub = object()
-    GEMM.use_module(stub)
-    try:
+    with standing_in(stub, [GEMM]):
         assert GEMM.module() is stub
         assert GEMM.module(gemm_config.gemm_variant("float16", "relu", gemm_config.FUSED_WIDE)) is stub
-    finally:
-        GEMM.use_module(None)
     assert GEMM.module_name() == "gemm" and GEMM.jit_spec().name == GEMM.module_name(GEMM.default_variant)
 
 

@@ -72,10 +72,11 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr.conv1d as conv1d
-from dev.tune_kernels import Edit, patched_include, rewrite, with_module
+from dev.tune_kernels import Edit, patched_include, rewrite
 from oasr.jit.core import gen_jit_spec
 from oasr.jit.families import CONV1D
 from oasr.scale import scale
+from profiling.compare import stand_in, with_module
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
 from profiling.harness.ops.conv1d import DEPTHWISE_CONV1D as op
 from profiling.harness.timing import measure_copy_bandwidth, rotation_sets, time_interleaved
@@ -282,15 +283,15 @@ def check_variant(name: str) -> int:
     torch.manual_seed(0)
     cases = check_cases()
     failures = []
-    CONV1D.use_module(module)
-    for label, case in cases:
-        try:
-            failure = case()
-        except Exception as error:  # a launch error is a failure of this variant
-            failure = f"{type(error).__name__}: {error}".splitlines()[0]
-        if failure is not None:
-            failures.append(f"{label}: {failure}")
-    torch.cuda.synchronize()
+    with stand_in(CONV1D, module):
+        for label, case in cases:
+            try:
+                failure = case()
+            except Exception as error:  # a launch error is a failure of this variant
+                failure = f"{type(error).__name__}: {error}".splitlines()[0]
+            if failure is not None:
+                failures.append(f"{label}: {failure}")
+        torch.cuda.synchronize()
     print(f"{'PASS' if not failures else 'FAIL'} ({len(cases) - len(failures)}/{len(cases)} cases)")
     for line in failures[:12]:
         print(f"    {line}")
@@ -534,10 +535,10 @@ def ncu_target(name: str, b: int, t: int, c: int, k: int) -> None:
     module = build([name])[name]
     config = {"b": b, "t": t, "c": c, "k": k}
     inputs = op.make_inputs(config, torch.bfloat16, torch.device("cuda"), 0)
-    CONV1D.use_module(module)
-    for _ in range(3):
-        op.backends["oasr"](inputs)
-    torch.cuda.synchronize()
+    with stand_in(CONV1D, module):
+        for _ in range(3):
+            op.backends["oasr"](inputs)
+        torch.cuda.synchronize()
 
 
 def ncu(names: list[str], out: Path | None) -> None:

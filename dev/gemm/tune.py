@@ -57,6 +57,7 @@ from oasr import gemm_glu
 from oasr.jit import gemm_config
 from oasr.jit.core import JitSpec, Variant, build_in_parallel
 from oasr.jit.families import BMM, GEMM
+from profiling.compare import stand_in
 
 gemm_module = sys.modules["oasr.gemm"]
 bmm_module = sys.modules["oasr.bmm"]
@@ -353,13 +354,10 @@ def epilogue_study(csv_path: Path | None) -> None:
             act = None if variant.epilogue in ("plain", "bias") else variant.epilogue
             expected = gemm_module._TORCH_ACT[act](F.linear(x, w, bias))
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            GEMM.use_module(modules[(variant.name, config)])
-            try:
+            with stand_in(GEMM, modules[(variant.name, config)]):
                 gemm_module._linear(x, w, bias, act, out, config)
                 ok = close(out, expected)
                 us = device_us(lambda: gemm_module._linear(x, w, bias, act, out, config))
-            finally:
-                GEMM.use_module(None)
             row = {
                 "shape": f"{m}x{n}x{k}",
                 "config": config.name,

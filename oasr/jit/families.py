@@ -87,7 +87,7 @@ class Family:
         extra_cuda_cflags: Sequence[str] = (),
     ) -> JitSpec:
         """The module's build spec (of ``variant``, else the default one); ``name``, ``include_dir``
-        and flags let ``dev/`` build variants of it."""
+        and flags build it apart (another checkout's sources, an edited copy of ``include/``)."""
         variant = variant or self.default_variant
         flags = [*self.extra_cuda_cflags, *(self.library_cflags() if self.library_cflags else ())]
         if variant is not None:
@@ -106,56 +106,28 @@ class Family:
 
     def module(self, variant: Variant | None = None) -> Any:
         """The loaded module of ``variant`` (else the default one), built on first use; later calls
-        return the same object. A module set with :meth:`use_module` stands in for every variant."""
-        stand_in = _STAND_INS.get(self.name)
+        return the same object (unless :data:`STAND_INS` names the family)."""
+        stand_in = STAND_INS.get(self.name)
         if stand_in is not None:
-            return stand_in(variant) if isinstance(stand_in, PerVariant) else stand_in
+            return stand_in(variant)
         name = self.module_name(variant or self.default_variant)
         loaded = _LOADED.get(name)
         if loaded is None:
             loaded = _LOADED[name] = self.jit_spec(variant=variant).build_and_load()
         return loaded
 
-    def use_module(self, module: Any | None) -> None:
-        """Make :meth:`module` return ``module`` (``None``: build and load it again on next use).
-
-        For a family built per configuration, ``module`` stands in for every variant, unless it is a
-        :class:`PerVariant`, which gives each variant its own; ``None`` forgets them all.
-        """
-        if module is None:
-            _STAND_INS.pop(self.name, None)
-            for name in [n for n in _LOADED if n == self.name or n.startswith(self.name + "_")]:
-                del _LOADED[name]
-        else:
-            _STAND_INS[self.name] = module
-
-
-class PerVariant:
-    """A stand-in (:meth:`Family.use_module`) that gives each variant its module: ``modules(variant)``, called once
-    per variant (``None``: the family's default), e.g. each variant built from another checkout."""
-
-    def __init__(self, modules: Callable[[Variant | None], Any]):
-        self._modules = modules
-        self._loaded: dict[str | None, Any] = {}
-
-    def __call__(self, variant: Variant | None) -> Any:
-        key = variant.name if variant is not None else None
-        if key not in self._loaded:
-            self._loaded[key] = self._modules(variant)
-        return self._loaded[key]
-
 
 _LOADED: dict[str, Any] = {}
 """Loaded modules by module name (a family's variants apart: a family without a default variant
 loads its plain module under the family's own name)."""
-_STAND_INS: dict[str, Any] = {}
-"""Modules set with :meth:`Family.use_module`, by family name."""
+STAND_INS: dict[str, Callable[[Variant | None], Any]] = {}
+"""The hook :func:`profiling.compare.stand_in` sets (and nothing else): a family named here takes each module from
+its callable, given the variant (None: the default), instead of building it."""
 
 
 def forget_loaded_modules() -> None:
     """Load every family's module afresh on next use: a kernel edited since then is rebuilt."""
     _LOADED.clear()
-    _STAND_INS.clear()
 
 
 SCALE = Family(
