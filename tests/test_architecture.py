@@ -15,6 +15,7 @@ import pytest
 import oasr
 from oasr.jit.families import FAMILIES
 from profiling.harness.ops import OPS
+from profiling.workbench.pages import page_of
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("oasr", "profiling", "benchmarks")
@@ -199,8 +200,9 @@ def test_each_family_has_its_sources_api_module_and_notebook():
     for family in FAMILIES:
         assert all(source.is_file() for source in family.sources), family.name
         assert (REPO / "oasr" / f"{family.name}.py").is_file(), family.name
-        assert (REPO / "notebooks" / f"{family.notebook}.ipynb").is_file(), family.notebook
-        assert all((REPO / "include" / header).is_file() for header in family.headers), family.name
+        page = page_of(family)
+        assert (REPO / "notebooks" / f"{page.notebook}.ipynb").is_file(), page.notebook
+        assert all((REPO / "include" / header).is_file() for header in page.headers), family.name
 
 
 def test_harness_ops_belong_to_declared_families_and_cover_them():
