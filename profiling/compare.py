@@ -60,7 +60,7 @@ from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
 
 MIN_EFFECT = 0.03
 """Differences below 3% are "same": ten times the round-to-round spread of one build on the H200 (0.1-0.3%
-after the first round, ``dev/harness/timing_drift.txt``), a third of the 10% the acceptance test must see."""
+after the first round; measured: dev/harness/RESULTS.md), a third of the 10% the acceptance test must see."""
 ALPHA = 0.01
 """Significance level of the Mann-Whitney test."""
 LEVEL = 0.99

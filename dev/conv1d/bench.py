@@ -77,6 +77,7 @@ from oasr.jit.core import gen_jit_spec
 from oasr.jit.families import CONV1D
 from oasr.scale import scale
 from profiling.compare import stand_in, with_module
+from profiling.harness.ops import parse_dtype
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
 from profiling.harness.ops.conv1d import DEPTHWISE_CONV1D as op
 from profiling.harness.timing import measure_copy_bandwidth, rotation_sets, time_interleaved
@@ -659,7 +660,7 @@ def main() -> int:
                 sweep(timed, copy_bw)
             elif section == "fused":
                 for dtype in args.fused_dtypes.split(","):
-                    fused(timed, copy_bw, getattr(torch, dtype))
+                    fused(timed, copy_bw, parse_dtype(dtype))
             elif section == "step":
                 step(timed)
             elif section == "ncu":

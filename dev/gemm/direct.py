@@ -40,7 +40,7 @@ from dev.tune_kernels import build_all, patched_include, variant_spec
 from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
 from profiling.harness.correctness import compare
-from profiling.harness.ops import get_op
+from profiling.harness.ops import get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
 gemm_module = sys.modules["oasr.gemm"]
@@ -289,7 +289,7 @@ def main() -> int:
     variants = variant_modules(args.variants, args.dtype) if args.variants else {}
     if args.build:
         return 0
-    dtype = getattr(torch, args.dtype)
+    dtype = parse_dtype(args.dtype)
     failed = sum(gemm_table(m, n, k, dtype, variants) for m, n, k in gemm_shapes(args.issue_shapes))
     failed += sum(glu_table(m, n, k, dtype, variants) for m, n, k in glu_shapes())
     print(f"\n{failed} wrong results" if failed else "\nevery checked result matched float64")

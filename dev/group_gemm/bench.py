@@ -40,6 +40,7 @@ from oasr.jit.core import build_in_parallel
 from oasr.jit.families import GROUP_GEMM
 from profiling.harness.correctness import compare
 from profiling.harness.ops import group_gemm as op_module
+from profiling.harness.ops import parse_dtype
 from profiling.harness.timing import op_input_sets, run_gpu_script, time_interleaved
 
 group_module = sys.modules["oasr.group_gemm"]
@@ -86,7 +87,7 @@ def _launch(
 
 
 def sweep(dtype_name: str, csv_path: str | None, only: str = "", shapes: int | None = None) -> int:
-    dtype = getattr(torch, dtype_name)
+    dtype = parse_dtype(dtype_name)
     rows, failed = [], 0
     for config in OP.default_sweep[:shapes]:
         label = OP.config_label(config)
