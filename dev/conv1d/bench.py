@@ -16,8 +16,8 @@ warmed up and captured (``with_module``), so every form goes through the public 
 ``-fno-gnu-unique``: otherwise a static of an inline launcher (the occupancy cache) is one GNU-unique
 symbol for all of them; ``build`` stops when a variant module defines such a symbol.
 
-Earlier tensor-core forms (one tile per block, no copies in flight) lost to the FFMA kernel
-(``results/bench_h200.txt``, ``results/tc_h200.txt``); their code is in git at 7d8b06f and 0c6edf8.
+Earlier tensor-core forms (one tile per block, no copies in flight) lost to the FFMA kernel (``RESULTS.md``);
+their code is in git at 7d8b06f and 0c6edf8.
 
 Sections:
 

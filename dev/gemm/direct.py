@@ -6,7 +6,7 @@ bare, with each fused epilogue and as ``gemm_glu``'s one launch (needs an sm90 G
     python dev/gemm/direct.py --build    # build the modules and stop
     python dev/gemm/direct.py --ncu plain bias silu   # launch these on the direct kernel for ncu (h200.sh direct-ncu)
     python dev/gemm/direct.py --summarise source.csv  # ncu's source page of one kernel: the epilogue's instructions
-    python dev/gemm/direct.py --variants dev/gemm/variants/direct-bias-acc.patch ...  # also the kernel so edited
+    python dev/gemm/direct.py --variants dev/gemm/variants/direct-pack-first.patch ...  # also the kernel so edited
     python dev/gemm/direct.py --dtype float16 ...   # fp16 inputs (default bfloat16)
 
 Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM (CUTLASS's epilogue took
