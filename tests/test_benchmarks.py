@@ -625,7 +625,7 @@ def test_refcheck_holds_each_backend_to_a_reference_that_rounds_where_it_rounds(
     assert passed == {"oasr": True, "torch": True, "torch_nchw": False}  # the broken one fails torch's reference
     assert max(checks["oasr"]["max_abs_err"], checks["torch"]["max_abs_err"]) < 0.01  # one output rounding
     # Against oasr's reference torch's extra roundings, summed by the second conv, exceed the bf16 tolerance (the
-    # H200 table's "fail" at 0.022-0.025, dev/conv2d/results/670bc72/bench_h200.txt), and oasr fails torch's.
+    # H200 table's "fail" at 0.022-0.025, dev/conv2d/RESULTS.md), and oasr fails torch's.
     for backend, other in (("torch", "oasr"), ("oasr", "torch")):
         swapped = dataclasses.replace(simulated, backend_references={backend: op.reference_for(other)})
         assert not refcheck(swapped, inputs, [backend], bf16)[backend]["passed"]

@@ -121,7 +121,7 @@ def test_config_rules():
     with pytest.raises(ValueError, match="schedule"):
         gemm_config.GemmConfig(schedule="fast")
     c = gemm_config
-    # The measured winners of dev/gemm/results/tune_h200.txt, one per band of the rule.
+    # The measured winners of each band of the rule (dev/gemm/RESULTS.md).
     assert c.choose(1500, 512, 2048) == c.SMALL_GRID == c.GemmConfig(64, 128, 64, 1, 1, "nonpersistent")  # 48 tiles
     assert c.choose(8000, 256, 256) == c.ONE_WAVE == c.GemmConfig(128, 128, 64, 1, 1, "nonpersistent")  # 126 tiles
     assert c.choose(24000, 2048, 512) == c.MANY_WAVES == c.GemmConfig(128, 128, 64, 1, 1, "pingpong")

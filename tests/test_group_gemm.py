@@ -112,7 +112,7 @@ def test_configurations_are_persistent_modules_of_their_own():
 
 
 def test_choice_follows_the_h200_sweep():
-    """dev/group_gemm/results/rowstores_h200.txt: the direct kernel below K=2048 (up to 1024 groups, with or
+    """dev/group_gemm/RESULTS.md: the direct kernel below K=2048 (up to 1024 groups, with or
     without a bias); from K=2048 256x128 cooperative up to N=256, else 128x128 ping-pong, both without PDL; beyond
     1024 groups 128x256 cooperative where N fills it, else 128x128 2x1 cooperative."""
     direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct")
