@@ -122,13 +122,10 @@ def _clear() -> int:
     return 0
 
 
-SCOPES = ("default", "tests", "all")
-"""What ``build`` builds: each family's default module; and the variants the GPU tests use (``--tests``); or those
-and every variant the rules can pick (``--all``), from each family's ``prebuild``."""
-
-
 def _prebuilt(scope: str) -> list[core.JitSpec]:
-    """The build specs of ``scope`` (of :data:`SCOPES`), once each, family by family."""
+    """What ``build`` builds, once each, family by family: each family's default module (``"default"``); and the
+    variants the GPU tests use (``"tests"``); or those and every variant the rules can pick (``"all"``), from each
+    family's ``prebuild``."""
     specs: dict[str, core.JitSpec] = {}
     for family in FAMILIES:
         variants = [None]
