@@ -8,7 +8,7 @@ by name or path) there, and builds each op's family module against the copy, as 
 own JIT module ``<family>_<NAME>``. Each op is then timed on its benchmark configs (the
 Conformer shapes and the 1 GiB case) next to torch, backends in turn, and the table
 gives torch time / variant time per config (> 1: faster than torch). What was tried
-this way, and what it measured: ``dev/README.md``.
+this way, and what it measured: ``dev/memory_bound/RESULTS.md``.
 
     python dev/tune_kernels.py --ops layer_norm rms_norm --dtypes float16 bfloat16 \\
         --variant base= --variant units8=norm.cuh:kWarpMaxUnitsPerThread=8

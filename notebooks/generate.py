@@ -4,8 +4,8 @@
     python notebooks/generate.py          # rewrite notebooks/NN_family.ipynb
     python notebooks/generate.py --check  # exit 1 if a committed notebook differs
 
-Family-specific text lives in FAMILIES; the cells call profiling.workbench.notebook and hold
-no logic of their own. Notebooks are written without outputs.
+Family-specific text lives in the family's page (profiling/workbench/pages.py); the cells call
+profiling.workbench.notebook and hold no logic of their own. Notebooks are written without outputs.
 """
 
 from __future__ import annotations
@@ -19,14 +19,14 @@ import nbformat
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from oasr.jit.families import FAMILIES, Family  # noqa: E402  (after the checkout is on the path)
+from profiling.workbench.pages import PAGES, Page  # noqa: E402  (after the checkout is on the path)
 
 
-def build(family: Family) -> nbformat.NotebookNode:
+def build(page: Page) -> nbformat.NotebookNode:
     md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
     cells = [
         md(
-            f"# {family.title}\n\n{family.summary}\n\n"
+            f"# {page.title}\n\n{page.summary}\n\n"
             "This notebook shows the CUDA source, JIT-compiles it in the session, checks it "
             "next to PyTorch, times it against torch and the measured copy ceiling, profiles a "
             "sweep under Nsight Compute, reads the report into pandas and places every launch "
@@ -39,14 +39,14 @@ def build(family: Family) -> nbformat.NotebookNode:
         code(
             "%matplotlib inline\n"
             "from IPython.display import Markdown, display\n\n"
-            "from oasr.jit import families\n"
+            "from oasr.jit.families import family_named\n"
             "from profiling.workbench.notebook import Workbench\n"
             "from profiling.workbench.panel import SweepPanel\n\n"
-            f"wb = Workbench(families.{family.name.upper()})\n"
+            f'wb = Workbench(family_named("{page.family.name}"))\n'
             "display(wb.banner())\n"
             "wb.environment()"
         ),
-        md(f"## The kernel\n\n{family.design}"),
+        md(f"## The kernel\n\n{page.design}"),
         code("wb.kernel_source()"),
         md(
             "JIT-compile it here (nvcc + ninja, cached by content: a second run is a cache "
@@ -136,8 +136,8 @@ def build(family: Family) -> nbformat.NotebookNode:
             "## Summary\n\n"
             "Headline figures for the report index. The main command "
             "(`bash scripts/make_reports.sh`) runs this notebook headless and writes "
-            f"`reports/<gpu>/{family.notebook}.html` live on a GPU, or "
-            f"`reports/replay/<gpu>/{family.notebook}.html` (git-ignored) when it replays."
+            f"`reports/<gpu>/{page.notebook}.html` live on a GPU, or "
+            f"`reports/replay/<gpu>/{page.notebook}.html` (git-ignored) when it replays."
         ),
         code('print("\\n".join(wb.headlines))\nwb.write_summary()'),
     ]
@@ -154,9 +154,9 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="compare instead of writing")
     args = parser.parse_args()
     stale = []
-    for family in FAMILIES:
-        path = HERE / f"{family.notebook}.ipynb"
-        text = nbformat.writes(build(family)) + "\n"
+    for page in PAGES:
+        path = HERE / f"{page.notebook}.ipynb"
+        text = nbformat.writes(build(page)) + "\n"
         if args.check:
             if not path.is_file() or path.read_text() != text:
                 stale.append(path.name)

@@ -65,7 +65,7 @@ def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig |
     if k == 0:
         out.zero_()
         return
-    config = config or gemm_config.choose(m, n, k, batch)
+    config = config or gemm_config.choose(m, n, k, batch, sms=gemm_config.sm_count(out.device))
     # B K-major ([batch, N, K] transposed: scores) when K is contiguous, else N-major ([batch, K, N]: context).
     keys = b.transpose(1, 2)
     n_major = k > 1 and keys.stride(2) != 1

@@ -120,7 +120,11 @@ def _linear(
     epilogue = activation or ("bias" if bias is not None else "plain")
     if config is None:
         fused = epilogue != "plain"
-        config = gemm_config.DIRECT if epilogue == "glu" else gemm_config.choose(m, n, k, fused=fused)
+        config = (
+            gemm_config.DIRECT
+            if epilogue == "glu"
+            else gemm_config.choose(m, n, k, fused=fused, sms=gemm_config.sm_count(out.device))
+        )
     module = GEMM.module(_variant(input.dtype, epilogue, config))
     # TMA addresses 16-byte aligned rows: operands without them go through copies with padded rows, an output
     # through a padded temporary.

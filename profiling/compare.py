@@ -51,7 +51,7 @@ import pandas as pd
 import torch
 
 from oasr.jit.core import Variant, hash_headers, headers_under
-from oasr.jit.families import Family, PerVariant
+from oasr.jit.families import STAND_INS, Family
 
 from . import provenance
 from .files import atomic_write_text, reports_root, shown_path
@@ -60,7 +60,7 @@ from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
 
 MIN_EFFECT = 0.03
 """Differences below 3% are "same": ten times the round-to-round spread of one build on the H200 (0.1-0.3%
-after the first round, ``dev/harness/timing_drift.txt``), a third of the 10% the acceptance test must see."""
+after the first round; measured: dev/harness/RESULTS.md), a third of the 10% the acceptance test must see."""
 ALPHA = 0.01
 """Significance level of the Mann-Whitney test."""
 LEVEL = 0.99
@@ -188,9 +188,10 @@ class State:
     hash: str
 
 
-def family_sources(family: Family, root: Path) -> list[Path]:
-    """``family``'s launcher sources in the checkout ``root``; ValueError when the checkout predates them."""
-    sources = [root / "csrc" / source.name for source in family.sources()]
+def family_sources(family: Family, root: Path, variant: Variant | None = None) -> list[Path]:
+    """``family``'s launcher sources (``variant``'s, else the default module's) in the checkout ``root``; ValueError
+    when the checkout predates them."""
+    sources = [root / "csrc" / source.name for source in family.sources_of(variant or family.default_variant)]
     missing = [f"csrc/{source.name}" for source in sources if not source.is_file()]
     if missing:
         raise ValueError(
@@ -244,7 +245,7 @@ def build_state(family: Family, state: State, variant: Variant | None = None) ->
         spec = dataclasses.replace(
             spec,
             name=f"{family.module_name(variant or family.default_variant)}_{state.hash[:12]}",
-            sources=family_sources(family, state.root),
+            sources=family_sources(family, state.root, variant),
             include_dir=state.root / "include",
         )
     return spec.build_and_load()
@@ -255,6 +256,37 @@ def build_state(family: Family, state: State, variant: Variant | None = None) ->
 # ---------------------------------------------------------------------------
 
 
+class PerVariant:
+    """A stand-in (:func:`stand_in`) that gives each variant its module: ``modules(variant)``, called once per variant
+    (``None``: the family's default), e.g. each variant built from another checkout."""
+
+    def __init__(self, modules: Callable[[Variant | None], Any]):
+        self._modules = modules
+        self._loaded: dict[str | None, Any] = {}
+
+    def __call__(self, variant: Variant | None) -> Any:
+        key = variant.name if variant is not None else None
+        if key not in self._loaded:
+            self._loaded[key] = self._modules(variant)
+        return self._loaded[key]
+
+
+@contextlib.contextmanager
+def stand_in(family: Family, module: Any) -> Iterator[None]:
+    """Within the block, ``family.module(variant)`` is ``module`` for every variant, or a :class:`PerVariant`'s module
+    of that variant: how a comparison runs each state's build, and how the tests run the Python layer on CPU against
+    torch stand-ins. Blocks nest; leaving one restores what stood in before (or the family's own modules)."""
+    before = STAND_INS.get(family.name)
+    STAND_INS[family.name] = module if isinstance(module, PerVariant) else lambda variant: module
+    try:
+        yield
+    finally:
+        if before is None:
+            STAND_INS.pop(family.name, None)
+        else:
+            STAND_INS[family.name] = before
+
+
 def state_modules(family: Family, state: State) -> PerVariant:
     """``state``'s modules of ``family``, each variant built from its checkout when a call first needs it (a family
     built per configuration calls the variant of the shape and dtype)."""
@@ -262,13 +294,10 @@ def state_modules(family: Family, state: State) -> PerVariant:
 
 
 def with_module(family: Family, module: Any, fn: Callable[[], Any]) -> Any:
-    """``fn()`` with ``module`` (or a :class:`PerVariant`'s) as the family's module (graph capture records its
-    kernel)."""
-    family.use_module(module)
-    try:
+    """``fn()`` with ``module`` (or a :class:`PerVariant`'s) standing in for the family's modules (graph capture
+    records its kernel)."""
+    with stand_in(family, module):
         return fn()
-    finally:
-        family.use_module(None)
 
 
 def time_modules(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ray for the lent H200 (no internet there, 64 MiB per call): download the ray wheel and slim it to
 # what Ray Core needs for ray.init() and tasks on one node, then fetch the dependencies the device
-# lacks. Everything lands in .whl-ray/ (git-ignored); scripts/h200_scaleout.sh installs it there:
+# lacks. Everything lands in .whl-ray/ (git-ignored), which `source scripts/device_env.sh .whl-ray` installs:
 #   bash scripts/fetch-ray-wheel.sh            # cp312 (the device's Python)
 #   PY=3.11 bash scripts/fetch-ray-wheel.sh    # another Python, e.g. to try the slim wheel here
 # Dropped: the Java worker (ray/jars, 32 MB), the dashboard's web client, the libraries on top of

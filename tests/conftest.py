@@ -9,9 +9,14 @@ Families with longer fp32 reductions (norms) document wider ones in their tests.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterable, Iterator
+
 import pytest
 import torch
 
+from oasr.jit.families import FAMILIES, Family
+from profiling.compare import stand_in
 from profiling.harness.ops.base import DEFAULT_TOLERANCES, dtype_name
 from profiling.provenance import REPO_ROOT
 
@@ -92,6 +97,15 @@ class RecordingLaunchers:
             self.calls.append(name)
 
         return launch
+
+
+@contextlib.contextmanager
+def standing_in(module: object, families: Iterable[Family] = FAMILIES) -> Iterator[None]:
+    """Within the block every family of ``families`` runs ``module`` (``profiling.compare.stand_in``), every variant."""
+    with contextlib.ExitStack() as stack:
+        for family in families:
+            stack.enter_context(stand_in(family, module))
+        yield
 
 
 def gemm_tolerance(dtype: torch.dtype, k: int) -> tuple[float, float]:

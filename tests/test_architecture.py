@@ -6,7 +6,10 @@ Read from the sources with ``ast``, so these run anywhere and fail on the line t
 from __future__ import annotations
 
 import ast
+import itertools
 import re
+import sys
+import types
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +18,7 @@ import pytest
 import oasr
 from oasr.jit.families import FAMILIES
 from profiling.harness.ops import OPS
+from profiling.workbench.pages import page_of
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("oasr", "profiling", "benchmarks")
@@ -175,16 +179,155 @@ def test_project_imports_sit_at_the_top_of_modules():
     assert not inside, "\n".join(inside)
 
 
+SCANNED = [*MODULES.values(), *sorted((REPO / "dev").rglob("*.py")), REPO / "notebooks" / "generate.py"]
+"""The Python the lookup checks read: production, dev/'s scripts and the notebook generator."""
+TOP_PACKAGES = {"oasr", "profiling", "benchmarks"}
+MODULE_BASENAMES = {name.rpartition(".")[2] for name in MODULES} - TOP_PACKAGES
+LOOKUPS = {"getattr", "import_module", "__import__", "find_spec", "eval", "exec"}
+"""Calls whose (second, for getattr; else first) argument names what they find."""
+
+KNOWN_COMPUTED_LOOKUPS: set[tuple[str, str]] = set()
+"""(file, the call as written) of lookups allowed for now: none."""
+CODE_WRITERS = {"oasr/_op.py"}
+"""Files whose ``exec`` writes functions from a declaration's own parameter names (as dataclasses writes
+``__init__``): the code they run finds nothing by a name built from a string."""
+
+
+def _module_aliases(tree: ast.Module) -> set[str]:
+    """The names a file binds to modules: ``import x``, ``import x.y as z``, ``from pkg import module``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module is not None:
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                if dotted in MODULES or isinstance(sys.modules.get(dotted), types.ModuleType):
+                    names.add(alias.asname or alias.name)
+    return names
+
+
+def _is_module(node: ast.expr, aliases: set[str]) -> bool:
+    """Whether ``node`` reads a module: a module's name (or an attribute of one, ``torch.ops.oasr``), a family's
+    JIT module (``X.module(...)``) or ``sys.modules[...]``."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    if isinstance(node, ast.Name):
+        return node.id in aliases
+    if isinstance(node, ast.Call):
+        return isinstance(node.func, ast.Attribute) and node.func.attr == "module"
+    if isinstance(node, ast.Subscript):
+        return ast.unparse(node.value) == "sys.modules"
+    return False
+
+
+def _computed_module_path(node: ast.JoinedStr) -> bool:
+    """An f-string that writes a module path with a computed part: ``f"families.{name}"``, ``f"oasr.jit.{x}"``
+    (an error message's ``f"oasr.{op}: ..."`` names an op, not a module)."""
+    for part, following in itertools.pairwise(node.values):
+        if isinstance(part, ast.Constant) and isinstance(following, ast.FormattedValue):
+            match = re.search(r"([A-Za-z_][\w.]*)\.$", str(part.value))
+            if match and ("." in match.group(1) or match.group(1).rpartition(".")[2] in MODULE_BASENAMES):
+                return True
+    return False
+
+
+def _computed_lookups(path: Path) -> Iterator[tuple[int, str]]:
+    tree = ast.parse(path.read_text())
+    aliases = _module_aliases(tree)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr) and _computed_module_path(node):
+            yield node.lineno, ast.unparse(node)
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name not in LOOKUPS or not node.args:
+            continue
+        target = node.args[1] if name == "getattr" and len(node.args) > 1 else node.args[0]
+        if isinstance(target, ast.Constant):
+            continue
+        if name != "getattr" or _is_module(node.args[0], aliases):
+            yield node.lineno, ast.unparse(node)
+
+
 def test_no_lookups_by_names_built_from_strings():
-    """Families and ops are found through the two lists, not by building module or attribute names."""
-    pattern = re.compile(r"import_module\(f|getattr\([^)]*f\"|gen_\{|_\{[a-z.]+\}_module")
-    offenders = [
-        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-        for path in [*MODULES.values(), *(REPO / "dev").rglob("*.py"), REPO / "notebooks" / "generate.py"]
-        for number, line in enumerate(path.read_text().splitlines(), start=1)
-        if pattern.search(line)
-    ]
+    """Families, ops and modules are found through the lists, not by building a module path or an attribute name: no
+    ``getattr`` on a module with a computed name, no import or eval of a computed name, no f-string writing a module
+    path with a computed part."""
+    found = {(str(path.relative_to(REPO)), line, call) for path in SCANNED for line, call in _computed_lookups(path)}
+    offenders = sorted(
+        f"{path}:{line}: {call}"
+        for path, line, call in found
+        if (path, call) not in KNOWN_COMPUTED_LOOKUPS and not (path in CODE_WRITERS and call.startswith("exec("))
+    )
     assert not offenders, "\n".join(offenders)
+    fixed = KNOWN_COMPUTED_LOOKUPS - {(path, call) for path, _, call in found}
+    assert not fixed, f"no longer there, remove from KNOWN_COMPUTED_LOOKUPS: {sorted(fixed)}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import oasr.jit.families as families\ngetattr(families, name.upper())",
+        "from oasr.jit import families\ngetattr(families, name)",
+        "getattr(GEMM.module(variant), op)",
+        "import sys\ngetattr(sys.modules[__name__], name)",
+        "import importlib\nimportlib.import_module(f'oasr.{name}')",
+        "code = f'wb = Workbench(families.{family.name.upper()})'",
+        "path = f'profiling.harness.ops.{op}'",
+    ],
+)
+def test_the_lookup_check_finds_a_planted_lookup(tmp_path, source):
+    planted = tmp_path / "planted.py"
+    planted.write_text(source + "\n")
+    assert list(_computed_lookups(planted))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "getattr(row, field)",
+        "getattr(fn, '__module__', None)",
+        "import torch\ngetattr(torch, 'float16')",
+        "raise ValueError(f'oasr.{op}: `input` must be 2-D')",
+        "f'{module}.{qualname}'",
+    ],
+)
+def test_the_lookup_check_leaves_plain_code_alone(tmp_path, source):
+    plain = tmp_path / "plain.py"
+    plain.write_text(source + "\n")
+    assert not list(_computed_lookups(plain))
+
+
+PRODUCTION_TREES = ("include", "csrc", "oasr", "profiling", "benchmarks", "scripts")
+DEV_REFERENCE = re.compile(r"(?<![\w./-])dev/(?!(?:\w+/)?RESULTS\.md)")
+"""A path under dev/ other than a results table (``dev/gemm/RESULTS.md``); ``/dev/null`` and ``.dev/`` are not dev/."""
+KNOWN_DEV_CITATIONS: set[str] = set()
+"""Production files allowed to cite dev/ for now: none."""
+
+
+def test_production_never_imports_or_cites_dev():
+    """Production (the library, the profiler, the benchmarks, the scripts) imports nothing from dev/ and names no
+    path under it but a results table (``measured: dev/gemm/RESULTS.md``): it runs and ships without dev/."""
+    imports = [
+        f"{MODULES[name].relative_to(REPO)}:{node.lineno}"
+        for name in MODULES
+        for node in ast.walk(ast.parse(MODULES[name].read_text()))
+        if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "dev" for a in node.names))
+        or (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "dev" and not node.level)
+    ]
+    assert not imports, "\n".join(imports)
+    cited = {}
+    for tree in PRODUCTION_TREES:
+        for path in sorted((REPO / tree).rglob("*")):
+            if path.is_file() and path.suffix in (".py", ".cu", ".cuh", ".h", ".sh", ".md", ".txt", ".toml"):
+                lines = [n for n, line in enumerate(path.read_text().splitlines(), 1) if DEV_REFERENCE.search(line)]
+                if lines:
+                    cited[str(path.relative_to(REPO))] = lines
+    offenders = [f"{path}: lines {lines}" for path, lines in cited.items() if path not in KNOWN_DEV_CITATIONS]
+    assert not offenders, "cites dev/ (name dev/<family>/RESULTS.md instead):\n" + "\n".join(offenders)
+    fixed = KNOWN_DEV_CITATIONS - set(cited)
+    assert not fixed, f"no longer cite dev/, remove from KNOWN_DEV_CITATIONS: {sorted(fixed)}"
 
 
 def test_each_public_op_is_declared_by_exactly_one_family():
@@ -197,10 +340,11 @@ def test_each_public_op_is_declared_by_exactly_one_family():
 
 def test_each_family_has_its_sources_api_module_and_notebook():
     for family in FAMILIES:
-        assert all(source.is_file() for source in family.sources()), family.name
+        assert all(source.is_file() for source in family.sources), family.name
         assert (REPO / "oasr" / f"{family.name}.py").is_file(), family.name
-        assert (REPO / "notebooks" / f"{family.notebook}.ipynb").is_file(), family.notebook
-        assert all((REPO / "include" / header).is_file() for header in family.headers), family.name
+        page = page_of(family)
+        assert (REPO / "notebooks" / f"{page.notebook}.ipynb").is_file(), page.notebook
+        assert all((REPO / "include" / header).is_file() for header in page.headers), family.name
 
 
 def test_harness_ops_belong_to_declared_families_and_cover_them():

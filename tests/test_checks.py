@@ -13,7 +13,7 @@ import re
 
 import pytest
 import torch
-from conftest import RecordingLaunchers
+from conftest import RecordingLaunchers, standing_in
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import oasr
@@ -32,12 +32,8 @@ def gpu(monkeypatch):
 
     monkeypatch.setattr(_checks, "compute_capability", capability)
     _checks.forget_devices()
-    for family in FAMILIES:
-        family.use_module(state.launchers)
-    with FakeTensorMode():
+    with standing_in(state.launchers), FakeTensorMode():
         yield state
-    for family in FAMILIES:
-        family.use_module(None)
     _checks.forget_devices()
 
 
@@ -178,13 +174,12 @@ def test_launchers_get_the_layouts_they_take(gpu):
 
             return launch
 
-    for family in FAMILIES:
-        family.use_module(Strides())
-    w, out = cuda(8), cuda(2, 3, 8)
-    x = torch.empty_strided((2, 3, 8), (48, 16, 1), dtype=torch.float16, device="cuda")  # rows 16 apart
-    assert oasr.layer_norm(x, w, w, out=out) is out
-    assert oasr.glu(x).shape == (2, 3, 4)
-    assert oasr.swish(out, out=out) is out
+    with standing_in(Strides()):
+        w, out = cuda(8), cuda(2, 3, 8)
+        x = torch.empty_strided((2, 3, 8), (48, 16, 1), dtype=torch.float16, device="cuda")  # rows 16 apart
+        assert oasr.layer_norm(x, w, w, out=out) is out
+        assert oasr.glu(x).shape == (2, 3, 4)
+        assert oasr.swish(out, out=out) is out
     assert launches == [
         ("layer_norm", ((8, 1), (16, 1), (1,), (1,))),  # out and input as [6, 8] rows, weight and bias
         ("glu", ((4, 1), (16, 1))),

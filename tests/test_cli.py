@@ -54,6 +54,28 @@ def test_jit_list_marks_the_current_build(
         assert any("not built" in line and others[0] in line for line in lines), lines
 
 
+def test_jit_build_scopes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``build`` builds each family's default module; ``--tests`` and ``--all`` add the variants of each family's
+    ``prebuild``, in one parallel batch, each module once."""
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path))
+    batches = []
+    monkeypatch.setattr(jit_cli.core, "build_in_parallel", lambda specs, jobs: batches.append((specs, jobs)) or 0)
+    for argv in (["build"], ["build", "--tests", "--jobs", "3"], ["build", "--all"]):
+        assert jit_cli.main(argv) == 0
+    (default, _), (tests, jobs), (everything, _) = [([s.name for s in specs], jobs) for specs, jobs in batches]
+    assert default == [family.jit_spec().name for family in FAMILIES] and jobs == 3
+    for names in (tests, everything):
+        assert len(names) == len(set(names)) and set(default) <= set(names)
+    prebuilt = [f for f in FAMILIES if f.prebuild is not None]
+    assert {f.name for f in prebuilt} == {"conv2d", "gemm", "bmm", "group_gemm"}
+    for family in prebuilt:
+        for variants, names in ((family.prebuild(True), tests), (family.prebuild(False), everything)):
+            assert {family.module_name(v) for v in variants} <= set(names), family.name
+    assert set(tests) <= set(everything)
+    with pytest.raises(SystemExit):
+        jit_cli.main(["build", "--tests", "--all"])
+
+
 def test_nsight_help_lists_ops_and_every_flag_has_help(capsys: pytest.CaptureFixture[str]) -> None:
     parser = sweep.build_parser()
     for action in parser._actions:

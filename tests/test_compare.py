@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from oasr.jit import env, gemm_config
+from oasr.jit import env, families, gemm_config
 from oasr.jit.core import JitSpec
 from oasr.jit.families import GROUP_GEMM, SCALE
 from profiling import compare
@@ -123,6 +123,15 @@ def test_a_state_gives_each_variant_its_own_module(monkeypatch: pytest.MonkeyPat
     seen = compare.with_module(GROUP_GEMM, modules, lambda: [GROUP_GEMM.module(v) for v in (fp16, fp16, None)])
     assert seen[0] is seen[1] and seen[2] is not seen[0]
     assert built == [("old", fp16.name), ("old", None)]
+
+
+def test_stand_ins_nest_and_leave_the_family_as_it_was() -> None:
+    outer, inner = object(), object()
+    with compare.stand_in(SCALE, outer):
+        with compare.stand_in(SCALE, inner):
+            assert SCALE.module() is inner
+        assert SCALE.module() is outer
+    assert "scale" not in families.STAND_INS
 
 
 def test_the_working_tree_state_is_the_library_module(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

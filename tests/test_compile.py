@@ -19,13 +19,14 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import get_rtol_atol, unpack_subsampling_weight2
+from conftest import get_rtol_atol, standing_in, unpack_subsampling_weight2
 
 import oasr
 from oasr import _checks
 from oasr.jit import gemm_config
 from oasr.jit.enums import enumerator
-from oasr.jit.families import FAMILIES, PerVariant
+from oasr.jit.families import FAMILIES
+from profiling.compare import PerVariant
 
 PURE_TORCH = {"fold_batch_norm"}
 """Public ops written in plain torch (no kernel, no custom op): dynamo traces through them."""
@@ -178,13 +179,11 @@ class TorchLaunchers:
 def cpu_launchers():
     """CPU tensors pass the device check and every family runs TorchLaunchers."""
     for family in FAMILIES:
-        family.use_module(PerVariant(TorchLaunchers))
         _checks.ready_devices(family).add(torch.device("cpu"))
     torch._dynamo.reset()
-    yield
+    with standing_in(PerVariant(TorchLaunchers)):
+        yield
     torch._dynamo.reset()
-    for family in FAMILIES:
-        family.use_module(None)
     _checks.forget_devices()
 
 

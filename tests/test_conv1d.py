@@ -28,7 +28,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import RecordingLaunchers
+from conftest import RecordingLaunchers, standing_in
 
 import oasr.conv1d as conv1d
 from oasr import _checks
@@ -166,10 +166,9 @@ def launches():
     """CPU passes the device check and the module records its launches, so the memory and
     autograd checks (which come after the device check) run on CPU tensors."""
     stub = RecordingLaunchers()
-    families.CONV1D.use_module(stub)
     _checks.ready_devices(families.CONV1D).add(torch.device("cpu"))
-    yield stub.calls
-    families.CONV1D.use_module(None)
+    with standing_in(stub, [families.CONV1D]):
+        yield stub.calls
     _checks.forget_devices()
 
 

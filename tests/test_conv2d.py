@@ -197,7 +197,7 @@ RULE_TILES = [
     (72, conv2d_config.DEFAULT),
     (64, conv2d_config.NARROW),
 ]
-"""One K per tile the rule picks (dev/conv2d/results/bench_h200.txt)."""
+"""One K per tile the rule picks (measured: dev/conv2d/RESULTS.md)."""
 
 
 @pytest.mark.parametrize("k,tile", RULE_TILES, ids=lambda v: f"k{v}" if isinstance(v, int) else v.name)

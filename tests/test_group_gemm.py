@@ -92,10 +92,8 @@ def test_a_cutlass_instantiation_builds_for_sm90a_and_exports_group_gemm():
 
 
 def test_configurations_are_persistent_modules_of_their_own():
-    names = {
-        gemm_config.group_gemm_variant(d, c).name for d in gemm_config.DTYPES for c in gemm_config.GROUP_CANDIDATES
-    }
-    assert len(names) == len(gemm_config.DTYPES) * len(gemm_config.GROUP_CANDIDATES)
+    names = {gemm_config.group_gemm_variant(d, c).name for d in gemm_config.DTYPES for c in gemm_config.GROUP_PICKS}
+    assert len(names) == len(gemm_config.DTYPES) * len(gemm_config.GROUP_PICKS)
     with pytest.raises(ValueError, match="cooperative, ping-pong or direct"):
         gemm_config.group_gemm_variant("bfloat16", gemm_config.ONE_WAVE)
     direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct")
@@ -110,12 +108,12 @@ def test_configurations_are_persistent_modules_of_their_own():
     picks = {
         gemm_config.choose_group(n, k, g) for n in (8, 64, 65, 1024) for k in (8, 256, 2048, 4096) for g in (1, 2000)
     }
-    assert picks <= set(gemm_config.GROUP_CANDIDATES) and all(c.schedule != "nonpersistent" for c in picks)
-    assert len(set(gemm_config.GROUP_CANDIDATES)) == len(gemm_config.GROUP_CANDIDATES)
+    assert picks <= set(gemm_config.GROUP_PICKS) and all(c.schedule != "nonpersistent" for c in picks)
+    assert len(set(gemm_config.GROUP_PICKS)) == len(gemm_config.GROUP_PICKS)
 
 
 def test_choice_follows_the_h200_sweep():
-    """dev/group_gemm/results/rowstores_h200.txt: the direct kernel below K=2048 (up to 1024 groups, with or
+    """dev/group_gemm/RESULTS.md: the direct kernel below K=2048 (up to 1024 groups, with or
     without a bias); from K=2048 256x128 cooperative up to N=256, else 128x128 ping-pong, both without PDL; beyond
     1024 groups 128x256 cooperative where N fills it, else 128x128 2x1 cooperative."""
     direct = gemm_config.GemmConfig(128, 128, 64, 1, 1, "direct")
@@ -397,8 +395,8 @@ class TestGroupGemm:
         assert_close(y, reference(x, w[:, :37], offsets), torch.bfloat16, 72)
 
     @pytest.mark.parametrize("pdl", [False, True], ids=["stream", "pdl"])
-    @pytest.mark.parametrize("config", gemm_config.GROUP_CANDIDATES, ids=lambda c: c.name)
-    def test_every_candidate_config(self, config, pdl):
+    @pytest.mark.parametrize("config", gemm_config.GROUP_PICKS, ids=lambda c: c.name)
+    def test_every_pick(self, config, pdl):
         sizes = random_sizes(16, 4000, seed=7)
         x, w, _, offsets = operands(sizes, 512, 256, torch.bfloat16, "cuda", seed=5)
         out = poisoned((4000, 512), torch.bfloat16)

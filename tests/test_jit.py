@@ -161,26 +161,27 @@ def test_family_module_is_loaded_once_until_forgotten(monkeypatch):
     monkeypatch.setattr(core.JitSpec, "build_and_load", fake_build_and_load)
     first = SCALE.module()
     assert SCALE.module() is first and built == ["scale"]
-    stand_in = object()
-    SCALE.use_module(stand_in)
-    assert SCALE.module() is stand_in and built == ["scale"]
-    SCALE.use_module(None)
-    assert SCALE.module() not in (first, stand_in) and built == ["scale", "scale"]
+    monkeypatch.setitem(F.STAND_INS, "scale", lambda variant: ("stand-in", variant))  # the hook compare.stand_in sets
+    assert SCALE.module() == ("stand-in", None) and built == ["scale"]
+    monkeypatch.delitem(F.STAND_INS, "scale")
+    assert SCALE.module() is first and built == ["scale"]
     F.forget_loaded_modules()
-    SCALE.module()
-    assert built == ["scale", "scale", "scale"]
+    assert SCALE.module() is not first and built == ["scale", "scale"]
 
 
 def test_families_name_their_sources_and_ops():
     import oasr
 
     for family in FAMILIES:
-        assert all(source.is_file() for source in family.sources()), family.name
-        assert all((env.OASR_INCLUDE_DIR / header).is_file() for header in family.headers), family.name
-        assert all(F.family_of(op) is family for op in family.ops)
+        assert all(source.is_file() for source in family.sources), family.name
+        assert all(F.family_of(op) is family for op in family.ops) and F.family_named(family.name) is family
+        for variant in family.prebuild(False) if family.prebuild else ():  # a schedule's own launcher too
+            assert all(source.is_file() for source in family.sources_of(variant)), variant.name
     assert sorted(oasr.__all__) == sorted(op for family in FAMILIES for op in family.ops)
     with pytest.raises(ValueError, match=r"no family has an op 'nope'; the ops are: .*rms_norm"):
         F.family_of("nope")
+    with pytest.raises(ValueError, match=r"no family is named 'nope'; the families are: scale, .*group_gemm"):
+        F.family_named("nope")
 
 
 def test_two_processes_build_once_and_both_load(jit_dir):
@@ -362,7 +363,7 @@ def test_installed_wheel_carries_kernel_sources(tmp_path):
 
 
 def test_build_in_parallel_reports_each_module_and_counts_failures(capsys) -> None:
-    """dev/'s --build steps: every module's line in order, a failure with its error, and the count."""
+    """``python -m oasr.jit build``'s report: every module's line in order, a failure with its error, and the count."""
 
     class Spec:
         def __init__(self, name: str, error: str | None = None) -> None:

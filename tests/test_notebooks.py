@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -9,25 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from oasr.jit import families
-from oasr.jit.families import FAMILIES
+from oasr.jit.families import FAMILIES, family_named
+from profiling.workbench.pages import PAGES, page_of
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
 
 
-def test_every_family_has_a_notebook():
-    assert [p.stem for p in PATHS] == [family.notebook for family in FAMILIES]
+def test_every_family_has_one_page_and_a_notebook():
+    assert [page.family for page in PAGES] == list(FAMILIES)
+    assert [p.stem for p in PATHS] == [page.notebook for page in PAGES]
+    with pytest.raises(ValueError, match="no notebook page"):
+        page_of(dataclasses.replace(FAMILIES[0], name="nope"))
 
 
-@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
-def test_each_notebook_opens_the_workbench_of_its_family(family):
-    cells = json.loads((NOTEBOOKS / f"{family.notebook}.ipynb").read_text())["cells"]
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.family.name)
+def test_each_notebook_opens_the_workbench_of_its_family(page):
+    cells = json.loads((NOTEBOOKS / f"{page.notebook}.ipynb").read_text())["cells"]
     sources = ["".join(cell["source"]) for cell in cells]
     (opening,) = [s for s in sources if "Workbench(" in s]
-    name = opening.split("Workbench(families.", 1)[1].split(")", 1)[0]
-    assert getattr(families, name) is family
-    assert sources[0].startswith(f"# {family.title}") and any("SweepPanel(wb)" in s for s in sources)
+    name = opening.split('Workbench(family_named("', 1)[1].split('")', 1)[0]
+    assert family_named(name) is page.family
+    assert sources[0].startswith(f"# {page.title}") and any("SweepPanel(wb)" in s for s in sources)
 
 
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)

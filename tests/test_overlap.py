@@ -18,7 +18,7 @@ import warnings
 
 import pytest
 import torch
-from conftest import RecordingLaunchers
+from conftest import RecordingLaunchers, standing_in
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import oasr
@@ -33,11 +33,9 @@ def launches():
     """CPU passes the device check; every family records its launches (the list is yielded)."""
     stub = RecordingLaunchers()
     for family in FAMILIES:
-        family.use_module(stub)
         _checks.ready_devices(family).add(torch.device("cpu"))
-    yield stub.calls
-    for family in FAMILIES:
-        family.use_module(None)
+    with standing_in(stub):
+        yield stub.calls
     _checks.forget_devices()
 
 

@@ -187,7 +187,7 @@ def test_live_run_measures_the_chosen_backends_after_forgetting_loaded_modules(t
     monkeypatch.setattr(panel_module, "profile_sweep", fake_profile_sweep)
     live = SweepPanel(Workbench(SCALE))
     assert "(live)" in live.widget.children[0].value
-    SCALE.use_module(object())  # a module loaded before the run
+    families._LOADED["scale"] = object()  # a module loaded before the run
     live.size.value, live.dtype.value, live.backends.value, live.preset.value = 2, "bfloat16", ("oasr",), "timing"
     live.run.click()
     config = get_op("scale").default_sweep[2]

@@ -16,7 +16,7 @@ Tolerances (rtol, atol) are those of each family's test file: the element-wise o
 gemm and bmm ``gemm_tolerance`` (tests/conftest.py), plus ``TANH_ERROR`` times the largest
 pre-activation for the epilogues computed with the hardware ``tanh.approx`` (documented in
 ``oasr.gemm``). Their cases draw from the configurations the rule picks, which
-``python dev/gemm/tune.py --build`` builds in parallel beforehand (one JIT module each).
+``python -m oasr.jit build --tests`` builds in parallel beforehand (one JIT module each).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from profiling import files
 from profiling.provenance import REPO_ROOT
 from profiling.workbench import publish, tables
 from profiling.workbench.notebook import Workbench
+from profiling.workbench.pages import SCALE_PAGE
 
 HOSTILE = "<script>alert('x')</script> & \"q\""
 
@@ -235,8 +236,8 @@ def test_titles_and_file_names_reach_the_html_escaped(tmp_path, reports_dir):
     assert 'href="07_a%27b%3Cc.no-input.html"' in text
 
 
-def test_report_titles_come_from_the_families():
-    assert publish.report_title(REPO_ROOT / "notebooks" / "01_scale.ipynb") == SCALE.title
+def test_report_titles_come_from_the_pages():
+    assert publish.report_title(REPO_ROOT / "notebooks" / "01_scale.ipynb") == SCALE_PAGE.title
 
 
 def test_the_no_code_variant_hides_source_code_outputs(tmp_path, reports_dir):

@@ -13,6 +13,7 @@ from conftest import RECORDINGS
 from oasr.jit.families import FAMILIES, GEMM, NORM, SCALE
 from profiling.harness.ops import ops_of
 from profiling.workbench.notebook import Workbench, tensor_bound, timing_headline
+from profiling.workbench.pages import page_of
 from profiling.workbench.tables import load_table, report_gpu_slug, save_table, workbench_mode
 
 REPORTS = RECORDINGS.parent.parent
@@ -35,7 +36,8 @@ def bench(reports) -> Workbench:
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_a_workbench_is_made_from_its_family(reports, family):
     bench = Workbench(family)
-    assert bench.family is family and bench.notebook == family.notebook and bench.title == family.title
+    page = page_of(family)
+    assert bench.family is family and bench.notebook == page.notebook and bench.title == page.title
     assert bench.ops == ops_of(family) and bench.op_names and all(op.family is family for op in bench.ops)
 
 
@@ -140,8 +142,9 @@ def test_build_builds_the_familys_one_module(reports, tmp_path, monkeypatch):
 
 def test_kernel_source_shows_the_family_headers(bench):
     text = bench.kernel_source().data
-    assert "oasr/scale.cuh" in SCALE.headers and text.count("```cpp") == len(SCALE.headers)
-    assert all(f"`include/{header}`" in text for header in SCALE.headers)
+    headers = page_of(SCALE).headers
+    assert "oasr/scale.cuh" in headers and text.count("```cpp") == len(headers)
+    assert all(f"`include/{header}`" in text for header in headers)
     assert "ScaleOp" in text and "MapKernel" in text
 
 

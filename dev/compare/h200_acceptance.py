@@ -21,7 +21,15 @@ import torch  # noqa: E402
 from slowed import slowed_state  # noqa: E402
 
 from oasr.jit.families import SCALE  # noqa: E402
-from profiling.compare import WORKTREE, State, build_state, compare_samples, state_hash, time_modules  # noqa: E402
+from profiling.compare import (  # noqa: E402
+    WORKTREE,
+    State,
+    build_state,
+    compare_samples,
+    stand_in,
+    state_hash,
+    time_modules,
+)
 from profiling.harness.ops import get_op  # noqa: E402
 from profiling.harness.timing import require_cuda, run_gpu_script  # noqa: E402
 from profiling.provenance import REPO_ROOT  # noqa: E402
@@ -36,11 +44,8 @@ RUNS = 10
 def check_slowed(op, module) -> None:
     """The slowed kernel still computes scale (its extra pass rewrites the same values)."""
     inputs = op.make_inputs(CONFIG, torch.float16, torch.device("cuda"), 0)
-    SCALE.use_module(module)
-    try:
+    with stand_in(SCALE, module):
         got = op.backends["oasr"](inputs)
-    finally:
-        SCALE.use_module(None)
     assert torch.equal(got, op.backends["torch"](dict(inputs, out=torch.empty_like(inputs["x"]))))
 
 

@@ -6,7 +6,7 @@
 Variants (VARIANTS): ``prod`` is the family's module as built from ``include/``; the others build
 the same sources (``csrc/conv1d.cu``) against a copy of ``include/`` with constants rewritten by
 ``dev/tune_kernels.py``'s ``rewrite``: ``ffma`` turns the tensor-core kernel off
-(``oasr/conv1d_tensor.cuh``'s ``kMaxChunks = 0``), so 16-bit calls run the shared-memory FFMA kernel
+(``oasr/conv1d/tensor_core.cuh``'s ``kMaxChunks = 0``), so 16-bit calls run the shared-memory FFMA kernel
 that was production before it; ``s2`` stages two tiles instead of three; each ``variants/NAME.patch``
 (a diff of ``include/``, applied by ``dev/tune_kernels.py``'s ``patched_include``) is variant NAME; the
 ``diag-*`` patches leave a part of the kernel out (wrong outputs: time them with ``--sections sweep``).
@@ -16,8 +16,8 @@ warmed up and captured (``with_module``), so every form goes through the public 
 ``-fno-gnu-unique``: otherwise a static of an inline launcher (the occupancy cache) is one GNU-unique
 symbol for all of them; ``build`` stops when a variant module defines such a symbol.
 
-Earlier tensor-core forms (one tile per block, no copies in flight) lost to the FFMA kernel
-(``results/bench_h200.txt``, ``results/tc_h200.txt``); their code is in git at 7d8b06f and 0c6edf8.
+Earlier tensor-core forms (one tile per block, no copies in flight) lost to the FFMA kernel (``RESULTS.md``);
+their code is in git at 7d8b06f and 0c6edf8.
 
 Sections:
 
@@ -35,7 +35,7 @@ Sections:
   taking that time would reach.
 * ``fused``: plain + bias, + SiLU, mask + SiLU (10 % padded frames) per variant, and the ratios
   to plain (issue target: within 1.05x); bf16, or each of ``--fused-dtypes`` (float32 runs the FFMA
-  kernel of ``conv1d_staged.cuh``).
+  kernel of ``conv1d/staged.cuh``).
 * ``step``: the streaming step (conv + state update) at L = 16, 32, 64 frames of C = 512 against
   torch's non-streaming ``F.silu(F.conv1d(...))`` on the same chunk (target: >= 1x).
 * ``ncu``: Nsight Compute's warp-state, scheduler and memory sections of the variants' kernels on
@@ -72,10 +72,12 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import oasr.conv1d as conv1d
-from dev.tune_kernels import Edit, patched_include, rewrite, with_module
+from dev.tune_kernels import Edit, patched_include, rewrite
 from oasr.jit.core import gen_jit_spec
 from oasr.jit.families import CONV1D
 from oasr.scale import scale
+from profiling.compare import stand_in, with_module
+from profiling.harness.ops import parse_dtype
 from profiling.harness.ops.conv1d import CONV1D_SWEEP, TOLERANCES
 from profiling.harness.ops.conv1d import DEPTHWISE_CONV1D as op
 from profiling.harness.timing import measure_copy_bandwidth, rotation_sets, time_interleaved
@@ -83,7 +85,7 @@ from profiling.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-TENSOR = "conv1d_tensor.cuh"
+TENSOR = "conv1d/tensor_core.cuh"
 VARIANTS: dict[str, list[Edit] | Path | None] = {
     "prod": None,
     "ffma": [(TENSOR, "kMaxChunks", "0")],
@@ -282,15 +284,15 @@ def check_variant(name: str) -> int:
     torch.manual_seed(0)
     cases = check_cases()
     failures = []
-    CONV1D.use_module(module)
-    for label, case in cases:
-        try:
-            failure = case()
-        except Exception as error:  # a launch error is a failure of this variant
-            failure = f"{type(error).__name__}: {error}".splitlines()[0]
-        if failure is not None:
-            failures.append(f"{label}: {failure}")
-    torch.cuda.synchronize()
+    with stand_in(CONV1D, module):
+        for label, case in cases:
+            try:
+                failure = case()
+            except Exception as error:  # a launch error is a failure of this variant
+                failure = f"{type(error).__name__}: {error}".splitlines()[0]
+            if failure is not None:
+                failures.append(f"{label}: {failure}")
+        torch.cuda.synchronize()
     print(f"{'PASS' if not failures else 'FAIL'} ({len(cases) - len(failures)}/{len(cases)} cases)")
     for line in failures[:12]:
         print(f"    {line}")
@@ -534,10 +536,10 @@ def ncu_target(name: str, b: int, t: int, c: int, k: int) -> None:
     module = build([name])[name]
     config = {"b": b, "t": t, "c": c, "k": k}
     inputs = op.make_inputs(config, torch.bfloat16, torch.device("cuda"), 0)
-    CONV1D.use_module(module)
-    for _ in range(3):
-        op.backends["oasr"](inputs)
-    torch.cuda.synchronize()
+    with stand_in(CONV1D, module):
+        for _ in range(3):
+            op.backends["oasr"](inputs)
+        torch.cuda.synchronize()
 
 
 def ncu(names: list[str], out: Path | None) -> None:
@@ -658,7 +660,7 @@ def main() -> int:
                 sweep(timed, copy_bw)
             elif section == "fused":
                 for dtype in args.fused_dtypes.split(","):
-                    fused(timed, copy_bw, getattr(torch, dtype))
+                    fused(timed, copy_bw, parse_dtype(dtype))
             elif section == "step":
                 step(timed)
             elif section == "ncu":

@@ -6,7 +6,7 @@
 
 Each form runs three times at (16, 1500, 256, 31) and (16, 1500, 512, 15), bf16, same padding, in that order, so
 the summary's rows follow it. The instruction counts tell a form's work apart from its time
-(``results/forms_ncu_h200.txt``).
+(``RESULTS.md``).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ the production module; ``bench.py --sections sanitize`` runs both tools on produ
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -20,13 +21,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import oasr.conv1d as conv1d
 from dev.conv1d.bench import VARIANTS, build
 from oasr.jit.families import CONV1D
+from profiling.compare import stand_in
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--variant", default="prod", choices=list(VARIANTS))
     args = parser.parse_args()
-    CONV1D.use_module(build([args.variant])[args.variant])
+    stand_ins = contextlib.ExitStack()  # held until main returns
+    stand_ins.enter_context(stand_in(CONV1D, build([args.variant])[args.variant]))
     torch.manual_seed(0)
     for dtype in (torch.float32, torch.bfloat16):
         for b, t, c, k, pad in (

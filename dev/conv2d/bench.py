@@ -35,13 +35,6 @@ from profiling.harness import timing
 from profiling.harness.measure import measure
 from profiling.harness.ops import conv2d
 
-VARIANTS = [
-    conv2d_config.implicit_gemm_variant(dtype, act, tile)
-    for dtype, act in (("bfloat16", "relu"), ("bfloat16", None), ("bfloat16", "silu"), ("float16", "relu"))
-    for tile in conv2d_config.PICKS
-]
-"""The implicit-GEMM modules the tests (tests/test_conv2d.py) and the timing use: each tile the rule picks."""
-
 TILES = [
     conv2d_config.Conv2dConfig(64, 256, 64, 1, 1),
     conv2d_config.Conv2dConfig(128, 128, 64, 2, 1),
@@ -51,7 +44,7 @@ TILES = [
 ]
 """Candidate tiles the rule does not pick, timed next to its picks (bf16 + ReLU): 64x256 on one consumer
 warpgroup was conv #2's pick before the two-consumer kernel. 128x256 on one consumer warpgroup is left out:
-its 256 accumulators per thread spill (2831 us on conv #2 in results/bench_h200.txt)."""
+its 256 accumulators per thread spill (2831 us on conv #2, ``RESULTS.md``)."""
 TILE_VARIANTS = [conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile) for tile in TILES]
 
 # (what, op, config, target in us): the issue's targets (B16 T1500 F80 d256, bf16, device time).
@@ -63,7 +56,9 @@ TARGETS = [
 
 
 def build(jobs: int) -> None:
-    specs = [CONV2D.jit_spec(), *(CONV2D.jit_spec(variant=v) for v in VARIANTS + TILE_VARIANTS)]
+    specs = [
+        CONV2D.jit_spec(variant=v) for v in [None, *conv2d_config.implicit_gemm_variants(tests=True), *TILE_VARIANTS]
+    ]
     build_in_parallel(specs, jobs)  # a candidate tile CUTLASS refuses is reported; the others go on
 
 
@@ -88,7 +83,7 @@ def tiles() -> None:
 
             def run(i, module=module):
                 st, pad = i["stride"], i["pad"]
-                module.conv2d_implicit_gemm(i["out"], i["x"], i["weight"], i["bias"], st, st, pad, pad, 1)
+                module.conv2d_implicit_gemm(i["out"], i["x"], i["weight"], i["bias"], st, st, pad, pad, "relu")
                 return i["out"]
 
             sets[0]["out"].fill_(float("nan"))

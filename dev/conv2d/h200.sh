@@ -2,7 +2,8 @@
 # The conv2d family on the H200, in one command from the repo root (the device tool runs it with the
 # wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
 #   bash dev/conv2d/h200.sh [steps...]     (default: build test bench; at most 7 files go to $OUT)
-# build: the direct module and the implicit-GEMM modules the tests and the timing use, in parallel;
+# build: the direct module and the implicit-GEMM modules the tests (python -m oasr.jit build --tests) and the
+#        timing use, in parallel;
 # test:  tests/test_conv2d.py with its GPU tests                       -> $OUT/conv2d-pytest.log
 # bench: dev/conv2d/bench.py, oasr vs torch channels-last vs NCHW      -> $OUT/conv2d-bench.txt, conv2d-bench.csv
 # front: (not by default) the fused front end alone: its GPU tests, its timing, compute-sanitizer memcheck
@@ -19,7 +20,8 @@ status=0
 for s in ${*:-build test bench}; do
   echo; echo "=== $s ($(date +%T))"
   case $s in
-    build) python3 dev/conv2d/bench.py --build --jobs "$jobs" 2>&1 | tee -a "$OUT/conv2d-bench.txt" || status=1 ;;
+    build) python3 -m oasr.jit build --tests --jobs "$jobs" 2>&1 | tail -1 | tee -a "$OUT/conv2d-bench.txt" || status=1
+           python3 dev/conv2d/bench.py --build --jobs "$jobs" 2>&1 | tee -a "$OUT/conv2d-bench.txt" || status=1 ;;
     test) timeout 150 python3 -m pytest -q -ra -p no:cacheprovider --durations=10 tests/test_conv2d.py \
             > "$OUT/conv2d-pytest.log" 2>&1 || status=1
           tail -30 "$OUT/conv2d-pytest.log" ;;

@@ -2,14 +2,14 @@
 """The fused front end against edited copies of its header, in one run (needs an sm90 GPU).
 
     python dev/conv2d/variants.py NAME=INCLUDE_DIR ...   # e.g. ffma=.dev/variants/ffma/include
-    python dev/conv2d/variants.py NAME=PATCH ...         # e.g. before=dev/conv2d/variants/staged-pixel-major.patch
+    python dev/conv2d/variants.py NAME=PATCH ...         # e.g. persistent=dev/conv2d/variants/persistent-tiles.patch
 
 Each variant is the conv2d module built against INCLUDE_DIR (a copy of ``include/`` whose
 ``oasr/conv2d/subsampling.cuh`` is edited), or against a copy of ``include/`` with PATCH applied (``patch -p1``
 from the repo root's level; the copy goes to ``.dev/variants/NAME``); it is checked against the float64
 reference and timed next to the production module (CUDA-graph replay, interleaved, the harness's timing) at
-B16 T1500 F80 d256 and B64 T250 F80 d256, bf16. The patches in ``dev/conv2d/variants/`` are the kernel at earlier
-steps of its design (``dev/README.md``, conv2d).
+B16 T1500 F80 d256 and B64 T250 F80 d256, bf16. What was tried this way, and the patches of the kernel's earlier
+steps (in git history): ``RESULTS.md``.
 """
 
 from __future__ import annotations

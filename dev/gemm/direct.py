@@ -6,7 +6,7 @@ bare, with each fused epilogue and as ``gemm_glu``'s one launch (needs an sm90 G
     python dev/gemm/direct.py --build    # build the modules and stop
     python dev/gemm/direct.py --ncu plain bias silu   # launch these on the direct kernel for ncu (h200.sh direct-ncu)
     python dev/gemm/direct.py --summarise source.csv  # ncu's source page of one kernel: the epilogue's instructions
-    python dev/gemm/direct.py --variants dev/gemm/variants/direct-bias-acc.patch ...  # also the kernel so edited
+    python dev/gemm/direct.py --variants dev/gemm/variants/direct-pack-first.patch ...  # also the kernel so edited
     python dev/gemm/direct.py --dtype float16 ...   # fp16 inputs (default bfloat16)
 
 Issue 17 asks a fused bias + activation for <= 1.05x the time of a bare cuBLAS GEMM (CUTLASS's epilogue took
@@ -40,7 +40,7 @@ from dev.tune_kernels import build_all, patched_include, variant_spec
 from oasr.jit import gemm_config
 from oasr.jit.families import GEMM
 from profiling.harness.correctness import compare
-from profiling.harness.ops import get_op
+from profiling.harness.ops import get_op, parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
 gemm_module = sys.modules["oasr.gemm"]
@@ -111,7 +111,7 @@ def variant_modules(patches: list[Path], dtype: str) -> dict[str, dict[str, obje
 def launch(module: object, i: dict, epilogue: str, out: str = "out") -> torch.Tensor:
     """``i[out]`` = a variant module's ``epilogue`` on the input set ``i`` (addressable as made), no Python layer."""
     bias = None if epilogue == "plain" else i["bias"]
-    module.gemm(i[out][None], i["x"][None], i["weight"][None], bias, gemm_config.epilogue_code(epilogue))
+    module.gemm(i[out][None], i["x"][None], i["weight"][None], bias)
     return i[out]
 
 
@@ -289,7 +289,7 @@ def main() -> int:
     variants = variant_modules(args.variants, args.dtype) if args.variants else {}
     if args.build:
         return 0
-    dtype = getattr(torch, args.dtype)
+    dtype = parse_dtype(args.dtype)
     failed = sum(gemm_table(m, n, k, dtype, variants) for m, n, k in gemm_shapes(args.issue_shapes))
     failed += sum(glu_table(m, n, k, dtype, variants) for m, n, k in glu_shapes())
     print(f"\n{failed} wrong results" if failed else "\nevery checked result matched float64")

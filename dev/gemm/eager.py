@@ -60,14 +60,14 @@ def main() -> int:
         rows = {
             "torch.mm": partial(torch.mm, x, w.T, out=out),
             f"oasr.gemm ({config.name})": partial(oasr.gemm, x, w, out=out),
-            "  its module called alone": partial(module.gemm, out[None], x[None], w[None], None, 0),
+            "  its module called alone": partial(module.gemm, out[None], x[None], w[None], None),
         }
         if config in before:
             old = before[config].load()
-            rows[f"  its module with {args.before.stem}"] = partial(old.gemm, out[None], x[None], w[None], None, 0)
-        glu_module, code = GEMM.module(glu), gemm_config.epilogue_code("glu")
+            rows[f"  its module with {args.before.stem}"] = partial(old.gemm, out[None], x[None], w[None], None)
+        glu_module = GEMM.module(glu)
         rows["oasr.gemm_glu (direct)"] = partial(oasr.gemm_glu, x, w2, out=out)
-        rows["  the GLU module called alone"] = partial(glu_module.gemm, out[None], x[None], w2[None], None, code)
+        rows["  the GLU module called alone"] = partial(glu_module.gemm, out[None], x[None], w2[None], None)
         rows["tvm-ffi call, 2 tensors"] = partial(floor.ffi_call, out, x)
         rows["  the same, an empty kernel launched"] = partial(floor.empty_launch, out, x)
         print(f"\n{m}x{n}x{k}")

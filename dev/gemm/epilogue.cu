@@ -4,6 +4,9 @@
 // OASR_GEMM_DEV_EPI_TILE_N: the epilogue's sub-tile N instead of CUTLASS's choice (EpilogueTileAuto: 128x32
 //   cooperative, 64x32 otherwise; the M stays the schedule's, as the builder requires). A wider sub-tile means
 //   fewer store rounds per tile (smem write, fence, TMA store, barrier).
+#include <type_traits>
+
+#include "gemm_cutlass.h"
 #include "gemm_epilogue.h"
 
 #ifndef OASR_GEMM_DEV_EPI_TILE_N
@@ -14,7 +17,7 @@ namespace {
 
 namespace cfg = oasr::gemm::config;
 
-constexpr int kEpiM = OASR_GEMM_SCHEDULE == 0 ? 128 : 64;
+constexpr int kEpiM = std::is_same_v<cfg::Schedule, oasr::gemm::Cooperative> ? 128 : 64;
 using EpiTile = cute::Shape<cute::Int<kEpiM>, cute::Int<OASR_GEMM_DEV_EPI_TILE_N>>;
 
 using Gemm = oasr::gemm::Sm90Gemm<cfg::Element, cfg::LayoutB, cfg::Tile, cfg::Cluster, cfg::Schedule, OASR_GEMM_STAGES,
@@ -22,8 +25,6 @@ using Gemm = oasr::gemm::Sm90Gemm<cfg::Element, cfg::LayoutB, cfg::Tile, cfg::Cl
 
 }  // namespace
 
-void gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t epilogue) {
-  TVM_FFI_ICHECK(epilogue == OASR_GEMM_EPILOGUE) << "this gemm module computes epilogue " << OASR_GEMM_EPILOGUE
-                                                 << ", not " << epilogue;
+void gemm(TensorView output, TensorView input, TensorView weight, Optional bias) {
   oasr::gemm::run_gemm<Gemm>(output, input, weight, bias, "gemm kernel launch (dev epilogue)");
 }

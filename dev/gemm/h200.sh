@@ -2,16 +2,17 @@
 # The gemm and bmm families on the H200, in one command from the repo root (the device tool runs it
 # with the wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
 #   bash dev/gemm/h200.sh [steps...]     (default: build test tune epilogue; logs and CSVs go to $OUT)
-# build:    every module the tests and the sweeps use, in parallel (~45 s each, one core and ~1.8 GB apiece);
+# build:    every module the tests (python -m oasr.jit build --tests) and the sweep use, in parallel (~45 s each);
 # test:     tests/test_gemm.py and tests/test_bmm.py with their GPU tests;
 # tune:     dev/gemm/tune.py, every candidate configuration next to cuBLAS (CUDA-graph device time, eager apart);
 # epilogue: dev/gemm/tune.py --epilogue, the fused epilogue's cost split and its candidate fixes;
-# wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, its GPU tests, tune.py --wave;
+# wave:     issue 17 alone (~3 min on 16 cores): its 11 modules built at once, then tune.py --wave (each checked
+#           against float64 before it is timed);
 # wave-fused: (not by default) tune.py --wave --fused: the same candidates and the fused ones with a bias + SiLU;
 # direct:   (not by default) dev/gemm/direct.py's modules, the direct path's GPU tests, dev/gemm/direct.py (the direct
 #           kernel bare, with each fused epilogue and as gemm_glu, next to cuBLAS and the rule's CUTLASS picks), then
 #           those tests under compute-sanitizer memcheck and racecheck (DIRECT_ARGS: direct.py's options, e.g.
-#           "--variants dev/gemm/variants/direct-bias-acc.patch --issue-shapes" or "--dtype float16");
+#           "--variants dev/gemm/variants/direct-pack-first.patch --issue-shapes" or "--dtype float16");
 # direct-variants: (not by default) dev/gemm/direct.py $DIRECT_ARGS alone.
 # direct-ncu: (not by default) the direct kernel bare, with a bias and with bias + SiLU under ncu (two shapes), and
 #           the bias kernel's stall samples per SASS instruction -> $OUT/gemm-direct-ncu.txt, gemm-direct-source.csv;
@@ -25,7 +26,8 @@ status=0
 for s in ${*:-build test tune epilogue}; do
   echo; echo "=== $s ($(date +%T))"
   case $s in
-    build) python3 dev/gemm/tune.py --build --jobs "$jobs" 2>&1 | tee "$OUT/gemm-build.log" || status=1 ;;
+    build) python3 -m oasr.jit build --tests --jobs "$jobs" 2>&1 | tee "$OUT/gemm-build.log" || status=1
+           python3 dev/gemm/tune.py --build --jobs "$jobs" 2>&1 | tee -a "$OUT/gemm-build.log" || status=1 ;;
     test) python3 -m pytest -q -ra -p no:cacheprovider --durations=10 tests/test_gemm.py tests/test_bmm.py \
             > "$OUT/gemm-pytest.log" 2>&1 || status=1
           tail -30 "$OUT/gemm-pytest.log" ;;
@@ -33,9 +35,6 @@ for s in ${*:-build test tune epilogue}; do
     epilogue) python3 dev/gemm/tune.py --epilogue --csv "$OUT/gemm-epilogue.csv" 2>&1 | tee "$OUT/gemm-epilogue.txt" \
                 || status=1 ;;
     wave) python3 dev/gemm/tune.py --build --wave --jobs "$(nproc)" 2>&1 | tee "$OUT/gemm-wave-build.log" || status=1
-          python3 -m pytest -q -ra -p no:cacheprovider tests/test_gemm.py -k TestWaveCandidates \
-            > "$OUT/gemm-wave-pytest.log" 2>&1 || status=1
-          tail -5 "$OUT/gemm-wave-pytest.log"
           python3 dev/gemm/tune.py --wave --csv "$OUT/gemm-wave.csv" 2>&1 | tee "$OUT/gemm-wave.txt" || status=1 ;;
     wave-fused) python3 dev/gemm/tune.py --build --wave --fused --jobs "$(nproc)" 2>&1 | tail -3 || status=1
                 python3 dev/gemm/tune.py --wave --fused --csv "$OUT/gemm-wave-fused.csv" 2>&1 \

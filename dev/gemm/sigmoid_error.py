@@ -9,7 +9,7 @@ multiple of 2^-10 in [-24, 24] (needs cupy).
 Per form: the largest absolute error of sigmoid(x), of silu(x) = x sigmoid(x) for |x| <= 4 and |x| <= 8, and
 silu's largest relative error for x >= 0.25 (the outputs' own rounding is 2^-9 relative for bf16, 2^-12 for fp16).
 The f16x2 form was meant to halve the SFU ops of a SiLU epilogue; ptxas splits it into two MUFU.TANH.F16, so it
-saved nothing and lost two orders of accuracy (``results/sigmoid_f16x2_h200.txt``).
+saved nothing and lost two orders of accuracy (``RESULTS.md``).
 """
 
 from __future__ import annotations

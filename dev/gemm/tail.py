@@ -8,7 +8,7 @@ picks, bf16, bare, with a bias and with bias + SiLU (needs an sm90 GPU; ``--buil
     python dev/gemm/tail.py             # check each against float64 (odd shapes too), then time them
 
 Issue 17 asks bias + SiLU for <= 1.05x bare cuBLAS; on 1500x2048x512 (one wave) the rule's CUTLASS pick took
-1.17x (dev/gemm/results/fused_one_wave_eda59e9_h200.txt). Timing: as dev/gemm/direct.py.
+1.17x (``RESULTS.md``). Timing: as dev/gemm/direct.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Time every candidate gemm/bmm configuration on the issue's shapes next to cuBLAS (through torch).
 
-    python dev/gemm/tune.py --build [--jobs 14]      # build every module the tests and the sweeps use, in parallel
-    python dev/gemm/tune.py --build --tests          # only the GPU tests' modules (tests/test_gemm.py, test_bmm.py)
+    python dev/gemm/tune.py --build [--jobs 14]      # build every module the sweep uses, in parallel
     python dev/gemm/tune.py [--csv tune.csv]         # the sweep (H100/H200): one table per op, then the best per shape
     python dev/gemm/tune.py --epilogue [--csv e.csv] # the epilogue study (below); `--build --epilogue` builds just it
     python dev/gemm/tune.py --sass                   # the study's modules' SASS: registers, CALLs, branches, MUFU ops
@@ -11,21 +10,21 @@ Device time is CUDA-graph replay (``REPEAT`` calls captured in one graph, the me
 replays, per call: hot L2, no launch gaps); eager latency is host wall time per call of a loop of
 eager calls (launch and Python included), reported apart. Each configuration's result is checked
 against cuBLAS's before it is timed (``ok`` column). ``oasr/jit/gemm_config.py``'s rule is read off
-the best configuration per shape of this sweep's H200 run (``dev/gemm/results/tune_h200.txt``);
-``gemm_chosen`` rows show what the rule picks.
+the best configuration per shape of this sweep's H200 run (``RESULTS.md``); ``gemm_chosen`` rows show
+what the rule picks. The candidates are ``candidates.py``'s.
 
 The epilogue study: the fused bias+SiLU epilogue (CUTLASS's LinCombPerColBiasEltAct visitor tree) ran
 at about half the bare GEMM's speed in the d238755 run, slowest with ping-pong. :data:`EPILOGUE_VARIANTS`
 splits the cost (the bias broadcast: a synchronous gmem->smem load and a barrier per tile in
 Sm90RowBroadcast; a cheap activation; SiLU) and tries fixes: ``--use_fast_math`` and a wider epilogue
 sub-tile (``dev/gemm/epilogue.cu``). At 7d8b06f the sigmoid as one ``tanh.approx`` won every shape
-(``results/epilogue_h200.txt``, where ``silu`` is CUTLASS's IEEE-divide SiLU, ``silu_fast`` the ``__expf`` and
+(``RESULTS.md``, where ``silu`` is CUTLASS's IEEE-divide SiLU, ``silu_fast`` the ``__expf`` and
 ``__fdividef`` form and ``silu_tanh`` the tanh one): production's SiLU (``oasr::gemm::Silu``) is the tanh form
 for both dtypes (``common/math.cuh``'s ``fast_silu``). Each is timed next to cuBLAS and torch.
 
 The wave study (issue 17): 8000x256x256 (x0.94 of cuBLAS, 126 tiles of 128x128 with 4 K blocks each)
 and 1500x2048x512 (x0.84, 192 tiles: 1.45 waves) were below the x0.95 target at 7d8b06f.
-``gemm_config.WAVE_CANDIDATES`` (one-wave tiles, multicast, fewer K blocks, two CTAs per SM) are timed
+``WAVE_CANDIDATES`` (one-wave tiles, multicast, fewer K blocks, two CTAs per SM) are timed
 there next to the rule's current picks, on :data:`WAVE_SHAPES` (the two, the shapes sharing their rule
 bands, the other two targets), each first checked against a float64 reference. ``bash dev/gemm/h200.sh
 wave`` builds its 11 modules, runs the tests and it: ~3 min on 16 cores.
@@ -49,12 +48,16 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from dev.gemm.candidates import BMM_CANDIDATES, CANDIDATES, FUSED_CANDIDATES, WAVE_CANDIDATES  # (after the path)
 from oasr import bmm as oasr_bmm
 from oasr import gemm as oasr_gemm
 from oasr import gemm_glu
 from oasr.jit import gemm_config
 from oasr.jit.core import JitSpec, Variant, build_in_parallel
 from oasr.jit.families import BMM, GEMM
+from profiling.compare import stand_in
 
 gemm_module = sys.modules["oasr.gemm"]
 bmm_module = sys.modules["oasr.bmm"]
@@ -78,15 +81,6 @@ GEMM_SHAPES = [  # (M, N, K): the issue's targets, then upstream Oasr's gemm lis
     (32000, 512, 512),
 ]
 FUSED_SHAPES = [(8000, 256, 256), (8000, 1024, 256), (1500, 2048, 512), (16000, 512, 512)]
-FUSED_CANDIDATES = (
-    C(64, 128, 64, 1, 1, "pingpong"),
-    C(128, 128, 64, 1, 1, "cooperative"),
-    C(128, 256, 64, 2, 1, "cooperative"),
-    C(128, 256, 64, 1, 1, "cooperative"),
-    C(128, 128, 64, 2, 1, "cooperative"),
-    C(128, 128, 64, 1, 1, "pingpong"),
-    C(128, 128, 64, 1, 1, "nonpersistent"),
-)
 GLU_SHAPES = [(16000, 512, 256), (8000, 2048, 512)]  # (M, 2N, K): the Conformer's pointwise conv before GLU
 BMM_SHAPES = [  # (batch, M, N, K, layout): scores (nt, keys K-major) and context (nn, values N-major)
     (64, 375, 375, 64, "nt"),
@@ -100,14 +94,6 @@ BMM_SHAPES = [  # (batch, M, N, K, layout): scores (nt, keys K-major) and contex
     (4, 375, 375, 64, "nt"),  # under half a wave (36)
     (8, 375, 64, 375, "nn"),
 ]
-BMM_CANDIDATES = (
-    C(64, 128, 64, 1, 1, "pingpong"),
-    C(128, 128, 64, 1, 1, "cooperative"),
-    C(64, 64, 64, 1, 1, "pingpong"),
-    C(128, 128, 64, 1, 1, "pingpong"),
-    C(64, 128, 64, 1, 1, "nonpersistent"),
-    C(128, 128, 64, 1, 1, "nonpersistent"),
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,46 +146,32 @@ and the other two targets (where a new pick must not lose)."""
 
 def wave_configs(fused: bool = False) -> list[gemm_config.GemmConfig]:
     """The rule's current picks for :data:`WAVE_SHAPES` (``fused``: for a bias + SiLU), then
-    ``gemm_config.WAVE_CANDIDATES`` (``fused``: and :data:`FUSED_CANDIDATES`)."""
+    ``WAVE_CANDIDATES`` (``fused``: and :data:`FUSED_CANDIDATES`)."""
     picks = [gemm_config.choose(m, n, k, fused=fused) for m, n, k in WAVE_SHAPES]
-    return list(dict.fromkeys([*picks, *gemm_config.WAVE_CANDIDATES, *(FUSED_CANDIDATES if fused else ())]))
+    return list(dict.fromkeys([*picks, *WAVE_CANDIDATES, *(FUSED_CANDIDATES if fused else ())]))
 
 
 REPEAT, SAMPLES = 20, 15
 
 
-def variants_to_build(tests_only: bool = False) -> list[tuple[object, object]]:
-    """(family, variant) of every module tests/test_gemm.py and tests/test_bmm.py use, and (unless ``tests_only``)
-    this sweep's candidates."""
+def sweep_specs() -> list[JitSpec]:
+    """The sweep's modules: every candidate (bf16), bare, with bias + SiLU and as bmm of both layouts, and the rule's
+    picks (the ``gemm_chosen`` rows)."""
     gv, bv = gemm_config.gemm_variant, gemm_config.bmm_variant
-    dtypes = gemm_config.DTYPES
-    wanted = [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.WAVE_CANDIDATES]  # TestWaveCandidates
-    wanted += [(GEMM, gv(d, "plain", c)) for d in dtypes for c in gemm_config.PICKS]
-    wanted += [(GEMM, gv(d, e, c)) for d in dtypes for e in gemm_config.EPILOGUES[1:] for c in gemm_config.FUSED_PICKS]
-    wanted += [(GEMM, gv(d, e, gemm_config.DIRECT)) for d in dtypes for e in (*gemm_config.EPILOGUES, "glu")]
-    wanted += [(BMM, bv(d, nn, c)) for d in dtypes for nn in (False, True) for c in gemm_config.PICKS]
-    if not tests_only:
-        wanted += [(GEMM, gv("bfloat16", "plain", c)) for c in gemm_config.CANDIDATES]
-        wanted += [(GEMM, gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
-        wanted += [(BMM, bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
-    unique = {}
-    for family, variant in wanted:
-        unique[(family.name, variant.name)] = (family, variant)
-    return list(unique.values())
+    specs = [GEMM.jit_spec(variant=gv("bfloat16", "plain", c)) for c in (*CANDIDATES, *gemm_config.PICKS)]
+    specs += [GEMM.jit_spec(variant=gv("bfloat16", "silu", c)) for c in FUSED_CANDIDATES]
+    specs += [GEMM.jit_spec(variant=gv("bfloat16", "glu", gemm_config.DIRECT))]
+    specs += [BMM.jit_spec(variant=bv("bfloat16", nn, c)) for nn in (False, True) for c in BMM_CANDIDATES]
+    return specs
 
 
-def specs_to_build(
-    epilogue_only: bool, wave_only: bool = False, tests_only: bool = False, fused: bool = False
-) -> list[JitSpec]:
-    """The modules of the sweep and the tests (unless ``epilogue_only``) and of the epilogue study, once each;
-    or (``wave_only``) just the wave study's (``fused``: its bias + SiLU modules); or (``tests_only``) just the
-    tests'."""
+def specs_to_build(epilogue_only: bool, wave_only: bool = False, fused: bool = False) -> list[JitSpec]:
+    """The modules of the sweep (unless ``epilogue_only``) and of the epilogue study, once each; or (``wave_only``)
+    just the wave study's (``fused``: its bias + SiLU modules)."""
     if wave_only:
         epilogue = "silu" if fused else "plain"
         return [GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", epilogue, c)) for c in wave_configs(fused)]
-    if tests_only:
-        return [family.jit_spec(variant=v) for family, v in variants_to_build(tests_only=True)]
-    specs = [] if epilogue_only else [family.jit_spec(variant=v) for family, v in variants_to_build()]
+    specs = [] if epilogue_only else sweep_specs()
     specs += [epilogue_spec(v, c) for v, c in epilogue_cases()]
     return list({spec.name: spec for spec in specs}.values())
 
@@ -291,7 +263,7 @@ def sweep(csv_path: Path | None) -> None:
         x, w = randn(m, k), randn(n, k, scale=k**-0.5)
         expected = F.linear(x, w)
         cublas = device_us(lambda: F.linear(x, w))
-        for config in gemm_config.CANDIDATES:
+        for config in CANDIDATES:
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
             gemm_module._linear(x, w, None, None, out, config)
             us = device_us(lambda: gemm_module._linear(x, w, None, None, out, config))
@@ -382,13 +354,10 @@ def epilogue_study(csv_path: Path | None) -> None:
             act = None if variant.epilogue in ("plain", "bias") else variant.epilogue
             expected = gemm_module._TORCH_ACT[act](F.linear(x, w, bias))
             out = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
-            GEMM.use_module(modules[(variant.name, config)])
-            try:
+            with stand_in(GEMM, modules[(variant.name, config)]):
                 gemm_module._linear(x, w, bias, act, out, config)
                 ok = close(out, expected)
                 us = device_us(lambda: gemm_module._linear(x, w, bias, act, out, config))
-            finally:
-                GEMM.use_module(None)
             row = {
                 "shape": f"{m}x{n}x{k}",
                 "config": config.name,
@@ -534,19 +503,16 @@ def sass_report(jobs: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--build", action="store_true", help="build every module the sweep and the tests use, then stop"
-    )
+    parser.add_argument("--build", action="store_true", help="build every module the sweep uses, then stop")
     parser.add_argument("--jobs", type=int, default=8, help="parallel builds (each ~1.8 GB, one core)")
     parser.add_argument("--epilogue", action="store_true", help="the epilogue study instead of the sweep")
     parser.add_argument("--wave", action="store_true", help="issue 17's wave study instead of the sweep")
     parser.add_argument("--fused", action="store_true", help="with --wave: its configurations with a bias + SiLU")
-    parser.add_argument("--tests", action="store_true", help="with --build: only the modules the GPU tests use")
     parser.add_argument("--sass", action="store_true", help="the epilogue study's SASS counts (no GPU needed)")
     parser.add_argument("--csv", type=Path, help="also write the sweep's rows here")
     args = parser.parse_args()
     if args.build:
-        if build_in_parallel(specs_to_build(args.epilogue, args.wave, args.tests, args.fused), args.jobs):
+        if build_in_parallel(specs_to_build(args.epilogue, args.wave, args.fused), args.jobs):
             raise SystemExit(1)
     elif args.sass:
         sass_report(args.jobs)

@@ -1,6 +1,6 @@
 """Time oasr.group_gemm on the issue's shapes next to torch._grouped_mm, one dense GEMM and a loop of F.linear.
 
-    python dev/group_gemm/bench.py --build [--jobs 14]   # build every module the tests and the sweep use, in parallel
+    python dev/group_gemm/bench.py --build [--jobs 14]   # build every module the sweep uses, in parallel
     python dev/group_gemm/bench.py [--csv out.csv] [--dtype bfloat16]   # the sweep (H100/H200)
     python dev/group_gemm/bench.py --only direct --shapes 3   # some candidates on the first shapes
 
@@ -8,7 +8,7 @@ The shapes are the harness op's sweep (``profiling/harness/ops/group_gemm.py``: 
 at N=1024, K=256, then upstream Oasr's list with group sizes drawn uniformly from [m/2, 2m)). Backends:
 ``oasr`` (the public op, its chosen configuration and ``gemm_config.group_pdl``), ``oasr+bias`` (with a
 per-group bias in the epilogue; ``oasr+bias:direct`` the same on the direct kernel), ``oasr:<config>`` for
-every candidate of ``gemm_config.GROUP_CANDIDATES``
+every candidate of ``candidates.py``
 (tiles, clusters and schedules: the rows to pick a default from) launched in stream order, and
 ``oasr:<config>+pdl``, the same with both kernels (setup, grouped GEMM) launched by programmatic dependent
 launch (each resident while the one before it runs), ``torch._grouped_mm``, ``loop`` (a Python loop of
@@ -27,15 +27,20 @@ import argparse
 import csv
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
-import oasr
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import oasr  # (after the checkout is on the path)
+from dev.group_gemm.candidates import CANDIDATES
 from oasr.jit import gemm_config
 from oasr.jit.core import build_in_parallel
 from oasr.jit.families import GROUP_GEMM
 from profiling.harness.correctness import compare
 from profiling.harness.ops import group_gemm as op_module
+from profiling.harness.ops import parse_dtype
 from profiling.harness.timing import op_input_sets, run_gpu_script, time_interleaved
 
 group_module = sys.modules["oasr.group_gemm"]
@@ -43,9 +48,9 @@ OP = op_module.GROUP_GEMM
 
 
 def build(jobs: int) -> None:
-    """The bf16 module of every candidate, and both dtypes' modules, plain and with a bias, of the
-    configurations choose_group picks (what the sweep and tests/test_group_gemm.py use), ``jobs`` at a time."""
-    variants = [gemm_config.group_gemm_variant("bfloat16", c) for c in gemm_config.GROUP_CANDIDATES]
+    """The bf16 module of every candidate, and both dtypes' modules, plain and with a bias, of the configurations
+    choose_group picks (what the sweep uses), ``jobs`` at a time."""
+    variants = [gemm_config.group_gemm_variant("bfloat16", c) for c in CANDIDATES]
     variants += [
         gemm_config.group_gemm_variant(d, c, bias)
         for d in gemm_config.DTYPES
@@ -62,7 +67,7 @@ def backends(dtype: torch.dtype, only: str = "") -> dict[str, Callable[[dict], t
     """Name -> callable on one input set (the harness op's inputs); ``only``: the candidates whose name
     contains it."""
     fns: dict[str, Callable[[dict], torch.Tensor]] = {"oasr": OP.backends["oasr"]}
-    for config in (c for c in gemm_config.GROUP_CANDIDATES if only in c.name):
+    for config in (c for c in CANDIDATES if only in c.name):
         for pdl in (False, True):
             fns[f"oasr:{config.name}{'+pdl' if pdl else ''}"] = lambda i, c=config, p=pdl: _launch(i, c, p)
     if dtype == torch.bfloat16:
@@ -82,7 +87,7 @@ def _launch(
 
 
 def sweep(dtype_name: str, csv_path: str | None, only: str = "", shapes: int | None = None) -> int:
-    dtype = getattr(torch, dtype_name)
+    dtype = parse_dtype(dtype_name)
     rows, failed = [], 0
     for config in OP.default_sweep[:shapes]:
         label = OP.config_label(config)
@@ -135,9 +140,7 @@ def sweep(dtype_name: str, csv_path: str | None, only: str = "", shapes: int | N
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--build", action="store_true", help="build every module the sweep and the tests use, then stop"
-    )
+    parser.add_argument("--build", action="store_true", help="build every module the sweep uses, then stop")
     parser.add_argument("--jobs", type=int, default=4)
     parser.add_argument("--csv")
     parser.add_argument("--dtype", default="bfloat16", choices=gemm_config.DTYPES)

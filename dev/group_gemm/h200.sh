@@ -2,7 +2,7 @@
 # The group_gemm family on the H200, in one command from the repo root (the device tool runs it with the
 # wheels of ../shared/device/fetch-wheels.sh in .whl/, nvidia-cutlass included):
 #   bash dev/group_gemm/h200.sh [steps...]     (default: build test bench; three files go to $OUT)
-# build: the modules the tests and the sweep use, in parallel (CUTLASS's ~45 s each, ~2 GB apiece);
+# build: the modules the tests (python -m oasr.jit build --tests) and the sweep use, in parallel (~45 s each);
 # test:  tests/test_group_gemm.py with its GPU tests -> $OUT/group-pytest.log;
 # bench: dev/group_gemm/bench.py, the issue's shapes: oasr (default, and every candidate with and without
 #        programmatic dependent launch) next to torch._grouped_mm, a loop of F.linear and one dense GEMM,
@@ -13,7 +13,7 @@
 # ncu:   (not by default) the issue's shape under the direct kernel and CUTLASS's 128x256 cooperative, each
 #        launched twice (speed of light, memory, occupancy, warp stalls) -> $OUT/group-ncu.txt;
 # source: (not by default) the direct kernel's stall samples per SASS instruction -> $OUT/group-source.csv;
-# variants: (not by default) variants.py over $VARIANTS ("PATCH[@COMMIT] ..." of dev/group_gemm/variants/, or
+# variants: (not by default) variants.py over $VARIANTS ("PATCH[@COMMIT] ...", patches of include/ or of a commit's, or
 #        "NAME=INCLUDE_DIR ...", edited copies of include/),
 #        timed next to production, then each under ncu, and the dense kernels (cuBLAS's, oasr.gemm's) on one group
 #        -> $OUT/group-variants.txt, group-variants-ncu.txt.
@@ -28,7 +28,8 @@ dram__bytes_write.sum,smsp__warp_issue_stalled_gmma_per_warp_active.pct
 for s in ${*:-build test bench}; do
   echo; echo "=== $s ($(date +%T))"
   case $s in
-    build) python3 dev/group_gemm/bench.py --build --jobs "$jobs" 2>&1 | tee -a "$OUT/group-pytest.log" || status=1 ;;
+    build) python3 -m oasr.jit build --tests --jobs "$jobs" 2>&1 | tail -1 | tee -a "$OUT/group-pytest.log" || status=1
+           python3 dev/group_gemm/bench.py --build --jobs "$jobs" 2>&1 | tee -a "$OUT/group-pytest.log" || status=1 ;;
     test) python3 -m pytest -q -ra -p no:cacheprovider --durations=10 tests/test_group_gemm.py \
             >> "$OUT/group-pytest.log" 2>&1 || status=1
           tail -30 "$OUT/group-pytest.log" ;;

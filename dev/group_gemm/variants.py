@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The direct grouped GEMM against edited copies of its header, in one run (needs an sm90 GPU).
 
-    python dev/group_gemm/variants.py dev/group_gemm/variants/*.patch   # check, then time next to production
+    python dev/group_gemm/variants.py PATCH[@COMMIT] ...   # check, then time next to production
     python dev/group_gemm/variants.py --ncu PATCH ...   # for ncu: each module twice, then the dense kernels
 
 A variant is PATCH (a diff of ``include/``, named after its file) applied to a copy of ``include/``, or to
@@ -11,7 +11,8 @@ as the bf16 direct module (``gemm_config.DIRECT``, no bias). A variant named ``d
 loop first. Timing: the harness's CUDA-graph replay, interleaved with production and one dense GEMM over all
 rows (cuBLAS, and ``oasr.gemm``'s CUTLASS kernel), on the first three shapes of the harness op's sweep (the
 issue's 8 x 1000 rows, N=1024, K=256, and upstream's two short ones) and on the issue's 8000 rows as one group.
-``dev/group_gemm/variants/`` holds the ones dev/README.md reports.
+The patches ``RESULTS.md`` reports apply to older headers: ``git show COMMIT:PATH > x.patch``, then ``x.patch@BASE``
+with the commit named beside it.
 """
 
 from __future__ import annotations

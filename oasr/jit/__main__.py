@@ -122,20 +122,41 @@ def _clear() -> int:
     return 0
 
 
-def _build() -> int:
+def _prebuilt(scope: str) -> list[core.JitSpec]:
+    """What ``build`` builds, once each, family by family: each family's default module (``"default"``); and the
+    variants the GPU tests use (``"tests"``); or those and every variant the rules can pick (``"all"``), from each
+    family's ``prebuild``."""
+    specs: dict[str, core.JitSpec] = {}
+    for family in FAMILIES:
+        variants = [None]
+        if family.prebuild is not None and scope != "default":
+            variants += family.prebuild(True)
+            if scope == "all":
+                variants += family.prebuild(False)
+        for variant in variants:
+            spec = family.jit_spec(variant=variant)
+            specs.setdefault(spec.name, spec)
+    return list(specs.values())
+
+
+def _build(scope: str = "default", jobs: int | None = None) -> int:
     try:
         env.ensure_jit_cache_dir()
     except env.JitCacheDirError as exc:
         print(exc, file=sys.stderr)
         return 1
-    specs = [family.jit_spec() for family in FAMILIES]
+    specs = _prebuilt(scope)
     # nvcc runs in subprocesses, one core and up to ~2 GB (CUTLASS) each: a job per core.
-    return 1 if core.build_in_parallel(specs, min(len(specs), os.cpu_count() or 1)) else 0
+    return 1 if core.build_in_parallel(specs, jobs or min(len(specs), os.cpu_count() or 1)) else 0
 
 
 COMMANDS = {
     "list": (_list, "list the builds in the cache, marking the current one of each family"),
-    "build": (_build, "build every family's module, one per core at a time (skips those already built)"),
+    "build": (
+        _build,
+        "build every family's module (--tests: and the variants the GPU tests use; --all: and every one "
+        "the rules can pick), one per core at a time (skips those already built)",
+    ),
     "clear": (_clear, "delete the builds and lock files the cache made (other files are kept)"),
 }
 
@@ -147,9 +168,24 @@ def main(argv: list[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="{list,build,clear}", required=True)
+    parsers = {}
     for name, (_, text) in COMMANDS.items():
-        commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        parsers[name] = commands.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+    scope = parsers["build"].add_mutually_exclusive_group()
+    scope.add_argument(
+        "--tests", action="store_const", const="tests", dest="scope", help="also the GPU tests' variants"
+    )
+    scope.add_argument(
+        "--all",
+        action="store_const",
+        const="all",
+        dest="scope",
+        help="also every variant the rules can pick, and the tests'",
+    )
+    parsers["build"].add_argument("--jobs", type=int, help="builds at a time (default: one per core)")
     args = parser.parse_args(argv)
+    if args.command == "build":
+        return _build(args.scope or "default", args.jobs)
     return COMMANDS[args.command][0]()
 
 

@@ -18,6 +18,8 @@ from collections.abc import Iterable
 logger = logging.getLogger("oasr.jit")
 
 DEFAULT_ARCHS: frozenset[tuple[int, str]] = frozenset({(9, "0a")})
+SM90A = "-gencode=arch=compute_90a,code=sm_90a"
+"""The one target of the wgmma/TMA (CUTLASS) modules, whatever other GPUs the JIT builds for."""
 _ARCH_PATTERN = re.compile(r"^(\d+)\.(\d+[af]?)$")
 _warned_default = False
 

@@ -3,29 +3,10 @@
 Each :class:`Conv2dConfig`, with a dtype and an activation, is one JIT module of the conv2d family
 (:class:`oasr.jit.core.Variant`: the family's sources built with ``-DOASR_CONV2D_*`` flags, which add
 the sm90 launcher ``conv2d_implicit_gemm`` to the direct kernels), built the first time a call needs it.
-A configuration is a tile, a cluster and the number of consumer warpgroups: CUTLASS 4.2's conv kernel
-on sm90 has one (non-persistent: one CTA per output tile; its dispatch policy refuses the cooperative and
-ping-pong schedules), and ``include/oasr/conv2d/sm90_implicit_gemm.cuh``'s ``TwoConsumerConv`` runs the same
-mainloop with two, each on half of the tile's pixels. :func:`choose` picks it from the output channels K.
-
-The rule is read off ``dev/conv2d/bench.py``'s tile table on an H200 (bf16 + bias + ReLU, CUDA-graph device
-time, every candidate timed in turn on each implicit-GEMM shape of the sweep). The first run timed the front
-end's conv #2 (16 x 749 x 39, 256 -> 256, 3x3 stride 2) with one consumer warpgroup: 64x256 tiles, 211 us,
-against 246 us for 128x128 (upstream Oasr's sm90 default tile with CUTLASS's K-block of 64): with N = K = 256
-in one tile, each CTA gathers its im2col rows once for every output channel instead of once per 128 of them;
-128x256 took 2831 us (one warpgroup would hold 256 fp32 accumulators per thread: they spill). With two
-consumer warpgroups (``dev/conv2d/results/two_consumer_h200.txt``), 128x256 tiles took conv #2 from 231.3 to
-209.6 us in one table and from 218.5-227.5 to 195.9-207.9 us in three timings of the two alone; in the bench
-with them as the rule's pick (``bench_two_consumer_h200.txt``), 214.0 against 245.1 us in the table and 190.9 us
-in the harness's row, where 64x256 had taken 211.6-228.2 us in nine harness timings of that session. They also
-led the other K = 256 shapes (26.5 against 30.6 us at 8 x 150 x 40, 110.4 against 122.5 at 16 x 100 x 40
-stride 1), and 256x128 tiles led the K = 128 shape (33.4 against 39.1 us for 128x128). 128x64 tiles still win
-both K = 64 shapes (16 x 100 x 40, 64 -> 64, stride 2: 6.7 us against 8.9 for the best two-consumer tile; at
-batch 32: 12.0 against 13.2).
-
-So K a multiple of 256 takes 128x256 tiles and other multiples of 128 take 256x128, each on two consumer
-warpgroups; K <= 64 takes 128x64 tiles (N = K in one tile, no half-empty 128-wide one; only K = 64 was
-timed) and anything else 128x128.
+A configuration is a tile, a cluster and the number of consumer warpgroups: CUTLASS's conv kernel on sm90 has
+one, ``include/oasr/conv2d/sm90_implicit_gemm.cuh``'s ``TwoConsumerConv`` runs its mainloop with two, each on
+half of the tile's pixels. :func:`choose` picks it from the output channels K; the measurements behind it, and
+the tiles tried: dev/conv2d/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -33,9 +14,9 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from .compilation_context import SM90A
 from .core import Variant
 from .enums import enumerator
-from .families import SM90A
 
 ACTIVATIONS = (None, "relu", "silu")
 """The epilogues, ``act(acc + bias)`` (a missing bias reads as 0): ``oasr::Activation``'s names."""
@@ -73,25 +54,23 @@ class Conv2dConfig:
         )
 
 
-DEFAULT = Conv2dConfig()
-"""128x128 tiles, one consumer warpgroup: K above 64 and not a multiple of 128."""
+# The rule, bf16 + bias + ReLU on the H200 (CUDA-graph device time): with all of K in one or two tiles, each CTA gathers
+# its im2col rows once for every output channel; two consumer warpgroups hold 128x256 accumulators without spilling.
 WIDE = Conv2dConfig(128, 256, 64, 1, 1, 2)
-"""128x256 tiles, two consumer warpgroups: K a multiple of 256 (conv #2 of the front end)."""
+"""K a multiple of 256: conv #2 of the front end (16 x 749 x 39, 256 -> 256) 214.0 us against 245.1 for 64x256."""
 TALL = Conv2dConfig(256, 128, 64, 1, 1, 2)
-"""256x128 tiles, two consumer warpgroups: other multiples of 128."""
+"""Other multiples of 128: K = 128 33.4 us against 39.1 for 128x128."""
 NARROW = Conv2dConfig(128, 64, 64, 1, 1)
-"""128x64 tiles: K <= 64 (the K = 64 convs of upstream Oasr's list: 6.8 and 12.0 us against 9.2 and 17.2 for
-128x128, ``dev/conv2d/results/670bc72/bench_h200.txt``; as the pick at abcec41, ``bench_h200.txt``: 6.8 and
-12.0 us)."""
+"""K <= 64, N = K in one tile: 16 x 100 x 40, 64 -> 64, stride 2, 6.8 us against 9.2 for 128x128 (at 670bc72)."""
+DEFAULT = Conv2dConfig()
+"""128x128 tiles, one consumer warpgroup: any other K."""
 PICKS = (DEFAULT, WIDE, TALL, NARROW)
-"""What :func:`choose` returns (``dev/conv2d/bench.py --build`` builds them)."""
+"""What :func:`choose` returns."""
 
 
 @functools.lru_cache(maxsize=256)  # a model's few shapes, asked on every call
 def choose(k: int) -> Conv2dConfig:
-    """The configuration for a convolution with ``k`` output channels (the H200 table's rule; see the module
-    docstring): 128x256 tiles when ``k`` is a multiple of 256, 256x128 for other multiples of 128 (both on two
-    consumer warpgroups), 128x64 when ``k`` <= 64, otherwise 128x128."""
+    """The configuration for a convolution with ``k`` output channels."""
     if k % 256 == 0:
         return WIDE
     if k % 128 == 0:
@@ -110,3 +89,13 @@ def implicit_gemm_variant(dtype: str, activation: str | None, config: Conv2dConf
             *config.flags(),
         ),
     )
+
+
+def implicit_gemm_variants(tests: bool = False) -> list[Variant]:
+    """Every implicit-GEMM module :func:`choose` can pick: each dtype and activation on each tile; ``tests``: those
+    the GPU tests run (bf16 with each activation, fp16 with ReLU)."""
+    if tests:
+        pairs = [("bfloat16", activation) for activation in ACTIVATIONS] + [("float16", "relu")]
+    else:
+        pairs = [(dtype, activation) for dtype in _DTYPE_NAMES for activation in ACTIVATIONS]
+    return [implicit_gemm_variant(dtype, activation, tile) for dtype, activation in pairs for tile in PICKS]

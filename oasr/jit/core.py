@@ -62,7 +62,7 @@ COMMON_NVCC_FLAGS = (
     "-Xcompiler=-fPIC",
     # Each module keeps its own function-local statics (the launchers' "shared memory allowed" and occupancy
     # caches): GCC would make them GNU-unique symbols, bound once per process, so that two modules instantiating
-    # one launcher template (gemm and bmm of one tile, a dev/ variant and production) would share them.
+    # one launcher template (gemm and bmm of one tile, a variant and production) would share them.
     "-Xcompiler=-fno-gnu-unique",
 )
 # nvcc prints "file.cu(12): error: ..." and host compilers "file.cc:12:3: error: ...".
@@ -210,7 +210,7 @@ class JitSpec:
     extra_cuda_cflags: list[str] = field(default_factory=list)
     extra_ldflags: list[str] = field(default_factory=list)
     extra_include_paths: list[Path] = field(default_factory=list)
-    include_dir: Path = field(default_factory=lambda: env.OASR_INCLUDE_DIR)  # a dev/ variant's copy of include/
+    include_dir: Path = field(default_factory=lambda: env.OASR_INCLUDE_DIR)  # a variant's edited copy of include/
 
     @functools.cached_property
     def nvcc_flags(self) -> tuple[str, ...]:
@@ -722,7 +722,7 @@ def gen_jit_spec(
 ) -> JitSpec:
     """A module spec; without explicit ``-gencode`` flags it targets the current context's archs.
 
-    ``include_dir`` replaces ``include/`` (a ``dev/`` variant builds against an edited copy).
+    ``include_dir`` replaces ``include/`` (a variant builds against an edited copy).
     """
     cflags = list(extra_cuda_cflags or [])
     if not any(flag.startswith("-gencode") for flag in cflags):

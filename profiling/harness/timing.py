@@ -22,15 +22,13 @@ itself; an op that allocates its output (``F.silu(x)``) would get from the cachi
 allocator the block its previous output just freed, still in the L2, and save the
 write-back that ``out=`` ops pay. So each timing loop keeps the results of the last
 ``len(fns)`` launches alive: allocated outputs then cycle through as many blocks as
-there are input sets, like ``out=`` tensors (``dev/harness/output_reuse.py`` measures
-the difference).
+there are input sets, like ``out=`` tensors (measured: dev/harness/RESULTS.md).
 
 Backends are compared with :func:`time_interleaved`: each is timed in turn, for
 several rounds, and its samples pooled. A GPU's speed drifts within a run (clocks,
 what ran just before), and timing one backend after the other would hand the drift
-to whichever came first (``dev/harness/timing_drift.py`` shows it). A first round,
-discarded, absorbs the slow start after the reference check (on the H200, 12% at
-1 GiB in ``timing_drift.py``).
+to whichever came first. A first round, discarded, absorbs the slow start after the
+reference check (on the H200, 12% at 1 GiB; measured: dev/harness/RESULTS.md).
 
 Every function that touches the GPU raises :class:`NoGPUError` (a
 ``RuntimeError``) at once when CUDA is unavailable.
@@ -239,7 +237,7 @@ def time_interleaved(
         Rounds run first, the same way, and dropped.
     before_each : callable, optional
         Run before every timing of every backend, so that each starts from the state it
-        leaves (e.g. the L2 after a large op; ``dev/tune_kernels.py --after-large-check``).
+        leaves (e.g. the L2 after the float64 check of a large op).
 
     Returns
     -------

@@ -11,7 +11,7 @@
     a Ray task per chunk does (on a cluster too). Each chunk's report is stored here as a
     profile of its own, so a chunk whose ncu, GPU or node dies is profiled again
     elsewhere and nothing finished is lost. Two ncu runs on two GPUs of one host overlap
-    (``dev/scaleout/ncu_concurrency.py``); each run's fixed cost is its ncu and
+    (measured: dev/scaleout/RESULTS.md); each run's fixed cost is its ncu and
     application start (about 5 s on the H200).
 ``"cache"``
     Every requested entry (backend x config x dtype, same preset, same kernel
@@ -563,7 +563,7 @@ def profile_sweep(
     private_tmp : bool
         Run each ncu in its own mount namespace with an empty /tmp (``unshare -m``; root only).
         Off by default: on the 2xH200 host two ncu runs overlapped as well with a shared /tmp
-        (``dev/scaleout/results/h200x2_summary.txt``); ``dev/scaleout/compare.py ncu`` measures it.
+        (measured: dev/scaleout/RESULTS.md).
 
     Returns
     -------

@@ -32,6 +32,7 @@ from ..harness.ops import Config, OpSpec, ops_of, parse_dtype
 from ..nsight import runner, source
 from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
 from .display import Table, config_in_op_order
+from .pages import page_of
 from .tables import REPLAY, load_table, report_gpu_slug, save_table, summary_path, workbench_mode
 
 
@@ -40,9 +41,10 @@ class Workbench:
 
     def __init__(self, family: Family) -> None:
         self.family = family
-        self.notebook = family.notebook
+        self.page = page_of(family)
+        self.notebook = self.page.notebook
         self.ops: list[OpSpec] = ops_of(family)
-        self.title = family.title
+        self.title = self.page.title
         self.mode = workbench_mode()
         self.gpu_slug = report_gpu_slug()
         self.headlines: list[str] = []
@@ -100,10 +102,10 @@ class Workbench:
     # ------------------------------------------------------------ the kernel
 
     def kernel_source(self) -> Any:
-        """The family's kernel headers (``Family.headers``), as highlighted code."""
+        """The family's kernel headers (its page's ``headers``), as highlighted code."""
         blocks = [
             f"`include/{path}`\n\n```cpp\n{(env.OASR_INCLUDE_DIR / path).read_text()}\n```"
-            for path in self.family.headers
+            for path in self.page.headers
         ]
         return Markdown("\n\n".join(blocks))
 

@@ -52,12 +52,11 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernel
 from nbconvert import HTMLExporter
 from tqdm.auto import tqdm
 
-from oasr.jit.families import FAMILIES
-
 from .. import provenance
 from ..files import REPLAY_DIR, atomic_write_text, reports_root, shown_path
 from ..provenance import REPO_ROOT
 from ..scaleout.gpus import discover, resolve
+from .pages import PAGES
 from .tables import LIVE, output_dir, output_root, report_gpu_slug, summary_path, workbench_mode
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -222,9 +221,9 @@ def _cell_error(notebook: Any, exc: Exception) -> str:
 
 def report_title(path: Path, notebook: Any | None = None) -> str:
     """The family's title for ``NN_family.ipynb``; else the notebook's first heading; else its name."""
-    for family in FAMILIES:
-        if family.notebook == path.stem:
-            return family.title
+    for page in PAGES:
+        if page.notebook == path.stem:
+            return page.title
     for cell in getattr(notebook, "cells", []):
         if cell.get("cell_type") == "markdown":
             for line in cell.get("source", "").splitlines():

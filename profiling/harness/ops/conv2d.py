@@ -25,9 +25,9 @@ accumulation of up to 2304 products: float16 2e-3 / 2e-3, bfloat16 1e-2 / 1e-2 (
 ``gemm_tolerance`` is the depth-scaled form the tests use). Torch's backends round once more: ATen's cuDNN
 path stores each convolution's output in the storage dtype and adds the bias as a second op, so their
 references (:func:`_cudnn_conv_relu`) round there too. Against oasr's, the front end's second conv sums
-that extra rounding of every first-conv output (2304 per output) and torch read 0.022-0.025 max error in
-``dev/conv2d/results/670bc72/bench_h200.txt``, over the bf16 tolerance; oasr's adds the bias in fp32 before
-its one rounding.
+that extra rounding of every first-conv output (2304 per output) and torch read 0.022-0.025 max error
+(measured: dev/conv2d/RESULTS.md), over the bf16 tolerance; oasr's adds the bias in fp32 before its one
+rounding.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ every input set, backend and run sees the same groups. float16 and bfloat16 only
 
 Backends: ``oasr``; ``torch``, PyTorch's grouped GEMM ``torch._grouped_mm`` (bf16 only: for float16 it is
 the loop below); ``loop``, a Python loop of ``F.linear`` over the groups (sizes known on the host, one
-cuBLAS call each; ``dev/group_gemm/bench.py`` also times one dense GEMM over all L rows, the bar
-the issue sets). Work: FLOP = 2 L n k over the real rows L; bytes = x, every group's weight and the output once.
+cuBLAS call each; one dense GEMM over all L rows, the bar the issue set: measured in dev/group_gemm/RESULTS.md).
+Work: FLOP = 2 L n k over the real rows L; bytes = x, every group's weight and the output once.
 Tolerances as the gemm family's (``profiling/harness/ops/gemm.py``).
 """
 
