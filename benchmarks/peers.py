@@ -34,6 +34,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import html
+import itertools
 import math
 import os
 import re
@@ -108,7 +109,9 @@ class Unit:
 def plan_units(ops: Sequence[OpSpec], dtypes: Sequence[str]) -> list[Unit]:
     """Every op's benchmark configs in each of ``dtypes`` it takes, in rounds: every op's first shape (each
     dtype), then every op's second, ... so that a budget cut leaves fewer shapes of every op, not fewer ops."""
-    lists = {(op.name, dtype): op.benchmark_configs(dtype) for op in ops for dtype in dtypes if dtype in op.dtypes}
+    lists = {
+        (op.name, dtype): _distinct(op.benchmark_configs(dtype)) for op in ops for dtype in dtypes if dtype in op.dtypes
+    }
     depth = max((len(configs) for configs in lists.values()), default=0)
     return [
         Unit(op, configs[index], dtype, index)
@@ -117,6 +120,18 @@ def plan_units(ops: Sequence[OpSpec], dtypes: Sequence[str]) -> list[Unit]:
         for dtype in dtypes
         if (configs := lists.get((op.name, dtype))) is not None and index < len(configs)
     ]
+
+
+def _distinct(configs: Sequence[Config]) -> list[Config]:
+    """``configs`` without repeats (a large case that is also in the sweep is timed once)."""
+    seen: list[Config] = []
+    return [c for c in configs if c not in seen and not seen.append(c)]
+
+
+def defer_waiting(units: Sequence[Unit], waits: Callable[[Unit], bool]) -> list[Unit]:
+    """``units`` of one round with those that would wait for a peer's preparation (a JIT build still running)
+    moved to the end, in order: the build goes on while the others are timed."""
+    return [u for u in units if not waits(u)] + [u for u in units if waits(u)]
 
 
 def absent_ops(peers: Sequence[Peer], ops: Mapping[str, OpSpec]) -> list[str]:
@@ -129,12 +144,18 @@ class Budget:
     """The time left, and what a shape of an op is expected to cost (its earlier shapes' mean, else a prior)."""
 
     def __init__(
-        self, seconds: float, *, prior: float = PRIOR_UNIT_S, margin: float = MARGIN_S, clock=time.monotonic
+        self,
+        seconds: float,
+        *,
+        prior: float = PRIOR_UNIT_S,
+        margin: float = MARGIN_S,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         if not seconds > 0:
             raise ValueError(f"--time-budget must be positive, not {seconds}")
-        self.seconds, self.prior, self.margin, self.clock = float(seconds), prior, margin, clock
-        self.start = clock()
+        self.seconds, self.prior, self.margin = float(seconds), prior, margin
+        self.clock = clock or time.monotonic
+        self.start = self.clock()
         self.costs: dict[str, list[float]] = {}
 
     def elapsed(self) -> float:
@@ -277,6 +298,14 @@ class Peers:
         for library in dict.fromkeys(p.library for p in self.peers):
             if library.prepare is not None and self.load(library) is not None and library.name not in self.prepared:
                 self.prepared[library.name] = pool.submit(library.prepare)
+
+    def waits(self, unit: Unit) -> bool:
+        """Whether a peer of ``unit`` would wait for its library's preparation, still running."""
+        return any(
+            not self.prepared[p.library.name].done()
+            for p, static in self.statuses(unit)
+            if static is None and p.library.name in self.prepared
+        )
 
     def prepared_state(self, library: Library, timeout: float) -> Any:
         future = self.prepared.get(library.name)
@@ -627,21 +656,30 @@ def skipped_rows(unit: Unit, peers: Peers, reason: str) -> list[dict[str, Any]]:
 
 
 def dry_run(units: Sequence[Unit], peers: Peers, absent: Sequence[str]) -> int:
-    """Print each unit's backends, and why each peer would not run: nothing touches a GPU."""
-    for unit in units:
-        runs = list(unit.op.backends)
-        skips = []
-        for peer, static in peers.statuses(unit):
+    """Print, per op and dtype, the shapes and backends that would be timed and why each other peer would not:
+    nothing touches a GPU."""
+    for (name, dtype), group in itertools.groupby(sorted(units, key=_op_order), key=lambda u: (u.op.name, u.dtype)):
+        group = list(group)
+        runs, skips = list(group[0].op.backends), []
+        for peer, static in peers.statuses(group[0]):
             if static is None:
                 runs.append(peer.name)
             else:
                 skips.append(f"{peer.name} ({static[0]}: {static[1]})")
-        line = f"[DRY RUN] {unit.label}: {', '.join(runs)}"
-        print(line + (f" | not: {'; '.join(skips)}" if skips else ""))
+        shapes = " ".join(u.op.config_label(u.config) for u in group)
+        print(f"[DRY RUN] {name} {dtype}, {len(group)} shapes: {', '.join(runs)}")
+        print(f"          shapes: {shapes}")
+        for skip in skips:
+            print(f"          not {skip}")
     for name in absent:
         print(f"[DRY RUN] {name}: not in this checkout's harness; its peers are skipped")
-    print(f"[DRY RUN] {len(units)} shapes x dtypes; the budget takes them in this order")
+    rounds = len({u.index for u in units})
+    print(f"[DRY RUN] {len(units)} shapes x dtypes in {rounds} rounds (every op's first shape, then its second, ...)")
     return 0
+
+
+def _op_order(unit: Unit) -> tuple[int, str, int]:
+    return list(OPS).index(unit.op.name), unit.dtype, unit.index
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -717,7 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         options = Options(rounds=args.rounds, warmup=args.warmup, iters=args.num_iters)
         done = skipped = 0
-        for unit in units:
+        for unit in _rounds(units, peers):
             refused = budget.refuse(unit.op.name)
             if refused:
                 skipped += 1
@@ -737,6 +775,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {output} and {output.with_suffix('.csv')}")
     print(markdown_table(summary(pd.DataFrame(rows, columns=list(CSV_COLUMNS)), [op.name for op in ops])))
     return 0
+
+
+def _rounds(units: Sequence[Unit], peers: Peers) -> Iterable[Unit]:
+    """The units, each round (shape index) reordered when it starts so that those waiting for a preparation
+    come last (:func:`defer_waiting`)."""
+    for index in dict.fromkeys(u.index for u in units):
+        yield from defer_waiting([u for u in units if u.index == index], peers.waits)
 
 
 def _budget_line(budget: Budget, done: int, skipped: int, peers: Peers) -> dict[str, str]:

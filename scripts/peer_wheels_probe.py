@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.peer_libraries import LIBRARIES, flashinfer_jit_specs  # noqa: E402
+from benchmarks.peer_libraries import LIBRARIES, flashinfer_jit_specs
 
 MISSING_HEADER = re.compile(r"fatal error: ([^:\s]+): No such file or directory")
 
