@@ -642,7 +642,10 @@ def provenance_lines(peers: Peers, extra: Mapping[str, Any]) -> dict[str, Any]:
 def prebuild_oasr(jobs: int) -> str:
     """Every family's default module, ``jobs`` at a time: one line for the report."""
     start = time.perf_counter()
-    failures = jit_core.build_in_parallel([family.jit_spec() for family in FAMILIES], jobs)
+    try:
+        failures = jit_core.build_in_parallel([family.jit_spec() for family in FAMILIES], jobs)
+    except Exception as error:  # no nvcc, no CUTLASS: each op's oasr row then says why
+        return f"not done ({clean_reason(error)})"
     return f"{time.perf_counter() - start:.0f} s, {failures} failed"
 
 
@@ -738,43 +741,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     timing.require_cuda("the peers benchmark")
     output = Path(args.output) if args.output else None
     rows: list[dict[str, Any]] = [absent_row(name, p) for name in absent for p in chosen if name in p.impls]
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool, torch.no_grad():
-        peers.start_preparing(pool)  # FlashInfer's JIT builds, beside oasr's below
-        oasr_build = prebuild_oasr(args.jobs)
-        copy_bytes_per_s = timing.measure_copy_bandwidth() * 1e12
-        tensor_flop_per_s = timing.measure_cublas_tflops() * 1e12
-        meta = provenance_lines(
-            peers,
-            {
-                "ceilings (measured here)": f"copy {copy_bytes_per_s / 1e12:.2f} TB/s, "
-                f"cuBLAS BF16 {tensor_flop_per_s / 1e12:.0f} TFLOP/s",
-                "timing": f"CUDA graphs, {args.num_iters} samples in {args.rounds} rounds (+1 discarded), "
-                f"{args.warmup} warm-up launches",
-                "oasr JIT prebuild": oasr_build,
-            },
-        )
-        options = Options(rounds=args.rounds, warmup=args.warmup, iters=args.num_iters)
-        done = skipped = 0
-        for unit in _rounds(units, peers):
-            refused = budget.refuse(unit.op.name)
-            if refused:
-                skipped += 1
-                rows += skipped_rows(unit, peers, refused)
-                continue
-            start = time.monotonic()
-            unit_rows = run_unit(unit, peers, options, (copy_bytes_per_s, tensor_flop_per_s), budget)
-            budget.record(unit.op.name, time.monotonic() - start)
-            done += 1
-            rows += unit_rows
-            print(_progress(unit, unit_rows, time.monotonic() - start, budget), flush=True)
-            if output:
-                write_outputs(rows, meta | _budget_line(budget, done, skipped, peers), chosen, output)
-        meta |= _budget_line(budget, done, skipped, peers)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="peers-prepare")
+    try:
+        with torch.no_grad():
+            meta = _measure(args, budget, peers, units, rows, output, pool)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # a build still running does not hold the outputs back
     if output:
         write_outputs(rows, meta, chosen, output)
         print(f"wrote {output} and {output.with_suffix('.csv')}")
     print(markdown_table(summary(pd.DataFrame(rows, columns=list(CSV_COLUMNS)), [op.name for op in ops])))
     return 0
+
+
+def _measure(args, budget: Budget, peers: Peers, units: Sequence[Unit], rows: list, output: Path | None, pool):
+    """Prepare (oasr's JIT modules here, the peers' in ``pool``), measure the ceilings, then every unit the
+    budget allows, ``rows`` and the outputs growing as they go; returns the report's provenance lines."""
+    peers.start_preparing(pool)  # FlashInfer's JIT builds, beside oasr's below
+    oasr_build = prebuild_oasr(args.jobs)
+    copy_bytes_per_s = timing.measure_copy_bandwidth() * 1e12
+    tensor_flop_per_s = timing.measure_cublas_tflops() * 1e12
+    meta = provenance_lines(
+        peers,
+        {
+            "ceilings (measured here)": f"copy {copy_bytes_per_s / 1e12:.2f} TB/s, "
+            f"cuBLAS BF16 {tensor_flop_per_s / 1e12:.0f} TFLOP/s",
+            "timing": f"CUDA graphs, {args.num_iters} samples in {args.rounds} rounds (+1 discarded), "
+            f"{args.warmup} warm-up launches",
+            "oasr JIT prebuild": oasr_build,
+        },
+    )
+    options = Options(rounds=args.rounds, warmup=args.warmup, iters=args.num_iters)
+    done = skipped = 0
+    for unit in _rounds(units, peers):
+        refused = budget.refuse(unit.op.name)
+        if refused:
+            skipped += 1
+            rows += skipped_rows(unit, peers, refused)
+            continue
+        start = time.monotonic()
+        unit_rows = run_unit(unit, peers, options, (copy_bytes_per_s, tensor_flop_per_s), budget)
+        budget.record(unit.op.name, time.monotonic() - start)
+        done += 1
+        rows += unit_rows
+        print(_progress(unit, unit_rows, time.monotonic() - start, budget), flush=True)
+        if output:
+            write_outputs(rows, meta | _budget_line(budget, done, skipped, peers), peers.peers, output)
+    return meta | _budget_line(budget, done, skipped, peers)
 
 
 def _rounds(units: Sequence[Unit], peers: Peers) -> Iterable[Unit]:

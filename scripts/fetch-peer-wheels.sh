@@ -29,6 +29,8 @@ device=(--only-binary=:all: --python-version 3.12 --implementation cp --platform
         --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
         --platform manylinux2014_x86_64 --platform any)
 download() { python3 -m pip download -q --no-deps "$@" 2>&1 | grep -v '^WARNING' || true; }
+# Into the probe's virtualenvs, without the Requires-Dist the routine does not need (listed above).
+install() { "$1/bin/python" -m pip install -q --no-deps --no-warn-conflicts "${@:2}" 2>&1 | grep -v '^WARNING' || true; }
 download "${device[@]}" -d "$work/device" "flashinfer-python==$FLASHINFER_VERSION" \
   "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION" "apache-tvm-ffi==$TVM_FFI_VERSION" "nvidia-cutlass==$CUTLASS_VERSION"
 download --only-binary=:all: -d "$work/host" "nvidia-cudnn-frontend==$CUDNN_FRONTEND_VERSION"  # this machine's Python
@@ -38,8 +40,8 @@ cudnn_host=$(ls "$work"/host/nvidia_cudnn_frontend-*.whl)
 
 echo "probing what the peers load (a virtualenv over this Python's torch)"
 python3 -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/python" -m pip install -q --no-deps "$flashinfer" "$cudnn_host"
-"$work/venv/bin/python" -m pip install -q einops tabulate nvidia-ml-py  # in the device image already
+install "$work/venv" "$flashinfer" "$cudnn_host"
+install "$work/venv" einops tabulate nvidia-ml-py  # in the device image already
 "$work/venv/bin/python" scripts/peer_wheels_probe.py flashinfer-python nvidia-cudnn-frontend > "$work/keep.json"
 
 mkdir -p "$DEST"
@@ -55,9 +57,8 @@ echo "checking the slim wheels: installed alone, the probe finds everything it f
 mkdir -p "$work/check-wheels"
 slim "$cudnn_host" "$work/check-wheels" --keep-json "$work/keep.json" --distribution nvidia-cudnn-frontend > /dev/null
 python3 -m venv --system-site-packages "$work/check"
-"$work/check/bin/python" -m pip install -q --no-deps "$DEST"/flashinfer_python-*.whl "$work"/check-wheels/*.whl \
-  "$DEST"/nvidia_cutlass-*.whl
-"$work/check/bin/python" -m pip install -q einops tabulate nvidia-ml-py
+install "$work/check" "$DEST"/flashinfer_python-*.whl "$work"/check-wheels/*.whl "$DEST"/nvidia_cutlass-*.whl
+install "$work/check" einops tabulate nvidia-ml-py
 "$work/check/bin/python" scripts/peer_wheels_probe.py flashinfer-python nvidia-cudnn-frontend > "$work/keep-check.json"
 "$work/check/bin/python" -c "import cutlass_library, pathlib, sys
 root = pathlib.Path(cutlass_library.__file__).parent / 'source' / 'include' / 'cutlass' / 'cutlass.h'
