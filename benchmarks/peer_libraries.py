@@ -121,6 +121,8 @@ def _weight_f32(ctx: UnitContext, inputs: Inputs, name: str) -> torch.Tensor:
 
 GATE_NAME = "oasr_sigmoid"
 """The activation FlashInfer's act-and-mul template is instantiated with for GLU: ``act(x[:d]) * x[d:]``."""
+GATE_FUNCTION = f"{GATE_NAME}_and_mul"
+"""The template's function, and its module's name."""
 GATE_DEFINITION = r"""
 __device__ __forceinline__ float oasr_sigmoid(const float& val) {
   return 1.0f / (1.0f + __expf(-val));
@@ -136,10 +138,10 @@ def flashinfer_jit_specs(fi: Any) -> list[Any]:
     from flashinfer.jit.norm import gen_norm_module
     from flashinfer.jit.utils import write_if_different
 
-    source = Path(act_jit.jit_env.FLASHINFER_GEN_SRC_DIR) / f"{GATE_NAME}_and_mul.cu"
+    source = Path(act_jit.jit_env.FLASHINFER_GEN_SRC_DIR) / f"{GATE_FUNCTION}.cu"
     source.parent.mkdir(parents=True, exist_ok=True)
     write_if_different(source, act_jit.get_act_and_mul_cu_str(GATE_NAME, GATE_DEFINITION))
-    return [gen_norm_module(), gen_jit_spec(f"{GATE_NAME}_and_mul", [source])]
+    return [gen_norm_module(), gen_jit_spec(GATE_FUNCTION, [source])]
 
 
 CUDA_LIBRARY_HEADERS = ("cublasLt.h", "cublas_v2.h", "curand_kernel.h")
@@ -209,12 +211,12 @@ def _fi_add_rms_norm(ctx: UnitContext, i: Inputs) -> Launch:
 
 
 def _fi_glu(ctx: UnitContext, i: Inputs) -> Launch:
-    module = _fi_modules(ctx)[f"{GATE_NAME}_and_mul"]
+    module = _fi_modules(ctx)[GATE_FUNCTION]
     value, gate = i["x"].chunk(2, dim=-1)
     swapped = rows(torch.cat([gate, value], dim=-1))  # the gate first, as the template gates
     out = rows(i["out"])
     pdl = torch.cuda.get_device_capability(out.device)[0] >= 9 if out.is_cuda else False
-    function = getattr(module, f"{GATE_NAME}_and_mul")
+    function = getattr(module, GATE_FUNCTION)
 
     def launch() -> torch.Tensor:
         function(out, swapped, pdl)

@@ -597,14 +597,14 @@ def render_markdown(frame: pd.DataFrame, meta: Mapping[str, Any], peers: Sequenc
         if not missing.empty:
             lines += ["Not run, or wrong:", "", markdown_table(missing)]
         notes = [
-            f"- {md_escape(name)}: {md_escape(described[name].impls[op_name].note)}"
+            f"- {md_escape(name)}: {described[name].impls[op_name].note}"  # the notes are this code's own text
             for name in dict.fromkeys(frame[frame["op"] == op_name]["backend"])
             if name in described and op_name in described[name].impls and described[name].impls[op_name].note
         ]
         if notes:
             lines += ["How the peers compute it:", "", *notes, ""]
     lines += ["## Peers", ""]
-    lines += [f"- {md_escape(p.name)}: {md_escape(p.description)}" for p in peers]
+    lines += [f"- {md_escape(p.name)}: {p.description}" for p in peers]
     return "\n".join(lines) + "\n"
 
 
