@@ -153,11 +153,15 @@ def _cuda_library_includes() -> list[str]:
     from torch.utils.cpp_extension import CUDA_HOME
 
     toolkit = Path(CUDA_HOME or "/usr/local/cuda") / "include"
+    try:
+        wheels = [Path(p) for p in importlib.import_module("nvidia").__path__]
+    except ImportError:  # no nvidia-* wheels: the toolkit's headers or none
+        wheels = []
     found: list[str] = []
     for header in CUDA_LIBRARY_HEADERS:
         if (toolkit / header).is_file():
             continue
-        for root in map(Path, importlib.import_module("nvidia").__path__):
+        for root in wheels:
             hits = sorted(root.glob(f"*/include/{header}")) + sorted(root.glob(f"*/*/include/{header}"))
             if hits and str(hits[0].parent) not in found:
                 found.append(str(hits[0].parent))
