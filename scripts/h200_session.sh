@@ -6,6 +6,7 @@
 # Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
 #   bash scripts/h200_session.sh [steps...]
 #   (default: all; steps: tests sanitize crosscheck conformer overhead reports)
+#   bash scripts/h200_session.sh peers   # a call of its own, carrying .whl-peers alone (see the step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
@@ -65,6 +66,18 @@ for s in $steps; do
       OASR_JIT_DIR=$(mktemp -d) python3 -m profiling.workbench.publish ${NOTEBOOKS:-} || status=1
       # The device tool brings back files of up to 16 MiB: parts, joined by `cat reports.tgz.* | tar xz`.
       tar czf - --exclude=reports/replay reports | split -b 15M - "$OUT/reports.tgz."
+      ;;
+    peers)
+      budget=${PEERS_BUDGET:-300}
+      step "every op against its peers (benchmarks/peers.py) inside $budget s"
+      # Its wheels (scripts/fetch-peer-wheels.sh) carry tvm-ffi and CUTLASS's headers too, so that .whl-peers
+      # travels alone: with .whl beside it the call would pass 64 MiB. Installed outside the tree, where a
+      # warm machine keeps them, with FlashInfer's and Inductor's caches.
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site-peers \
+        .whl-peers/*.whl || status=1
+      PYTHONPATH=$PWD:/tmp/site-peers timeout $((budget + 45)) python3 benchmarks/peers.py --time-budget "$budget" \
+        --output "$OUT/peers.md" ${PEERS_FLAGS:-} > "$OUT/peers.txt" 2>&1 || status=1
+      tail -n 30 "$OUT/peers.txt"
       ;;
     *) echo "unknown step $s"; status=2 ;;
   esac
