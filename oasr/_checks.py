@@ -59,12 +59,14 @@ def bad_half_input(op: str, value: object, kernels: str, fp32_advice: str) -> Ty
     return bad_input(op, value, HALF_DTYPES)
 
 
-def bad_tensor(op: str, name: str, value: object, dtype: torch.dtype, shape: Sequence[int]) -> Exception:
-    """``name`` is not a tensor of ``input``'s ``dtype`` and of ``shape``."""
+def bad_tensor(
+    op: str, name: str, value: object, dtype: torch.dtype, shape: Sequence[int], *, like: str = "input"
+) -> Exception:
+    """``name`` is not a tensor of ``like``'s (``input``'s) ``dtype`` and of ``shape``."""
     if not isinstance(value, torch.Tensor):
         return TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(value).__name__}")
     if value.dtype != dtype:
-        return TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}, expected {dtype} (the dtype of `input`)")
+        return TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}, expected {dtype} (the dtype of `{like}`)")
     return ValueError(f"oasr.{op}: `{name}` has shape {tuple(value.shape)}, expected {tuple(shape)}")
 
 
@@ -92,9 +94,9 @@ def check_real_scalar(op: str, name: str, value: object) -> float:
         ) from None
 
 
-def other_device(op: str, name: str, tensor: torch.Tensor, device: torch.device) -> ValueError:
-    """``name`` is not on ``input``'s device."""
-    return ValueError(f"oasr.{op}: `{name}` is on {tensor.device}, expected {device} (the device of `input`)")
+def other_device(op: str, name: str, tensor: torch.Tensor, device: torch.device, *, like: str = "input") -> ValueError:
+    """``name`` is not on ``like``'s (``input``'s) device."""
+    return ValueError(f"oasr.{op}: `{name}` is on {tensor.device}, expected {device} (the device of `{like}`)")
 
 
 # Devices each family's kernels were found to run on: {family name: {torch.device}}. A hit
@@ -118,22 +120,22 @@ def compute_capability(device: torch.device) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
 
 
-def check_device(op: str, family: Family, device: torch.device) -> None:
-    """``input``'s ``device`` must be a CUDA GPU of a compute capability in ``family.capabilities``.
+def check_device(op: str, family: Family, device: torch.device, *, name: str = "input") -> None:
+    """``name``'s (``input``'s) ``device`` must be a CUDA GPU of a compute capability in ``family.capabilities``.
 
     Remembered for ``family`` once it passes, so later calls on the device cost a set lookup.
     """
     if device.type != "cuda":
         hint = "" if torch.cuda.is_available() else " (this machine has no CUDA GPU)"
         raise ValueError(
-            f"oasr.{op}: `input` is on {device}, but Oasr kernels run on CUDA tensors{hint}; "
-            f"move it with `input.cuda()`."
+            f"oasr.{op}: `{name}` is on {device}, but Oasr kernels run on CUDA tensors{hint}; "
+            f"move it with `{name}.cuda()`."
         )
     major, minor = compute_capability(device)
     if major * 10 + minor not in family.capabilities:
         listed = ", ".join(f"{cc // 10}.{cc % 10}" for cc in sorted(family.capabilities))
         raise ValueError(
-            f"oasr.{op}: `input` is on {device}, a GPU of compute capability {major}.{minor}, "
+            f"oasr.{op}: `{name}` is on {device}, a GPU of compute capability {major}.{minor}, "
             f"but the {family.name} kernels run only on compute capability {listed}."
         )
     ready_devices(family).add(device)
