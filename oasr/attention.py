@@ -181,7 +181,7 @@ def _check_rel_pos_attention(
     batch, time, heads, head_dim = _check_heads(name, q, k, v)
     if not isinstance(shift, bool):
         raise TypeError(f"oasr.{name}: `shift` must be a bool, got {type(shift).__name__}")
-    rows = 2 * time - 1 if shift else time
+    rows = max(2 * time - 1, 0) if shift else time
     if not (isinstance(p, Tensor) and p.dtype == q.dtype and p.dim() == 3):
         if isinstance(p, Tensor) and p.dtype == q.dtype:
             raise ValueError(f"oasr.{name}: `p` must be 3-D [P, H, D], got shape {tuple(p.shape)}")
