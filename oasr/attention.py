@@ -29,7 +29,7 @@ from ._checks import (
     ready_devices,
     requires_grad,
 )
-from ._op import Output, op
+from ._op import op
 from ._tma import addressable, addressable_copy
 from .jit.families import ATTENTION
 
@@ -152,14 +152,14 @@ def _check_attention(
     chunk_size: object,
     left_chunks: object,
     out: object,
-) -> Output:
-    """Every argument of :func:`attention`, in order; the output's shape, dtype and device."""
+) -> torch.Size:
+    """Every argument of :func:`attention`, in order; the shape of ``out`` (contiguous, q's dtype and device)."""
     batch, _, _, _ = _check_heads("attention", q, k, v)
     _check_options("attention", batch, lengths, scale, chunk_size, left_chunks)
     _check_out("attention", out, q)
     _check_contiguous_d("attention", q=q, k=k, v=v)
     _check_placement("attention", out, (("q", q), ("k", k), ("v", v), ("lengths", lengths)))
-    return Output(q.shape, q.dtype, q.device)
+    return q.shape
 
 
 def _check_rel_pos_attention(
@@ -175,8 +175,8 @@ def _check_rel_pos_attention(
     chunk_size: object,
     left_chunks: object,
     out: object,
-) -> Output:
-    """Every argument of :func:`rel_pos_attention`, in order; the output's shape, dtype and device."""
+) -> torch.Size:
+    """Every argument of :func:`rel_pos_attention`, in order; the shape of ``out`` (contiguous, q's dtype, device)."""
     name = "rel_pos_attention"
     batch, time, heads, head_dim = _check_heads(name, q, k, v)
     if not isinstance(shift, bool):
@@ -205,7 +205,7 @@ def _check_rel_pos_attention(
     _check_contiguous_d(name, q=q, k=k, v=v, p=p, pos_bias_u=pos_bias_u, pos_bias_v=pos_bias_v)
     named = (("q", q), ("k", k), ("v", v), ("p", p), ("pos_bias_u", pos_bias_u), ("pos_bias_v", pos_bias_v))
     _check_placement(name, out, (*named, ("lengths", lengths)))
-    return Output(q.shape, q.dtype, q.device)
+    return q.shape
 
 
 def _scale(scale: float | None, head_dim: int) -> float:

@@ -474,6 +474,23 @@ def test_requires_grad_refused():
 
 
 @pytest.mark.gpu
+def test_torch_compile_matches_eager():
+    """One custom-op node per call under torch.compile(fullgraph=True), allocating or writing a given out."""
+    q, k, v, p, u, vb = make(2, 70, 2, 64, torch.bfloat16, "cuda", seed=12, relative=True)
+    lengths = torch.tensor([70, 33], dtype=torch.int32, device="cuda")
+
+    def layer(q, k, v, p, u, vb, lengths, out):
+        rel = oasr.rel_pos_attention(q, k, v, p, u, vb, lengths, chunk_size=16, left_chunks=1)
+        return rel, oasr.attention(q, k, v, lengths, out=out)
+
+    compiled = torch.compile(layer, fullgraph=True)
+    rel, plain = compiled(q, k, v, p, u, vb, lengths, poisoned(q))
+    expected_rel, expected_plain = layer(q, k, v, p, u, vb, lengths, poisoned(q))
+    torch.testing.assert_close(rel, expected_rel, rtol=0, atol=0)
+    torch.testing.assert_close(plain, expected_plain, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("op", [entry.ATTENTION, entry.REL_POS_ATTENTION], ids=lambda o: o.name)
 @pytest.mark.parametrize("config", [entry.SWEEP[1], entry.SWEEP[-1]], ids=["ragged", "d128-ragged"])
 def test_harness_entry_backends(op, config):
