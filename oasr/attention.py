@@ -36,7 +36,8 @@ from .jit.families import ATTENTION
 HEAD_DIMS = (64, 128)
 """The head sizes the kernels take."""
 QUERY_BLOCK = 64
-"""Queries per thread block (include/oasr/attention.cuh's kBm): one launch covers B * H * ceil(T / 64) blocks."""
+"""The fewest queries per thread block (include/oasr/attention.cuh's Bm, 64 or 128): at most B * H * ceil(T / 64)
+blocks a launch."""
 MAX_FRAMES = 2**29 - 1
 """The longest T (the kernel forms 2T - 1 and chunk bounds near 2T in int32)."""
 

@@ -3,6 +3,7 @@
     python dev/attention/bench.py [--out dev/attention/results/bench_h200.txt] [--dtype bfloat16]
     python dev/attention/bench.py --no-flex         # without FlexAttention (its compiles take most of the time)
     python dev/attention/bench.py --flex-only       # only the rel-pos rows, with FlexAttention
+    python dev/attention/bench.py --variant dev/attention/variants/narrow.patch   # and a variant of include/
 
 Shapes: the harness entries' (``profiling/harness/ops/attention.py``: the issue's (B, T, H, D)), each full and
 with key lengths uniform in [T/2, T] (``ragged``); q, k, v the views of one packed QKV.
@@ -14,6 +15,9 @@ with key lengths uniform in [T/2, T] (``ragged``); q, k, v the views of one pack
   (``espnet+sdpa``), and FlexAttention with a ``score_mod`` that reads that precomputed ``matrix_bd``, the whole
   function compiled (``flex``); the block mask of the key lengths is made with the inputs, as a model makes it
   once per forward. The fastest of them is the peer; and oasr's ``attention`` on the same shape.
+- ``--variant PATCH``: the family's module built against ``include/`` with the patch applied
+  (``dev/tune_kernels.py``'s ``patched_include``), timed beside production as ``oasr:<patch name>`` through its
+  launchers (not a peer).
 
 Device time: ``profiling.harness.timing.time_interleaved`` (CUDA-graph replay, backends in turn over rounds,
 input sets rotated past the L2). TFLOP/s count Q K^T, P V and (rel-pos) one q.p product per score over the valid
@@ -28,12 +32,17 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from dev.tune_kernels import build_all, patched_include, variant_spec
+from oasr.jit.families import ATTENTION
 from profiling.harness.correctness import compare
 from profiling.harness.ops import attention as entry
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
@@ -60,26 +69,38 @@ def espnet_sdpa(i: dict) -> torch.Tensor:
     return F.scaled_dot_product_attention(query, key, value, attn_mask=bias).transpose(1, 2)
 
 
-def _flex_rel_pos(q, k, v, p, pos_bias_u, pos_bias_v, block_mask):
-    bd = entry.positional_scores(q, p, pos_bias_v) / math.sqrt(q.shape[-1])
+_FLEX: list[Callable[..., torch.Tensor]] = []
+
+
+def flex(i: dict) -> torch.Tensor:
+    """matrix_bd computed eagerly (scaled), then compiled FlexAttention with a score_mod that reads it."""
+    if not _FLEX:
+        torch._dynamo.config.cache_size_limit = 64  # one compile per shape and mask kind
+        _FLEX.append(torch.compile(flex_attention))  # (automatic dynamic shapes after the first recompile)
+    q = i["q"]
+    bd = entry.positional_scores(q, i["p"], i["pos_bias_v"]) / math.sqrt(q.shape[-1])
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score + bd[b, h, q_idx, kv_idx]
 
-    query = entry.heads_first(q + pos_bias_u)
-    out = flex_attention(query, entry.heads_first(k), entry.heads_first(v), score_mod=score_mod, block_mask=block_mask)
-    return out.transpose(1, 2)
+    query, key, value = (entry.heads_first(x) for x in (q + i["pos_bias_u"], i["k"], i["v"]))
+    return _FLEX[0](query, key, value, score_mod=score_mod, block_mask=i["block_mask"]).transpose(1, 2)
 
 
-_FLEX = None
+def variant_backend(module: Any, relative: bool) -> Fn:
+    """A variant module's launcher on the harness inputs (full rows or key lengths; default scale, no chunk mask)."""
 
+    def run(i: dict) -> torch.Tensor:
+        q, out = i["q"], i["out"]
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        if relative:
+            p, u, vb = i["p"], i["pos_bias_u"], i["pos_bias_v"]
+            module.rel_pos_attention(out, q, i["k"], i["v"], p, u, vb, i["lengths"], True, scale, 0, -1)
+        else:
+            module.attention(out, q, i["k"], i["v"], i["lengths"], scale, 0, -1)
+        return out
 
-def flex(i: dict) -> torch.Tensor:
-    global _FLEX
-    if _FLEX is None:
-        torch._dynamo.config.cache_size_limit = 64
-        _FLEX = torch.compile(_flex_rel_pos, fullgraph=True)
-    return _FLEX(i["q"], i["k"], i["v"], i["p"], i["pos_bias_u"], i["pos_bias_v"], i["block_mask"])
+    return run
 
 
 def add_block_masks(sets: list[dict]) -> None:
@@ -142,7 +163,9 @@ def run_rows(
     return rows
 
 
-def table(dtype: torch.dtype, flex_only: bool, use_flex: bool, shapes: int) -> tuple[list[str], list[str]]:
+def table(
+    dtype: torch.dtype, flex_only: bool, use_flex: bool, shapes: int, variants: dict[str, Any]
+) -> tuple[list[str], list[str]]:
     """The table's lines (printed as they come), then one verdict line per target."""
     attention_peers = {
         "sdpa:flash": sdpa(SDPBackend.FLASH_ATTENTION),
@@ -172,17 +195,20 @@ def table(dtype: torch.dtype, flex_only: bool, use_flex: bool, shapes: int) -> t
         sections = []
         attention_us = None
         if not flex_only:
-            rows = run_rows(entry.ATTENTION, config, dtype, attention_peers, 2, {})
+            extra = {f"oasr:{n}": variant_backend(m, False) for n, m in variants.items()}
+            rows = run_rows(entry.ATTENTION, config, dtype, attention_peers, 2, extra)
             sections.append(("attention", rows))
             attention_us = next(r["us"] for r in rows if r["backend"] == "oasr")
-        rel_extra = {} if attention_us is not None else {"oasr attention": entry.ATTENTION.backends["oasr"]}
+        rel_extra = {f"oasr:{n}": variant_backend(m, True) for n, m in variants.items()}
+        if attention_us is None:
+            rel_extra["oasr attention"] = entry.ATTENTION.backends["oasr"]
         rel_rows = run_rows(entry.REL_POS_ATTENTION, config, dtype, rel_peers, 3, rel_extra)
         sections.append(("rel_pos_attention", rel_rows))
         for op_name, rows in sections:
             oasr_us = next(r["us"] for r in rows if r["backend"] == "oasr")
-            timed = [r for r in rows if "us" in r and r["backend"] not in ("oasr", "oasr attention")]
+            timed = [r for r in rows if "us" in r and not r["backend"].startswith("oasr")]
             for r in rows:
-                x = f"{r['us'] / oasr_us:6.2f}" if "us" in r and r["backend"] != "oasr" else ""
+                x = f"{r['us'] / oasr_us:6.2f}" if "us" in r and r["backend"] != "oasr" else ""  # (variants too)
                 note = r.get("error") or f"{r['err']:.1e}"
                 us = f"{r['us']:9.2f}" if "us" in r else f"{'-':>9}"
                 tf = f"{r['tflops']:8.1f}" if "us" in r else f"{'-':>8}"
@@ -213,11 +239,18 @@ def main() -> int:
     parser.add_argument("--no-flex", action="store_true", help="leave FlexAttention out")
     parser.add_argument("--flex-only", action="store_true", help="only the rel-pos rows (with FlexAttention)")
     parser.add_argument("--shapes", type=int, default=len(entry.SHAPES), help="the first N shapes")
+    parser.add_argument("--variant", type=Path, action="append", default=[], help="a patch of include/, timed too")
     args = parser.parse_args()
     require_cuda("dev/attention/bench.py")
     dtype = getattr(torch, args.dtype)
+    specs = {"": ATTENTION.jit_spec()}
+    for patch in args.variant:
+        name, include = patched_include(patch)
+        specs[name] = variant_spec(ATTENTION, name, include)
+    build_all(list(specs.values()))
+    variants = {name: spec.build_and_load() for name, spec in specs.items() if name}
     with torch.no_grad():
-        lines, verdicts = table(dtype, args.flex_only, not args.no_flex, args.shapes)
+        lines, verdicts = table(dtype, args.flex_only, not args.no_flex, args.shapes, variants)
     print("\n".join(["", *verdicts]))
     text = "\n".join([*lines, "", *verdicts]) + "\n"
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -5,22 +5,24 @@
 // Products: mma.sync m16n8k16 (FlashAttention-2's scheme), not wgmma: each lane knows the (query, key) of every
 // score it holds, so the rel-shift's band gather and the masks are index arithmetic that can be checked on paper.
 //
-// Layout of the work. A block of 4 warps owns 64 queries of one (batch row, head): warp w rows 16 w .. 16 w + 15,
-// whose fragments (q + u and q + v for the relative form, rounded to the storage type as torch's add rounds) stay in
-// registers. It walks the key blocks of 64 that some of its rows see (the key length and the chunk mask give the
-// range; blocks wholly outside it are skipped), K, V and P tiles staged with cp.async (rows past the tensors
-// zero-filled), V's copy under the score products, the next K's under the softmax and PV. Per key block a warp
-// forms its 16 x 64 scores, masks them (only blocks the masks cut), and updates an online softmax (row maximum
-// subtracted, base 2; a row with no valid key keeps maximum -inf, gives probabilities 0 and output 0).
+// Layout of the work. A block of kWarps = 4 or 8 warps owns Bm = 16 kWarps queries of one (batch row, head): warp w
+// rows 16 w .. 16 w + 15, whose q (+ u) fragments stay in registers (q + v, for the relative form, in the warp's rows
+// of the Q tile; both rounded to the storage type as torch's add rounds them). It walks the key blocks of 64 that
+// some of its rows see (the key length and the chunk mask give the range; blocks wholly outside it are skipped), K,
+// V and p tiles staged with cp.async (rows past the tensors zero-filled), V's copy under the score products, the
+// next K's under the softmax and PV. Per key block a warp forms its 16 x 64 scores, masks them (only blocks the
+// masks cut), and updates an online softmax (row maximum subtracted, base 2; a row with no valid key keeps maximum
+// -inf, gives probabilities 0 and output 0). Blocks of 8 warps load half the K, V and p rows per query; they are used
+// unless they pad T by 10% more rows than blocks of 4 (wide_blocks).
 //
 // The relative term. ESPnet (kShifted): p holds 2T - 1 rows, row r the relative position T - 1 - r, and
 // score[i][j] += (q_i + v) . p[T - 1 - i + j]. For a warp's rows iw .. iw + 15 and keys j0 .. j0 + 63 those rows of p
 // are a window of 79 consecutive rows from rbase = T - 16 - iw + j0: the warp computes W = (Q + v) P_window^T
 // (16 x 80) on tensor cores, writes it to its own shared-memory rows and reads back score[il][jl] += W[il][jl + 15 -
 // il] (il = i - iw, jl = j - j0): the shift as an index map, no shifted copy. The block stages p rows
-// T - 64 - i0 + j0 .. + 127 (rows outside [0, 2T - 1) zero-filled: they meet only padded queries or keys), warp w's
-// window starting at its row 48 - 16 w. 1.25x the Q K^T products, at the 16-row warp tile. WeNet (kUnshifted): p
-// holds T rows and score[i][j] += (q_i + v) . p[j]: a second K, accumulated into the same scores.
+// T - Bm - i0 + j0 .. + Bm + 63 (rows outside [0, 2T - 1) zero-filled: they meet only padded queries or keys), warp
+// w's window starting at its row Bm - 16 - 16 w. 1.25x the Q K^T products, at the 16-row warp tile. WeNet
+// (kUnshifted): p holds T rows and score[i][j] += (q_i + v) . p[j]: a second K, accumulated into the same scores.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -59,18 +61,22 @@ struct Params {
   int left_chunks = -1;    // chunks left of a query's own that it sees, <= T; < 0: all
 };
 
-constexpr int kWarps = 4;
-constexpr int kThreads = 32 * kWarps;
-constexpr int kBm = 16 * kWarps;  // queries per block
+// A block of kWarps warps (4 or 8: Launch's rule) takes 16 kWarps queries.
+template <int kWarps>
+constexpr int kBlockThreads = 32 * kWarps;
+template <int kWarps>
+constexpr int kBlockQueries = 16 * kWarps;
 constexpr int kBn = 64;           // keys per block
 constexpr int kWindow = 16 + kBn;  // a warp's relative-position window, 16 + kBn - 1 columns rounded up to 16
 constexpr int kWindowStride = 88;  // floats per window row: its fragment stores conflict-free, the gather 2-way
 
-template <RelPos kRel>
-constexpr int kPRows = kRel == RelPos::kShifted ? kBm + kBn : (kRel == RelPos::kUnshifted ? kBn : 0);
+// Rows of p a block stages per key block: kBm + kBn - 1 relative positions (rounded up to 16), or kBn unshifted.
+template <RelPos kRel, int kWarps>
+constexpr int kPRows = kRel == RelPos::kShifted ? kBlockQueries<kWarps> + kBn : (kRel == RelPos::kUnshifted ? kBn : 0);
 
-template <int D, RelPos kRel>
-constexpr int kSmemBytes = (3 * kBm + kPRows<kRel>)*D * 2 +
+// Q, K, V and p tiles, and the shifted form's fp32 windows.
+template <int D, RelPos kRel, int kWarps>
+constexpr int kSmemBytes = (kBlockQueries<kWarps> + 2 * kBn + kPRows<kRel, kWarps>)*D * 2 +
                            (kRel == RelPos::kShifted ? kWarps * 16 * kWindowStride * 4 : 0);
 
 // Byte offset of 16-byte chunk `chunk` of row `row` in a tile of D 16-bit columns: chunks XOR-swizzled by row so
@@ -82,13 +88,13 @@ __device__ __forceinline__ uint32_t tile_offset(int row, int chunk) {
 
 // Rows first .. first + kRows - 1 of a [rows, D] operand (row r at base + r * row_stride) into the tile at smem,
 // rows outside [0, limit) zero-filled; one commit group is the caller's.
-template <typename T, int D, int kRows>
+template <typename T, int D, int kRows, int kThreadCount>
 __device__ __forceinline__ void load_tile(uint32_t smem, const T* base, int64_t row_stride, int first, int limit) {
   constexpr int kChunks = D / 8;
-  static_assert(kRows * kChunks % kThreads == 0, "a tile is whole rounds of the block's copies");
+  static_assert(kRows * kChunks % kThreadCount == 0, "a tile is whole rounds of the block's copies");
 #pragma unroll
-  for (int step = 0; step < kRows * kChunks / kThreads; ++step) {
-    const int idx = threadIdx.x + step * kThreads;
+  for (int step = 0; step < kRows * kChunks / kThreadCount; ++step) {
+    const int idx = threadIdx.x + step * kThreadCount;
     const int row = idx / kChunks, chunk = idx % kChunks;
     const int r = first + row;
     const bool valid = r >= 0 && r < limit;
@@ -148,20 +154,23 @@ __device__ __forceinline__ int last_key(int i, int length, int chunk) {
   return chunk > 0 ? min(length, (i / chunk + 1) * chunk) - 1 : length - 1;
 }
 
-// Blocks per SM the registers are capped for (168 or 255 registers): ptxas takes 180-230 at D = 64 to hoist
-// fragment loads otherwise, and D = 64's shifted form spills at 168. (D = 128's shifted form spills 132 bytes at 255.)
-template <int D, RelPos kRel>
-constexpr int kMinBlocks = D == 64 && kRel != RelPos::kShifted ? 3 : 2;
+// Blocks per SM the registers are capped for: 4-warp blocks at 168 or 255 registers (ptxas takes 180-230 at D = 64
+// to hoist fragment loads otherwise, and D = 64's shifted form spills at 168; D = 128's shifted form spills 132
+// bytes at 255), 8-warp blocks at 255.
+template <int D, RelPos kRel, int kWarps>
+constexpr int kMinBlocks = kWarps == 8 ? 1 : (D == 64 && kRel != RelPos::kShifted ? 3 : 2);
 
-template <typename T, int D, RelPos kRel>
-__global__ void __launch_bounds__(kThreads, (kMinBlocks<D, kRel>)) AttentionKernel(const Params<T> p) {
-  constexpr int kTileBytes = kBm * D * 2;
+template <typename T, int D, RelPos kRel, int kWarps>
+__global__ void __launch_bounds__(kBlockThreads<kWarps>, (kMinBlocks<D, kRel, kWarps>))
+    AttentionKernel(const Params<T> p) {
+  constexpr int kThreads = kBlockThreads<kWarps>, kBm = kBlockQueries<kWarps>;
   constexpr bool kRelative = kRel != RelPos::kNone;
   extern __shared__ __align__(128) uint8_t smem[];
   const uint32_t s_q = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  const uint32_t s_k = s_q + kTileBytes, s_v = s_k + kTileBytes, s_p = s_v + kTileBytes;
+  const uint32_t s_k = s_q + kBm * D * 2, s_v = s_k + kBn * D * 2, s_p = s_v + kBn * D * 2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float* window = reinterpret_cast<float*>(smem + 3 * kTileBytes + kPRows<kRel> * D * 2) + warp * 16 * kWindowStride;
+  float* window = reinterpret_cast<float*>(smem + (kBm + 2 * kBn + kPRows<kRel, kWarps>)*D * 2) +
+                  warp * 16 * kWindowStride;
 
   const int time = p.time;
   const int q_blocks = (time + kBm - 1) / kBm;
@@ -193,9 +202,11 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<D, kRel>)) AttentionKern
   float l[2] = {0.f, 0.f};              // this lane's part of the rows' sums of probabilities
 
   if (kb_begin < kb_end) {
-    load_tile<T, D, kBm>(s_q, q, p.q_stride[1], i0, time);
-    load_tile<T, D, kBn>(s_k, k, p.k_stride[1], kb_begin * kBn, time);
-    if constexpr (kRelative) load_tile<T, D, kPRows<kRel>>(s_p, pos, p.p_stride[0], p_first(kb_begin * kBn), p_rows);
+    load_tile<T, D, kBm, kThreads>(s_q, q, p.q_stride[1], i0, time);
+    load_tile<T, D, kBn, kThreads>(s_k, k, p.k_stride[1], kb_begin * kBn, time);
+    if constexpr (kRelative) {
+      load_tile<T, D, kPRows<kRel, kWarps>, kThreads>(s_p, pos, p.p_stride[0], p_first(kb_begin * kBn), p_rows);
+    }
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
@@ -234,7 +245,7 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<D, kRel>)) AttentionKern
         cp_async_wait<0>();
         __syncthreads();
       }
-      load_tile<T, D, kBn>(s_v, v, p.v_stride[1], j0, time);
+      load_tile<T, D, kBn, kThreads>(s_v, v, p.v_stride[1], j0, time);
       cp_async_commit();
 
       uint32_t qp[kRelative ? D / 16 : 1][4];  // q + v
@@ -286,8 +297,10 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<D, kRel>)) AttentionKern
       cp_async_wait<0>();  // V has landed, and every warp is done with this K and P
       __syncthreads();
       if (kb + 1 < kb_end) {
-        load_tile<T, D, kBn>(s_k, k, p.k_stride[1], j0 + kBn, time);
-        if constexpr (kRelative) load_tile<T, D, kPRows<kRel>>(s_p, pos, p.p_stride[0], p_first(j0 + kBn), p_rows);
+        load_tile<T, D, kBn, kThreads>(s_k, k, p.k_stride[1], j0 + kBn, time);
+        if constexpr (kRelative) {
+          load_tile<T, D, kPRows<kRel, kWarps>, kThreads>(s_p, pos, p.p_stride[0], p_first(j0 + kBn), p_rows);
+        }
         cp_async_commit();
       }
 
@@ -380,33 +393,46 @@ __global__ void __launch_bounds__(kThreads, (kMinBlocks<D, kRel>)) AttentionKern
   }
 }
 
-// Launches AttentionKernel<T, D, kRel>: a block per 64 queries of each (batch row, head).
-template <typename T, int D, RelPos kRel>
+// Launches AttentionKernel<T, D, kRel, kWarps>: a block per 16 kWarps queries of each (batch row, head).
+template <typename T, int D, RelPos kRel, int kWarps>
 cudaError_t Launch(const Params<T>& p, cudaStream_t stream) {
-  constexpr int kSmem = kSmemBytes<D, kRel>;
+  constexpr int kSmem = kSmemBytes<D, kRel, kWarps>;
+  constexpr int kBm = kBlockQueries<kWarps>;
   static int allowed[kMaxDevices] = {};
-  const auto kernel = AttentionKernel<T, D, kRel>;
+  const auto kernel = AttentionKernel<T, D, kRel, kWarps>;
   const cudaError_t error = allow_dynamic_shared_memory(reinterpret_cast<const void*>(kernel), kSmem, allowed);
   if (error != cudaSuccess) return error;
   const int64_t blocks = int64_t{p.batch} * p.heads * ((p.time + kBm - 1) / kBm);
   if (blocks == 0) return cudaSuccess;
   if (blocks > INT32_MAX) return cudaErrorInvalidConfiguration;
-  kernel<<<static_cast<unsigned>(blocks), kThreads, kSmem, stream>>>(p);
+  kernel<<<static_cast<unsigned>(blocks), kBlockThreads<kWarps>, kSmem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// Blocks of 8 warps (128 queries) load half the K, V and p rows per query that blocks of 4 do, unless they pad T to
+// more than 10% more rows than blocks of 64.
+inline bool wide_blocks(int time) {
+  const int64_t rows64 = (int64_t{time} + 63) / 64 * 64, rows128 = (int64_t{time} + 127) / 128 * 128;
+  return rows128 * 10 <= rows64 * 11;
+}
+
+template <typename T, int D, RelPos kRel>
+cudaError_t LaunchBlocks(const Params<T>& p, cudaStream_t stream) {
+  return wide_blocks(p.time) ? Launch<T, D, kRel, 8>(p, stream) : Launch<T, D, kRel, 4>(p, stream);
 }
 
 // Attention of head size head_dim (64 or 128) with the relative term rel; cudaErrorInvalidValue for another size.
 template <typename T>
 cudaError_t Attention(const Params<T>& p, int head_dim, RelPos rel, cudaStream_t stream) {
   if (head_dim == 64) {
-    if (rel == RelPos::kShifted) return Launch<T, 64, RelPos::kShifted>(p, stream);
-    if (rel == RelPos::kUnshifted) return Launch<T, 64, RelPos::kUnshifted>(p, stream);
-    return Launch<T, 64, RelPos::kNone>(p, stream);
+    if (rel == RelPos::kShifted) return LaunchBlocks<T, 64, RelPos::kShifted>(p, stream);
+    if (rel == RelPos::kUnshifted) return LaunchBlocks<T, 64, RelPos::kUnshifted>(p, stream);
+    return LaunchBlocks<T, 64, RelPos::kNone>(p, stream);
   }
   if (head_dim == 128) {
-    if (rel == RelPos::kShifted) return Launch<T, 128, RelPos::kShifted>(p, stream);
-    if (rel == RelPos::kUnshifted) return Launch<T, 128, RelPos::kUnshifted>(p, stream);
-    return Launch<T, 128, RelPos::kNone>(p, stream);
+    if (rel == RelPos::kShifted) return LaunchBlocks<T, 128, RelPos::kShifted>(p, stream);
+    if (rel == RelPos::kUnshifted) return LaunchBlocks<T, 128, RelPos::kUnshifted>(p, stream);
+    return LaunchBlocks<T, 128, RelPos::kNone>(p, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -376,9 +376,10 @@ ATTENTION = Family(
         "code, SDPA with the positional scores as a mask, and FlexAttention."
     ),
     design=(
-        "`include/oasr/attention.cuh`: FlashAttention-2's scheme on mma.sync m16n8k16. A block of 4 warps owns 64 "
-        "queries of one (batch row, head), 16 per warp, their q (+ u, + v) fragments in registers; it walks the key "
-        "blocks of 64 that the key length and the chunk mask leave (the others are skipped), K, V and p staged "
+        "`include/oasr/attention.cuh`: FlashAttention-2's scheme on mma.sync m16n8k16. A block of 4 or 8 warps owns "
+        "64 or 128 queries of one (batch row, head), 16 per warp, their q (+ u) fragments in registers (8 warps "
+        "unless they pad T more: half the K, V and p loads per query); it walks the key blocks of 64 that the key "
+        "length and the chunk mask leave (the others are skipped), K, V and p staged "
         "with cp.async in XOR-swizzled tiles (V's copy under the score products, the next K's under the softmax), "
         "and keeps an online softmax in registers: no score matrix leaves the SM. The rel-shift is an index map: "
         "per key block a warp multiplies (q + v) by the 80 consecutive rows of p its 16 x 64 tile spans and reads "
