@@ -12,8 +12,8 @@
 // V and p tiles staged with cp.async (rows past the tensors zero-filled), V's copy under the score products, the
 // next K's under the softmax and PV. Per key block a warp forms its 16 x 64 scores, masks them (only blocks the
 // masks cut), and updates an online softmax (row maximum subtracted, base 2; a row with no valid key keeps maximum
-// -inf, gives probabilities 0 and output 0). Blocks of 8 warps load half the K, V and p rows per query; they are used
-// unless they pad T by 10% more rows than blocks of 4 (wide_blocks).
+// -inf, gives probabilities 0 and output 0). The shifted form at D = 128 takes blocks of 8 warps, the others 4
+// (LaunchBlocks says why).
 //
 // The relative term. ESPnet (kShifted): p holds 2T - 1 rows, row r the relative position T - 1 - r, and
 // score[i][j] += (q_i + v) . p[T - 1 - i + j]. For a warp's rows iw .. iw + 15 and keys j0 .. j0 + 63 those rows of p
@@ -409,16 +409,22 @@ cudaError_t Launch(const Params<T>& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Blocks of 8 warps (128 queries) load half the K, V and p rows per query that blocks of 4 do, unless they pad T to
-// more than 10% more rows than blocks of 64.
+// Whether blocks of 128 queries pad T by at most 10% more rows than blocks of 64.
 inline bool wide_blocks(int time) {
   const int64_t rows64 = (int64_t{time} + 63) / 64 * 64, rows128 = (int64_t{time} + 127) / 128 * 128;
   return rows128 * 10 <= rows64 * 11;
 }
 
+// The shifted form at D = 128 runs on blocks of 8 warps where wide_blocks allows: its 4-warp kernel spills 132 bytes
+// at 255 registers, the 8-warp one 32, and it took 83 against 115 us on (16, 375, 8, 128). Every other form keeps 4
+// warps: on 8 they took 1.0-1.3x longer (8 warps resident on an SM against 12 at D = 64), H200, bf16
+// (dev/attention/results/bench_e7b5e12_h200.txt, where production ran all forms on 8 and the narrow variant on 4).
 template <typename T, int D, RelPos kRel>
 cudaError_t LaunchBlocks(const Params<T>& p, cudaStream_t stream) {
-  return wide_blocks(p.time) ? Launch<T, D, kRel, 8>(p, stream) : Launch<T, D, kRel, 4>(p, stream);
+  if constexpr (D == 128 && kRel == RelPos::kShifted) {
+    if (wide_blocks(p.time)) return Launch<T, D, kRel, 8>(p, stream);
+  }
+  return Launch<T, D, kRel, 4>(p, stream);
 }
 
 // Attention of head size head_dim (64 or 128) with the relative term rel; cudaErrorInvalidValue for another size.

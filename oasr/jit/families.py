@@ -378,7 +378,7 @@ ATTENTION = Family(
     design=(
         "`include/oasr/attention.cuh`: FlashAttention-2's scheme on mma.sync m16n8k16. A block of 4 or 8 warps owns "
         "64 or 128 queries of one (batch row, head), 16 per warp, their q (+ u) fragments in registers (8 warps "
-        "unless they pad T more: half the K, V and p loads per query); it walks the key blocks of 64 that the key "
+        "for the shifted form at D = 128, whose 4-warp kernel spills); it walks the key blocks of 64 that the key "
         "length and the chunk mask leave (the others are skipped), K, V and p staged "
         "with cp.async in XOR-swizzled tiles (V's copy under the score products, the next K's under the softmax), "
         "and keeps an online softmax in registers: no score matrix leaves the SM. The rel-shift is an index map: "
