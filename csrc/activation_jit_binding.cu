@@ -1,7 +1,7 @@
 #include "tvm_ffi_utils.h"
 
-bool glu(TensorView output, TensorView input);
-bool swish(TensorView output, TensorView input);
+void glu(TensorView output, TensorView input);
+void swish(TensorView output, TensorView input);
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(glu, glu);
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(swish, swish);

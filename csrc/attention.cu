@@ -102,7 +102,6 @@ void dispatch(TensorView out, TensorView q, TensorView k, TensorView v, const Te
               int64_t chunk_size, int64_t left_chunks) {
   DISPATCH_HALF_TYPES(q.dtype(), c_type, [&] {
     run<c_type>(out, q, k, v, pos, bias_u, bias_v, lengths, rel, scale, chunk_size, left_chunks);
-    return true;
   });
 }
 

@@ -6,11 +6,16 @@
 // time strides; weight is [K, C] contiguous, bias [C]; mask [B, T] of uint8 (0: zero the
 // frame). The Python API (oasr/conv1d.py) validates every argument before calling here;
 // the checks below are internal invariants.
-#include <oasr/conv1d_tensor.cuh>
+#include <oasr/conv1d.cuh>
 
 #include "tvm_ffi_utils.h"
 
 namespace {
+
+// The activations the kernels fuse.
+oasr::Activation conv1d_activation(const OptionalName& name) {
+  return activation_from_name(name, {oasr::Activation::kSilu, oasr::Activation::kRelu, oasr::Activation::kGelu});
+}
 
 // A [B, T, C] view with contiguous channels on `input`'s device, of its dtype.
 void check_view(TensorView t, const char* name, TensorView input, int64_t channels) {
@@ -59,7 +64,7 @@ void check_launch(cudaError_t status, const oasr::conv1d::staged::LaunchInfo& in
 }  // namespace
 
 void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t pad_left,
-                      int64_t pad_right, Optional mask, int64_t activation) {
+                      int64_t pad_right, Optional mask, OptionalName activation) {
   const int64_t channels = input.ndim() == 3 ? input.size(2) : -1;
   check_view(input, "input", input, channels);
   check_view(output, "output", input, channels);
@@ -77,7 +82,7 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
                    m.size(0) == batch && m.size(1) == frames)
         << "`mask` must be a [B, T] tensor of 8-bit values";
   }
-  TVM_FFI_ICHECK(activation >= 0 && activation <= 3) << "activation code " << activation;
+  const oasr::Activation act = conv1d_activation(activation);
 
   cudaStream_t stream = get_stream(input.device());
   DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {
@@ -93,16 +98,15 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
     p.out_len = static_cast<int>(out_len);
     p.lo = p.split = static_cast<int>(pad_left);
     p.hi = static_cast<int>(pad_left + frames);
-    p.activation = static_cast<int>(activation);
+    p.activation = act;
     oasr::conv1d::staged::LaunchInfo info;
-    cudaError_t status = oasr::conv1d::tensor::DepthwiseConv1dTensor<c_type>(p, {}, stream, &info);
+    cudaError_t status = oasr::conv1d::DepthwiseConv1d<c_type>(p, {}, stream, &info);
     check_launch(status, info, "depthwise_conv1d kernel launch");
-    return true;
   });
 }
 
 void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state, TensorView weight, Optional bias,
-                           int64_t activation) {
+                           OptionalName activation) {
   const int64_t channels = input.ndim() == 3 ? input.size(2) : -1;
   check_view(input, "input", input, channels);
   check_view(output, "output", input, channels);
@@ -113,7 +117,7 @@ void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state
                  output.size(0) == batch && output.size(1) == chunk_len)
       << "`state` must be [B, K-1, C] and `output` [B, L, C]";
   TVM_FFI_ICHECK(chunk_len + k < INT32_MAX && batch < INT32_MAX && channels < INT32_MAX);
-  TVM_FFI_ICHECK(activation >= 0 && activation <= 3) << "activation code " << activation;
+  const oasr::Activation act = conv1d_activation(activation);
 
   cudaStream_t stream = get_stream(input.device());
   DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {
@@ -128,15 +132,14 @@ void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state
     p.lo = 0;
     p.split = static_cast<int>(k - 1);
     p.hi = static_cast<int>(k - 1 + chunk_len);
-    p.activation = static_cast<int>(activation);
+    p.activation = act;
     // The state is read by the convolution and rewritten after it, by the same launch or the next.
     oasr::conv1d::staged::StepState<c_type> s;
     s.state = data_ptr<c_type>(state);
     s.batch_stride = state.stride(0);
     s.time_stride = state.stride(1);
     oasr::conv1d::staged::LaunchInfo info;
-    cudaError_t status = oasr::conv1d::tensor::DepthwiseConv1dTensor<c_type>(p, s, stream, &info);
+    cudaError_t status = oasr::conv1d::DepthwiseConv1d<c_type>(p, s, stream, &info);
     check_launch(status, info, "depthwise_conv1d_step kernel launch");
-    return true;
   });
 }

@@ -20,7 +20,7 @@ void icheck_packed(TensorView t, TensorView input, const char* name, int ndim) {
 
 // output [N, P, Q, K], input [N, H, W, C] (channels contiguous), weight [K, R, S, C], bias [K] or none.
 void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t stride_h,
-                   int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t activation) {
+                   int64_t stride_w, int64_t pad_h, int64_t pad_w, OptionalName activation) {
   TVM_FFI_ICHECK(input.ndim() == 4 && (input.size(3) <= 1 || input.stride(3) == 1))
       << "`input` must be [N, H, W, C] with contiguous channels";
   icheck_packed(weight, input, "weight", 4);
@@ -35,7 +35,7 @@ void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optio
       << "too many output pixels (the Python API splits the batch)";
   TVM_FFI_ICHECK(oasr::conv2d::DirectConv2dFits(static_cast<int>(r), static_cast<int>(s), static_cast<int>(c)))
       << "the filter is too large for the direct kernel (R * S * C above 12288)";
-  TVM_FFI_ICHECK(activation >= 0 && activation <= 2) << "activation code " << activation;
+  const oasr::Activation act = activation_from_name(activation, {oasr::Activation::kRelu, oasr::Activation::kSilu});
   if (bias.has_value()) {
     icheck_packed(bias.value(), input, "bias", 1);
     TVM_FFI_ICHECK(bias.value().size(0) == k) << "`bias` must be [K]";
@@ -62,10 +62,9 @@ void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optio
     prm.stride_w = static_cast<int>(stride_w);
     prm.pad_h = static_cast<int>(pad_h);
     prm.pad_w = static_cast<int>(pad_w);
-    prm.activation = static_cast<int>(activation);
+    prm.activation = act;
     cudaError_t status = oasr::conv2d::DirectConv2d<c_type>(prm, get_stream(input.device()));
     CHECK_CUDA_SUCCESS(status, "conv2d direct kernel launch");
-    return true;
   });
 }
 
@@ -107,7 +106,6 @@ void conv2d_subsampling(TensorView output, TensorView input, TensorView weight1,
     prm.f2 = static_cast<int>(f2);
     cudaError_t status = oasr::conv2d::Subsampling<c_type>(prm, get_stream(input.device()));
     CHECK_CUDA_SUCCESS(status, "conv2d_subsampling kernel launch");
-    return true;
   });
 }
 

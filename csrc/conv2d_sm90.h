@@ -1,7 +1,7 @@
 // The conv2d module's sm90 implicit-GEMM launcher, compiled into a module built for one configuration
 // (-D flags from oasr/jit/conv2d_config.py):
 //
-// OASR_CONV2D_DTYPE (1 float16, 2 bfloat16), OASR_CONV2D_ACTIVATION (0 none, 1 ReLU, 2 SiLU),
+// OASR_CONV2D_DTYPE (1 float16, 2 bfloat16), OASR_CONV2D_ACTIVATION (an oasr::Activation enumerator: kNone, kRelu, kSilu),
 // OASR_CONV2D_TILE_{M,N,K}, OASR_CONV2D_CLUSTER_{M,N}, OASR_CONV2D_CONSUMERS (consumer warpgroups, 1 or 2).
 #pragma once
 
@@ -21,9 +21,13 @@ namespace oasr::conv2d::config {
 namespace act = cutlass::epilogue::thread;
 using Element = cute::conditional_t<OASR_CONV2D_DTYPE == 1, cutlass::half_t, cutlass::bfloat16_t>;
 constexpr DLDataType kDLType = OASR_CONV2D_DTYPE == 1 ? dl_float16 : dl_bfloat16;
+constexpr oasr::Activation kActivation = oasr::Activation::OASR_CONV2D_ACTIVATION;
+static_assert(kActivation == oasr::Activation::kNone || kActivation == oasr::Activation::kRelu ||
+                  kActivation == oasr::Activation::kSilu,
+              "the implicit-GEMM conv fuses ReLU or SiLU");
 template <class T>
-using Act = cute::conditional_t<OASR_CONV2D_ACTIVATION == 1, act::ReLu<T>,
-                                cute::conditional_t<OASR_CONV2D_ACTIVATION == 2, act::SiLu<T>, act::Identity<T>>>;
+using Act = cute::conditional_t<kActivation == oasr::Activation::kRelu, act::ReLu<T>,
+                                cute::conditional_t<kActivation == oasr::Activation::kSilu, act::SiLu<T>, act::Identity<T>>>;
 using Tile = cute::Shape<cute::Int<OASR_CONV2D_TILE_M>, cute::Int<OASR_CONV2D_TILE_N>,
                          cute::Shape<cute::Int<OASR_CONV2D_TILE_K>>>;
 using Cluster = cute::Shape<cute::Int<OASR_CONV2D_CLUSTER_M>, cute::Int<OASR_CONV2D_CLUSTER_N>, cute::_1>;
@@ -34,11 +38,11 @@ using Conv = Sm90Conv2d<Element, Act, Tile, Cluster, OASR_CONV2D_CONSUMERS>;
 // output [N, P, Q, K], input [N, H, W, C], weight [K, R, S, C], all packed; bias [K] or none.
 // `activation` names the one this module was built for (so a call states what it computes).
 void conv2d_implicit_gemm(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t stride_h,
-                          int64_t stride_w, int64_t pad_h, int64_t pad_w, int64_t activation) {
+                          int64_t stride_w, int64_t pad_h, int64_t pad_w, OptionalName activation) {
   namespace config = oasr::conv2d::config;
   using Element = config::Element;
-  TVM_FFI_ICHECK(activation == OASR_CONV2D_ACTIVATION)
-      << "this conv2d module computes activation " << OASR_CONV2D_ACTIVATION << ", not " << activation;
+  TVM_FFI_ICHECK(activation_from_name(activation, {config::kActivation}) == config::kActivation)
+      << "this conv2d module computes another activation";
   TVM_FFI_ICHECK(input.dtype() == config::kDLType) << "this conv2d module is built for " << dtype_name(config::kDLType);
   for (TensorView t : {input, weight, output}) {
     icheck_like(t, input, "tensor");

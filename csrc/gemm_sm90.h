@@ -1,9 +1,9 @@
-// TVM-FFI glue shared by the gemm and bmm launchers: the configuration a JIT module was built for
-// (-D flags chosen per call by oasr/jit/gemm_config.py) and one launcher over batched [L, rows, cols] views.
+// TVM-FFI glue shared by the tensor-core launchers (gemm, bmm, group_gemm): the configuration a JIT module was built
+// for (-D flags chosen per call by oasr/jit/gemm_config.py) and one launcher over batched [L, rows, cols] views.
 //
 // Flags: OASR_GEMM_DTYPE (1 float16, 2 bfloat16), OASR_GEMM_TILE_{M,N,K}, OASR_GEMM_CLUSTER_{M,N},
-// OASR_GEMM_SCHEDULE (0 cooperative, 1 ping-pong, 2 non-persistent), OASR_GEMM_STAGES (0: auto),
-// OASR_GEMM_B_NMAJOR (0: B is [L, N, K], 1: B is [L, K, N]).
+// OASR_GEMM_STAGES (0: auto), OASR_GEMM_B_NMAJOR (0: B is [L, N, K], 1: B is [L, K, N]); a CUTLASS module's
+// schedule is csrc/gemm_cutlass.h's.
 #pragma once
 
 #include <oasr/common/launch.cuh>
@@ -13,7 +13,7 @@
 
 #if !defined(OASR_GEMM_DTYPE) || !defined(OASR_GEMM_TILE_M) || !defined(OASR_GEMM_TILE_N) || \
     !defined(OASR_GEMM_TILE_K) || !defined(OASR_GEMM_CLUSTER_M) || !defined(OASR_GEMM_CLUSTER_N) ||  \
-    !defined(OASR_GEMM_SCHEDULE) || !defined(OASR_GEMM_STAGES) || !defined(OASR_GEMM_B_NMAJOR)
+    !defined(OASR_GEMM_STAGES) || !defined(OASR_GEMM_B_NMAJOR)
 #error "a gemm/bmm module is built for one configuration: oasr/jit/gemm_config.py passes its -D flags"
 #endif
 
@@ -23,12 +23,7 @@ using Element = cute::conditional_t<OASR_GEMM_DTYPE == 1, cutlass::half_t, cutla
 constexpr DLDataType kDLType = OASR_GEMM_DTYPE == 1 ? dl_float16 : dl_bfloat16;
 using Tile = cute::Shape<cute::Int<OASR_GEMM_TILE_M>, cute::Int<OASR_GEMM_TILE_N>, cute::Int<OASR_GEMM_TILE_K>>;
 using Cluster = cute::Shape<cute::Int<OASR_GEMM_CLUSTER_M>, cute::Int<OASR_GEMM_CLUSTER_N>, cute::_1>;
-using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, Cooperative,
-                                     cute::conditional_t<OASR_GEMM_SCHEDULE == 1, PingPong, NonPersistent>>;
 using LayoutB = cute::conditional_t<OASR_GEMM_B_NMAJOR == 1, NMajorB, KMajorB>;
-
-template <class Epilogue>
-using Gemm = Sm90Gemm<Element, LayoutB, Tile, Cluster, Schedule, OASR_GEMM_STAGES, Epilogue>;
 
 }  // namespace oasr::gemm::config
 
@@ -53,12 +48,6 @@ inline bool tma_addressable(TensorView t) {
          (v.size(0) <= 1 || v.stride(0) % kAlign == 0) && reinterpret_cast<uintptr_t>(data_ptr<char>(t)) % 16 == 0;
 }
 
-// What the gemm and bmm launchers answer instead of launching: which of their operands TMA cannot address as
-// they are, 1 the first (a / input), 2 the second (b / weight), 4 out; 0 when all can.
-inline int64_t unaddressable(TensorView a, TensorView b, TensorView out) {
-  return (tma_addressable(a) ? 0 : 1) | (tma_addressable(b) ? 0 : 2) | (tma_addressable(out) ? 0 : 4);
-}
-
 // Internal invariants (oasr/gemm.py and oasr/bmm.py make every tensor so, oasr/_tma.py): a 2-D or 3-D CUDA
 // view of the module's dtype whose address and strides TMA can use (dimensions of size 1 excepted).
 inline Batched icheck_tma_view(TensorView t, const char* name) {
@@ -79,7 +68,7 @@ inline int64_t row_stride(const Batched& v) {
 inline int64_t batch_stride(const Batched& v, int64_t ld) { return v.size(0) > 1 ? v.stride(0) : v.size(1) * ld; }
 
 // d[l] = epilogue(a[l] . b[l]^T): a [L, M, K], b [L, N, K] (or [L, K, N] when B is N-major), d [L, M, N], or all
-// three without L (one batch), by `Gemm` (config::Gemm<Epilogue>, or a dev/ variant of it).
+// three without L (one batch), by `Gemm` (csrc/gemm_cutlass.h's config::Gemm<Epilogue>, or the tail kernel).
 template <class Gemm>
 void run_gemm(TensorView d_view, TensorView a_view, TensorView b_view, Optional bias, const char* what) {
   using Element = config::Element;

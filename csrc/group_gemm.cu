@@ -1,11 +1,14 @@
-// TVM-FFI launchers of the group_gemm family: out[rows of g] = input[rows of g] . weight[g]^T (+ bias[g]) on
-// Hopper tensor cores, the groups' row ranges read from device offsets. One module per (dtype, epilogue:
-// OASR_GROUP_GEMM_BIAS 0 or 1, tile configuration), chosen by oasr/jit/gemm_config.py; the Python API
-// (oasr/group_gemm.py) validates the arguments, hands over [1, L, K], [G, N, K] and [1, L, N] views and caches
-// the workspace.
+// TVM-FFI launchers of the group_gemm family on CUTLASS's ptr-array kernels (after a setup kernel that reads the
+// offsets): out[rows of g] = input[rows of g] . weight[g]^T (+ bias[g]) on Hopper tensor cores, the groups' row ranges
+// read from device offsets. One module per (dtype, epilogue: OASR_GROUP_GEMM_BIAS 0 or 1, tile configuration),
+// chosen by oasr/jit/gemm_config.py; the direct schedule has its own launcher (csrc/group_gemm_direct.cu). The
+// Python API (oasr/group_gemm.py) validates the arguments, hands over [1, L, K], [G, N, K] and [1, L, N] views and
+// caches the workspace.
 #include <oasr/gemm/sm90_group_gemm.cuh>
-#include <oasr/gemm/sm90_group_gemm_direct.cuh>
 
+#include <type_traits>
+
+#include "gemm_cutlass.h"
 #include "group_gemm_sm90.h"
 
 namespace {
@@ -14,34 +17,21 @@ constexpr DLDataType kInt32{kDLInt, 32, 1};
 #ifndef OASR_GROUP_GEMM_BIAS
 #error "a group_gemm module is built with or without a bias: oasr/jit/gemm_config.py passes -DOASR_GROUP_GEMM_BIAS"
 #endif
-// Schedules: cooperative (0) and ping-pong (1) run CUTLASS's ptr-array kernel after a setup kernel; direct (3)
-// sm90_group_gemm_direct.cuh's single kernel.
-#define OASR_GROUP_GEMM_DIRECT (OASR_GEMM_SCHEDULE == 3)
-#if OASR_GROUP_GEMM_DIRECT
-static_assert(OASR_GEMM_TILE_M == 128 && OASR_GEMM_TILE_N == 128 && OASR_GEMM_TILE_K == 64 &&
-                  OASR_GEMM_CLUSTER_M == 1 && OASR_GEMM_CLUSTER_N == 1,
-              "the direct grouped GEMM's tiles are 128 x 128 x 64, without clusters");
-constexpr int kDirectStages = OASR_GEMM_STAGES > 0 ? OASR_GEMM_STAGES : oasr::gemm::direct::kStages;
-#else
-static_assert(OASR_GEMM_SCHEDULE == 0 || OASR_GEMM_SCHEDULE == 1,
-              "the grouped GEMM is persistent: cooperative (0), ping-pong (1) or direct (3)");
-using Schedule = cute::conditional_t<OASR_GEMM_SCHEDULE == 0, oasr::gemm::Cooperative, oasr::gemm::PingPong>;
+static_assert(std::is_same_v<oasr::gemm::config::Schedule, oasr::gemm::Cooperative> ||
+                  std::is_same_v<oasr::gemm::config::Schedule, oasr::gemm::PingPong>,
+              "CUTLASS's grouped GEMM is persistent: cooperative or ping-pong");
 using GroupGemm = oasr::gemm::Sm90GroupGemm<oasr::gemm::config::Element, oasr::gemm::config::Tile,
-                                            oasr::gemm::config::Cluster, Schedule, OASR_GROUP_GEMM_BIAS == 1>;
-#endif
+                                            oasr::gemm::config::Cluster, oasr::gemm::config::Schedule,
+                                            OASR_GROUP_GEMM_BIAS == 1>;
 
 }  // namespace
 
 // Bytes of workspace a call with `groups` groups on `device` needs.
 int64_t group_gemm_workspace_size(int64_t groups, int64_t device) {
   TVM_FFI_ICHECK(groups > 0 && groups < (1LL << 31)) << "`groups` must be positive and below 2^31";
-#if OASR_GROUP_GEMM_DIRECT
-  return 0;  // the direct kernel reads the offsets itself
-#else
   const int id = static_cast<int>(device);
   return static_cast<int64_t>(
       oasr::gemm::GroupWorkspaceSize<GroupGemm>(static_cast<int>(groups), id, oasr::multiprocessor_count(id)));
-#endif
 }
 
 // output [L, N], input [L, K] (or both [1, ...]), weight [G, N, K], offsets int32 [G] (CUDA), bias [G, N] or none,
@@ -78,11 +68,6 @@ void group_gemm(TensorView output, TensorView input, TensorView weight, TensorVi
     p.group_stride_bias = groups > 1 ? v.stride(0) : n;
   }
   p.error = data_ptr<int>(error);
-#if OASR_GROUP_GEMM_DIRECT
-  cudaError_t status = oasr::gemm::RunDirectGroup<Element, kDirectStages, OASR_GROUP_GEMM_BIAS == 1>(
-      p, pdl, get_stream(input.device()));
-#else
   cudaError_t status = oasr::gemm::RunGroup<GroupGemm>(p, data_ptr<void>(workspace), pdl, get_stream(input.device()));
-#endif
   CHECK_CUDA_SUCCESS(status, "group_gemm kernel launch");
 }

@@ -1,10 +1,10 @@
 #include "tvm_ffi_utils.h"
 
-bool layer_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps);
-bool rms_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps);
-bool add_layer_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
+void layer_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps);
+void rms_norm(TensorView output, TensorView input, TensorView weight, Optional bias, double eps);
+void add_layer_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
                     TensorView weight, Optional bias, double eps, double alpha);
-bool add_rms_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
+void add_rms_norm(TensorView output, Optional residual_out, TensorView input, TensorView residual,
                   TensorView weight, Optional bias, double eps, double alpha);
 
 TVM_FFI_DLL_EXPORT_TYPED_FUNC(layer_norm, layer_norm);

@@ -18,12 +18,42 @@
 #include <tvm/ffi/extra/c_env_api.h>
 #include <tvm/ffi/function.h>
 #include <tvm/ffi/optional.h>
+#include <tvm/ffi/string.h>
+
+#include <oasr/common/activation.cuh>
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <string_view>
 
 using TensorView = tvm::ffi::TensorView;
 using Optional = tvm::ffi::Optional<tvm::ffi::TensorView>;
+using OptionalName = tvm::ffi::Optional<tvm::ffi::String>;
+
+// An activation's name as the Python API passes it (oasr/_checks.py's check_activation has refused unknown ones; an
+// op that lacks one says so with `supported`).
+inline oasr::Activation activation_from_name(const OptionalName& name, std::initializer_list<oasr::Activation> supported) {
+  oasr::Activation a = oasr::Activation::kNone;
+  if (name.has_value()) {
+    const std::string_view n(name.value().data(), name.value().size());
+    if (n == "relu") {
+      a = oasr::Activation::kRelu;
+    } else if (n == "gelu") {
+      a = oasr::Activation::kGelu;
+    } else if (n == "gelu_tanh") {
+      a = oasr::Activation::kGeluTanh;
+    } else if (n == "silu") {
+      a = oasr::Activation::kSilu;
+    } else {
+      TVM_FFI_THROW(ValueError) << "unknown activation '" << n << "'";
+    }
+  }
+  bool ok = a == oasr::Activation::kNone;
+  for (oasr::Activation s : supported) ok = ok || s == a;
+  TVM_FFI_ICHECK(ok) << "this kernel has no activation '" << (name.has_value() ? name.value().c_str() : "") << "'";
+  return a;
+}
 
 // Internal invariant: `t` is a CUDA tensor on `input`'s device, of `input`'s dtype.
 inline void icheck_like(TensorView t, TensorView input, const char* name) {
@@ -44,35 +74,34 @@ inline std::string dtype_name(DLDataType dtype) {
 }
 
 // Calls the lambda __VA_ARGS__ with c_type bound to float, half or nv_bfloat16.
-#define DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(dlpack_dtype, c_type, ...)                \
-  [&]() -> bool {                                                                     \
-    if ((dlpack_dtype) == dl_float32) {                                               \
-      using c_type = float;                                                           \
-      return __VA_ARGS__();                                                           \
-    } else if ((dlpack_dtype) == dl_float16) {                                        \
-      using c_type = half;                                                            \
-      return __VA_ARGS__();                                                           \
-    } else if ((dlpack_dtype) == dl_bfloat16) {                                       \
-      using c_type = nv_bfloat16;                                                     \
-      return __VA_ARGS__();                                                           \
-    }                                                                                 \
-    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype)      \
-                             << "; expected float32, float16 or bfloat16";            \
-    return false;                                                                     \
+#define DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(dlpack_dtype, c_type, ...)                                      \
+  [&]() {                                                                                                   \
+    if ((dlpack_dtype) == dl_float32) {                                                                     \
+      using c_type = float;                                                                                 \
+      return __VA_ARGS__();                                                                                 \
+    } else if ((dlpack_dtype) == dl_float16) {                                                              \
+      using c_type = half;                                                                                  \
+      return __VA_ARGS__();                                                                                 \
+    } else if ((dlpack_dtype) == dl_bfloat16) {                                                             \
+      using c_type = nv_bfloat16;                                                                           \
+      return __VA_ARGS__();                                                                                 \
+    }                                                                                                       \
+    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype)                            \
+                             << "; expected float32, float16 or bfloat16";                                  \
   }()
 
 // Calls the lambda __VA_ARGS__ with c_type bound to half or nv_bfloat16 (the tensor-core families' dtypes).
-#define DISPATCH_HALF_TYPES(dlpack_dtype, c_type, ...)                                              \
-  [&]() -> bool {                                                                                   \
-    if ((dlpack_dtype) == dl_float16) {                                                             \
-      using c_type = half;                                                                          \
-      return __VA_ARGS__();                                                                         \
-    } else if ((dlpack_dtype) == dl_bfloat16) {                                                     \
-      using c_type = nv_bfloat16;                                                                   \
-      return __VA_ARGS__();                                                                         \
-    }                                                                                               \
-    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype) << "; expected float16 or bfloat16"; \
-    return false;                                                                                   \
+#define DISPATCH_HALF_TYPES(dlpack_dtype, c_type, ...)                                                      \
+  [&]() {                                                                                                   \
+    if ((dlpack_dtype) == dl_float16) {                                                                     \
+      using c_type = half;                                                                                  \
+      return __VA_ARGS__();                                                                                 \
+    } else if ((dlpack_dtype) == dl_bfloat16) {                                                             \
+      using c_type = nv_bfloat16;                                                                           \
+      return __VA_ARGS__();                                                                                 \
+    }                                                                                                       \
+    TVM_FFI_THROW(TypeError) << "unsupported dtype " << dtype_name(dlpack_dtype)                            \
+                             << "; expected float16 or bfloat16";                                           \
   }()
 
 // The stream tvm-ffi set for this call: torch's current stream of the first CUDA tensor.
@@ -86,29 +115,35 @@ inline T* data_ptr(TensorView x) {
   return reinterpret_cast<T*>(static_cast<char*>(x.data_ptr()) + x.byte_offset());
 }
 
-// rows x cols view of t: the last dimension contiguous and the leading dimensions
-// collapsible into one evenly strided dimension (contiguous tensors, x[..., :C] slices).
-// False when the layout is not such a view.
-inline bool as_rows(TensorView t, int64_t& rows, int64_t& cols, int64_t& stride) {
+// A rows x cols view: the last dimension contiguous and the leading dimensions collapsible into one evenly
+// strided dimension (contiguous tensors, x[..., :C] slices), `stride` elements from row to row.
+struct Rows {
+  int64_t rows = 0, cols = 0, stride = 0;
+};
+
+// Internal invariant: `t` is such a view (oasr/_layouts.py makes every other layout one).
+inline Rows icheck_rows(TensorView t, const char* name) {
   const int nd = static_cast<int>(t.ndim());
-  if (nd < 1) return false;
-  cols = t.size(nd - 1);
-  if (cols > 1 && t.stride(nd - 1) != 1) return false;
-  rows = 1;
-  for (int i = 0; i < nd - 1; ++i) rows *= t.size(i);
-  stride = cols;
-  if (rows == 0 || cols == 0) return true;  // nothing is addressed
+  TVM_FFI_ICHECK(nd >= 1) << "`" << name << "` must have at least one dimension";
+  Rows r;
+  r.cols = t.size(nd - 1);
+  TVM_FFI_ICHECK(r.cols <= 1 || t.stride(nd - 1) == 1) << "`" << name << "`'s last dimension must be contiguous";
+  r.rows = 1;
+  for (int i = 0; i < nd - 1; ++i) r.rows *= t.size(i);
+  r.stride = r.cols;
+  if (r.rows == 0 || r.cols == 0) return r;  // nothing is addressed
   int inner = -1;  // the innermost leading dimension of size > 1
   for (int i = nd - 2; i >= 0; --i) {
     if (t.size(i) == 1) continue;
     if (inner < 0) {
-      stride = t.stride(i);
-    } else if (t.stride(i) != t.stride(inner) * t.size(inner)) {
-      return false;
+      r.stride = t.stride(i);
+    } else {
+      TVM_FFI_ICHECK(t.stride(i) == t.stride(inner) * t.size(inner))
+          << "`" << name << "`'s leading dimensions must collapse into one row dimension";
     }
     inner = i;
   }
-  return true;
+  return r;
 }
 
 #define CHECK_CUDA_SUCCESS(status, what)                                                \

@@ -1,22 +1,18 @@
 """Argument checks of the public ops: raised before any launch, naming the argument.
 
-Each op checks its arguments in one function (``_check_<op>`` in its module), in one order:
-every tensor's type, dtype and shape, and the scalars, first (so those errors are the same
-on any machine), then devices: ``input`` on a CUDA GPU whose compute capability the op's
-family supports (:func:`check_device`, looked up once per device), every other tensor on
-``input``'s device. The CUDA launchers in ``csrc/`` check nothing a user can get wrong.
+Each op checks its arguments in one function (``_check_<op>`` in its module, the ``check`` of its
+declaration, ``oasr/_op.py``), in one order: every tensor's type, dtype and shape, and the scalars, first
+(so those errors are the same on any machine), then :func:`check_placement`: dense tensors, ``input`` on
+a CUDA GPU whose compute capability the op's family supports (:func:`check_device`, looked up once per
+device), every other tensor on ``input``'s device; memory: a written tensor (``out``, ``residual_out``, a
+state) must not share memory with a read one or another written one, except the exact aliasing an op
+documents (in place: ``out`` is ``input``), and must not overlap itself, as PyTorch refuses these
+patterns. Byte ranges, first to last byte, are compared, so column slices of one buffer (``buf[:, :C]``
+and ``buf[:, C:]``) count as overlapping. Then autograd: no tensor may require grad while grad mode is
+on, since the ops have no backward. The CUDA launchers in ``csrc/`` check nothing a user can get wrong.
 
-After the devices, memory: a written tensor (``out``, ``residual_out``) must not share memory
-with ``input`` (``residual``, the other output), except the exact aliasing an op documents (in
-place: ``out`` is ``input``), and must not overlap itself, as PyTorch refuses these patterns
-(:func:`check_out`, :func:`check_outs`; only when an output is given, and a few pointer
-comparisons when nothing overlaps). Byte ranges, first to last byte, are compared, so column
-slices of one buffer (``buf[:, :C]`` and ``buf[:, C:]``) count as overlapping. Then autograd:
-no tensor may require grad while grad mode is on, since the ops have no backward
-(:func:`requires_grad`).
-
-A call costs a few microseconds, so an op tests each condition inline (an attribute read
-is about 40 ns) and calls the helpers below only to word the error it raises.
+A call costs a few microseconds, so the checks test each condition inline (an attribute read is about
+40 ns) and call the helpers below only to word the error they raise.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 from torch._subclasses.fake_tensor import FakeTensor
+from torch.compiler import is_compiling
 
 from .jit.families import Family
 
@@ -34,15 +31,15 @@ FLOATS = frozenset(FLOAT_DTYPES)
 """The same, for a membership test (twice as fast as the tuple's)."""
 
 
-def _names(dtypes: Sequence[torch.dtype]) -> str:
+def dtype_names(dtypes: Sequence[torch.dtype]) -> str:
     return ", ".join(str(d).removeprefix("torch.") for d in dtypes)
 
 
-def bad_input(op: str, value: object, dtypes: Sequence[torch.dtype] = FLOAT_DTYPES) -> TypeError:
-    """``input`` is not a tensor, or not of one of ``dtypes``."""
+def bad_input(op: str, value: object, dtypes: Sequence[torch.dtype] = FLOAT_DTYPES, name: str = "input") -> TypeError:
+    """The op's first tensor (``name``) is not a tensor, or not of one of ``dtypes``."""
     if not isinstance(value, torch.Tensor):
-        return TypeError(f"oasr.{op}: `input` must be a torch.Tensor, got {type(value).__name__}")
-    return TypeError(f"oasr.{op}: `input` has dtype {value.dtype}; supported: {_names(dtypes)}")
+        return TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(value).__name__}")
+    return TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}; supported: {dtype_names(dtypes)}")
 
 
 HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -60,13 +57,13 @@ def bad_half_input(op: str, value: object, kernels: str, fp32_advice: str) -> Ty
 
 
 def bad_tensor(
-    op: str, name: str, value: object, dtype: torch.dtype, shape: Sequence[int], *, like: str = "input"
+    op: str, name: str, value: object, dtype: torch.dtype, shape: Sequence[int], first: str = "input"
 ) -> Exception:
-    """``name`` is not a tensor of ``like``'s (``input``'s) ``dtype`` and of ``shape``."""
+    """``name`` is not a tensor of the op's first tensor's (``first``) ``dtype`` and of ``shape``."""
     if not isinstance(value, torch.Tensor):
         return TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(value).__name__}")
     if value.dtype != dtype:
-        return TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}, expected {dtype} (the dtype of `{like}`)")
+        return TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}, expected {dtype} (the dtype of `{first}`)")
     return ValueError(f"oasr.{op}: `{name}` has shape {tuple(value.shape)}, expected {tuple(shape)}")
 
 
@@ -94,9 +91,9 @@ def check_real_scalar(op: str, name: str, value: object) -> float:
         ) from None
 
 
-def other_device(op: str, name: str, tensor: torch.Tensor, device: torch.device, *, like: str = "input") -> ValueError:
-    """``name`` is not on ``like``'s (``input``'s) device."""
-    return ValueError(f"oasr.{op}: `{name}` is on {tensor.device}, expected {device} (the device of `{like}`)")
+def other_device(op: str, name: str, tensor: torch.Tensor, device: torch.device, first: str = "input") -> ValueError:
+    """``name`` is not on the device of the op's first tensor (``first``)."""
+    return ValueError(f"oasr.{op}: `{name}` is on {tensor.device}, expected {device} (the device of `{first}`)")
 
 
 # Devices each family's kernels were found to run on: {family name: {torch.device}}. A hit
@@ -120,8 +117,9 @@ def compute_capability(device: torch.device) -> tuple[int, int]:
     return torch.cuda.get_device_capability(device)
 
 
-def check_device(op: str, family: Family, device: torch.device, *, name: str = "input") -> None:
-    """``name``'s (``input``'s) ``device`` must be a CUDA GPU of a compute capability in ``family.capabilities``.
+def check_device(op: str, family: Family, device: torch.device, name: str = "input") -> None:
+    """The op's first tensor's (``name``) ``device`` must be a CUDA GPU of a compute capability in
+    ``family.capabilities``.
 
     Remembered for ``family`` once it passes, so later calls on the device cost a set lookup.
     """
@@ -212,122 +210,6 @@ def _internal(op: str, name: str, out: Tensor) -> ValueError:
     )
 
 
-def check_out(op: str, name: str, out: Tensor, source_name: str, source: Tensor, may_alias: bool) -> None:
-    """``out`` (written) must not overlap itself nor share memory with ``source`` (read).
-
-    With ``may_alias``, ``source`` may be exactly ``out`` (same start, shape and strides: in
-    place); any other shared memory is a ValueError naming both arguments. Cheap when they do
-    not overlap: two pointers, then the size of the one that starts lower. Fake tensors are skipped.
-    """
-    if type(out) is FakeTensor:
-        return
-    start = out.data_ptr()
-    at = source.data_ptr()
-    if out.is_contiguous():
-        if at > start:
-            if at >= start + out.nbytes:
-                return
-        elif at < start and at + (source.nbytes if source.is_contiguous() else _span(source)) <= start:
-            return
-    else:
-        span = _disjoint_span(out)
-        if span is None:
-            raise _internal(op, name, out)
-        if at > start:
-            if at >= start + span:
-                return
-        elif at < start and at + _span(source) <= start:
-            return
-    _shared(op, name, out, source_name, source, may_alias)
-
-
-def check_out_disjoint(op: str, name: str, out: Tensor, *sources: tuple[str, Tensor | None]) -> None:
-    """:func:`check_out` (no aliasing) against each ``(name, tensor)`` of ``sources`` that is not None, ``out``'s
-    range read once. (check_out stays a single pass of its own: most ops call it once per call.)"""
-    if type(out) is FakeTensor:
-        return
-    start = out.data_ptr()
-    if out.is_contiguous():
-        end = start + out.nbytes
-    elif (span := _disjoint_span(out)) is None:
-        raise _internal(op, name, out)
-    else:
-        end = start + span
-    for source_name, source in sources:
-        if source is None:
-            continue
-        at = source.data_ptr()
-        if at >= end or (at < start and at + _span(source) <= start):  # (an empty out ends where it starts)
-            continue
-        _shared(op, name, out, source_name, source, False)
-
-
-def check_input_out(
-    op: str, family: Family, ready: set[torch.device], input: Tensor, out: Tensor | None, may_alias: bool
-) -> None:
-    """The checks after types and shapes of an op with one input and one ``out``: the device
-    (``ready``: the family's :func:`ready_devices`), ``out``'s device and memory (as
-    :func:`check_out`), then autograd."""
-    device = input.device
-    if device not in ready:
-        check_device(op, family, device)
-    if out is not None:
-        if out.device != device:
-            raise other_device(op, "out", out, device)
-        if out is not input:  # (in place: nothing to compare)
-            check_out(op, "out", out, "input", input, may_alias)
-    if torch.is_grad_enabled() and (input.requires_grad or (out is not None and out.requires_grad)):
-        raise requires_grad(op, ("input", "out"), (input, out))
-
-
-def check_outs(
-    op: str, out: Tensor | None, residual_out: Tensor | None, input: Tensor, residual: Tensor | None
-) -> None:
-    """The norms' outputs (either may be None; all four tensors have one shape and dtype), as :func:`check_out`.
-
-    ``out`` and ``residual_out`` may each be exactly ``input`` or ``residual`` (in place), never
-    each other, and share no other memory with any of them; neither may overlap itself. Each
-    range is read once (a pointer and a contiguity test), and not again for an output that is
-    ``input`` or ``residual``. (Written out long-hand: this runs on every call with an output.)
-    """
-    if type(input) is FakeTensor:
-        return
-    nbytes = input.nbytes  # the same for the four
-    if nbytes == 0:
-        return
-    p_in = input.data_ptr()
-    c_in = input.is_contiguous()
-    e_in = p_in + (nbytes if c_in else _span(input))
-    p_res = e_res = 0
-    c_res = True
-    if residual is not None:
-        p_res = residual.data_ptr()
-        c_res = residual.is_contiguous()
-        e_res = p_res + (nbytes if c_res else _span(residual))
-    written = []  # (name, tensor, start, end) of the outputs checked so far
-    for name, t in (("out", out), ("residual_out", residual_out)):
-        if t is None:
-            continue
-        if t is input:
-            p, e, contiguous = p_in, e_in, c_in
-        elif t is residual:
-            p, e, contiguous = p_res, e_res, c_res
-        else:
-            p = t.data_ptr()
-            contiguous = t.is_contiguous()
-            e = p + (nbytes if contiguous else _span(t))
-        if not contiguous and overlaps_itself(t):
-            raise _internal(op, name, t)
-        if t is not input and p_in < e and p < e_in:
-            _shared(op, name, t, "input", input, True)
-        if residual is not None and t is not residual and p_res < e and p < e_res:
-            _shared(op, name, t, "residual", residual, True)
-        for other_name, other, q, f in written:
-            if q < e and p < f:
-                _shared(op, name, t, other_name, other, False)
-        written.append((name, t, p, e))
-
-
 def _shared(op: str, name: str, out: Tensor, source_name: str, source: Tensor, may_alias: bool) -> None:
     """``out``'s and ``source``'s byte ranges intersect: allowed when either is empty or for an allowed exact alias."""
     if source.numel() == 0 or out.numel() == 0:
@@ -345,10 +227,115 @@ def _shared(op: str, name: str, out: Tensor, source_name: str, source: Tensor, m
     )
 
 
-def requires_grad(op: str, names: tuple[str, ...], tensors: tuple[Tensor | None, ...]) -> ValueError:
-    """The first of ``tensors`` that requires grad (grad mode is on): the ops have no backward."""
-    name = next(n for n, t in zip(names, tensors, strict=True) if t is not None and t.requires_grad)
+def requires_grad(op: str, name: str) -> ValueError:
+    """``name`` requires grad while grad mode is on: the ops have no backward."""
     return ValueError(
         f"oasr.{op}: `{name}` requires grad, but Oasr ops have no backward (the result would have no "
         f"grad_fn); call it under `torch.no_grad()` or `torch.inference_mode()`, or pass `{name}.detach()`"
     )
+
+
+# ---------------------------------------------------------------------------
+# After types and shapes: devices, memory, autograd (one function for every op)
+# ---------------------------------------------------------------------------
+
+Named = tuple[str, "Tensor | None"]
+
+
+def check_placement(
+    op: str,
+    family: Family,
+    ready: set[torch.device],
+    reads: tuple[Named, ...],
+    writes: tuple[Named, ...] = (),
+    in_place: tuple[str, ...] = (),
+) -> None:
+    """The checks after types and shapes: dense tensors on one supported device, memory, autograd.
+
+    ``reads`` are the tensors read, ``input`` first (its device is the op's); ``writes`` those written
+    (``out``, ``residual_out``, a state updated in place); None entries are absent arguments. A written
+    tensor must not overlap itself, another written one, or a read one, except that it may be exactly
+    (same memory, shape and strides) a read named in ``in_place``. Skipped while ``torch.compile`` traces:
+    the op's real run, in the compiled graph, checks.
+    """
+    if is_compiling():
+        return
+    for name, t in (*reads, *writes):
+        if t is not None and t.layout is not _STRIDED:
+            raise TypeError(
+                f"oasr.{op}: `{name}` is a {t.layout} tensor; Oasr kernels take dense tensors (`{name}.to_dense()`)"
+            )
+    first, input = reads[0]
+    device = input.device
+    if device not in ready:
+        check_device(op, family, device, first)
+    for name, t in (*reads[1:], *writes):
+        if t is not None and t.device != device:
+            raise other_device(op, name, t, device, first)
+    if writes:
+        _check_memory(op, reads, writes, in_place)
+    if torch.is_grad_enabled():
+        for name, t in (*reads, *writes):
+            if t is not None and t.requires_grad:
+                raise requires_grad(op, name)
+
+
+_STRIDED = torch.strided
+
+
+def _check_memory(op: str, reads: tuple[Named, ...], writes: tuple[Named, ...], in_place: tuple[str, ...]) -> None:
+    """:func:`check_placement`'s memory rule. Each written range is read once; a read's end only when it starts
+    below a written range (two pointers decide the usual, disjoint case)."""
+    if type(reads[0][1]) is FakeTensor:
+        return
+    written: list[tuple[str, Tensor, int, int]] = []
+    for name, w in writes:
+        if w is None:
+            continue
+        start = w.data_ptr()
+        if w.is_contiguous():
+            end = start + w.nbytes
+        elif (span := _disjoint_span(w)) is None:
+            raise _internal(op, name, w)
+        else:
+            end = start + span
+        for read_name, r in reads:
+            if r is None or (r is w and read_name in in_place):
+                continue
+            at = r.data_ptr()
+            if at >= end or (at < start and at + _span(r) <= start):  # (an empty `w` ends where it starts)
+                continue
+            _shared(op, name, w, read_name, r, read_name in in_place)
+        for other_name, other, other_start, other_end in written:
+            if other_start < end and start < other_end:
+                _shared(op, name, w, other_name, other, False)
+        written.append((name, w, start, end))
+
+
+def check_activation(op: str, activation: object, names: tuple[str | None, ...]) -> None:
+    """``activation`` is None or one of ``names`` (each family's kernels take the names and map them once)."""
+    if activation is not None and not isinstance(activation, str):
+        raise TypeError(f"oasr.{op}: `activation` must be None or a string, got {type(activation).__name__}")
+    if activation not in names:
+        raise ValueError(f"oasr.{op}: unknown `activation` {activation!r}; choose from {', '.join(map(repr, names))}")
+
+
+def check_pair(
+    op: str, name: str, value: object, minimum: int, parts: str, maximum: int = 2**31 - 1
+) -> tuple[int, int]:
+    """An int or a pair of ints (``parts`` names them: "(left, right)"), each in [``minimum``, ``maximum``]."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        pair = (value, value)
+    elif (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        pair = (int(value[0]), int(value[1]))
+    else:
+        raise TypeError(f"oasr.{op}: `{name}` must be an int or a pair {parts} of ints, got {value!r}")
+    if min(pair) < minimum:
+        raise ValueError(f"oasr.{op}: `{name}` must be >= {minimum}, got {value!r}")
+    if max(pair) > maximum:
+        raise ValueError(f"oasr.{op}: `{name}` must be at most {maximum}, got {value!r}")
+    return pair

@@ -1,12 +1,13 @@
-"""Layouts a launcher refuses (it returns False): the views or copies the ops retry with.
+"""Layouts a kernel does not read or write as they are: the views or copies the ops launch with instead.
 
-The launchers take tensors as they are when they can (contiguous tensors, row views with a
-unit last stride); these helpers are the slow path, shared by every op.
+The launchers take contiguous tensors, and the row-view families (activation's GLU, norm) any
+``[rows, C]`` view with a unit last stride. An op passes contiguous tensors as they are (its fast
+path); these helpers are the slow path, shared by every op.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor
@@ -27,8 +28,8 @@ def out_rows(out: Tensor, cols: int) -> Tensor | None:
     return view if cols <= 1 or view.stride(1) == 1 else None
 
 
-def launch_contiguous(launch: Callable[..., bool], out: Tensor, input: Tensor, *args: object) -> None:
-    """An element-wise launcher that refused ``out``/``input``: run it on contiguous copies, then copy back."""
+def launch_contiguous(launch: Callable[..., None], out: Tensor, input: Tensor, *args: object) -> None:
+    """An element-wise launcher on tensors that are not both contiguous: contiguous copies, then ``out`` back."""
     source = input.contiguous()
     if out.is_contiguous():
         launch(out, source, *args)
@@ -36,3 +37,24 @@ def launch_contiguous(launch: Callable[..., bool], out: Tensor, input: Tensor, *
         target = torch.empty_like(source)
         launch(target, source, *args)
         out.copy_(target)
+
+
+def launch_rows(
+    launch: Callable[..., None], outputs: Sequence[Tensor | None], inputs: Sequence[Tensor | None], *args: object
+) -> None:
+    """A row-view launcher, ``launch(*outputs, *inputs, *args)``, on tensors of any layout: each as [rows, C] rows
+    (inputs copied where no such view exists); if an output has none, every output is computed into a fresh
+    tensor and copied back."""
+    targets = [None if out is None else out_rows(out, out.shape[-1]) for out in outputs]
+    fresh = any(t is None and out is not None for t, out in zip(targets, outputs, strict=True))
+    if fresh:
+        targets = [
+            None if out is None else torch.empty(out.shape, dtype=out.dtype, device=out.device) for out in outputs
+        ]
+        targets = [None if t is None else t.view(-1, t.shape[-1]) for t in targets]
+    sources = [None if t is None else rows(t, t.shape[-1]) for t in inputs]
+    launch(*targets, *sources, *args)
+    if fresh:
+        for out, target in zip(outputs, targets, strict=True):
+            if out is not None:
+                out.copy_(target.view(out.shape))

@@ -3,27 +3,24 @@
 Channels-last tensors of float32, float16 or bfloat16; the math runs in fp32 and each
 output is rounded once. Arguments are checked before any launch (:func:`_check_glu`,
 :func:`_check_swish`), types, dtypes and shapes first (so those errors are the same on any
-machine), then devices, then memory and autograd (``oasr/_checks.py``). Under
-``torch.compile`` each op is the custom op ``torch.ops.oasr.<op>``.
+machine), then devices, then memory and autograd (``oasr/_checks.py``). Each op is declared
+once (``oasr/_op.py``), which also makes it the custom op ``torch.ops.oasr.<op>``.
 """
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
-from torch.compiler import is_compiling
 
-from ._checks import FLOATS, bad_input, bad_tensor, check_input_out, ready_devices
-from ._custom_ops import define
-from ._layouts import launch_contiguous, out_rows, rows
-from .api_logging import oasr_api
+from ._checks import FLOATS, bad_input, bad_tensor, check_placement, ready_devices
+from ._layouts import launch_contiguous, launch_rows
+from ._op import LIKE_INPUT, op
 from .jit.families import ACTIVATION
 
 _READY = ready_devices(ACTIVATION)
 
 
-def _check_glu(input: object, out: object) -> None:
-    """glu's arguments, in order: types, dtypes and shapes, devices, then memory."""
+def _check_glu(input: object, out: object) -> tuple[int, ...]:
+    """glu's arguments, in order: types, dtypes and shapes, devices, then memory; ``out``'s shape."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input("glu", input)
     shape = input.shape
@@ -32,33 +29,23 @@ def _check_glu(input: object, out: object) -> None:
     in_cols = shape[-1]
     if in_cols % 2 != 0:
         raise ValueError(f"oasr.glu: `input` last dimension must be even (the two halves), got {in_cols}")
-    if out is not None:
-        expected = (*shape[:-1], in_cols // 2)
-        if not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == expected):
-            raise bad_tensor("glu", "out", out, dtype, expected)
-    check_input_out("glu", ACTIVATION, _READY, input, out, False)
+    expected = (*shape[:-1], in_cols // 2)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == expected):
+        raise bad_tensor("glu", "out", out, dtype, expected)
+    check_placement("glu", ACTIVATION, _READY, (("input", input),), (("out", out),))
+    return expected
 
 
-def _glu(input: Tensor, out: Tensor | None) -> Tensor:
-    """The eager op: check, then launch on row views, copying only when the launcher refuses a layout."""
-    _check_glu(input, out)
-    if out is None:
-        out = torch.empty((*input.shape[:-1], input.shape[-1] // 2), dtype=input.dtype, device=input.device)
+def _launch_glu(out: Tensor, input: Tensor) -> None:
+    """The kernel reads and writes row views ([..., 2C] slices are): other layouts go through copies."""
     launch = ACTIVATION.module().glu
-    if not launch(out, input):
-        # Layouts that are not row views ([..., 2C] slices are): copied.
-        cols = out.shape[-1]
-        target = out_rows(out, cols)
-        if target is None:
-            target = torch.empty(out.shape, dtype=out.dtype, device=out.device)
-            launch(target, rows(input, 2 * cols))
-            out.copy_(target)
-        else:
-            launch(target, rows(input, 2 * cols))
-    return out
+    if input.is_contiguous() and out.is_contiguous():
+        launch(out, input)
+    else:
+        launch_rows(launch, (out,), (input,))
 
 
-@oasr_api
+@op(check=_check_glu, launch=_launch_glu)
 def glu(input: Tensor, out: Tensor | None = None) -> Tensor:
     """Gated linear unit over the last dimension: ``a * sigmoid(b)`` with ``a, b = input.chunk(2, -1)``.
 
@@ -90,37 +77,28 @@ def glu(input: Tensor, out: Tensor | None = None) -> Tensor:
         activation kernels do not support, ``out`` overlapping ``input`` or itself, or a
         tensor that requires grad while grad mode is on (no backward: use ``torch.no_grad()``).
     """
-    if is_compiling():
-        if out is None:
-            # (a 0-dim input gets an empty `out`: the op refuses it with the eager sentence)
-            shape = (*input.shape[:-1], input.shape[-1] // 2) if input.dim() else (0,)
-            out = torch.empty(shape, dtype=input.dtype, device=input.device)
-        _GLU(out, input)
-        return out
-    return _glu(input, out)
 
 
-def _check_swish(input: object, out: object) -> None:
-    """swish's arguments, in order: types, dtypes and shapes, devices, then memory."""
+def _check_swish(input: object, out: object) -> tuple[int, ...]:
+    """swish's arguments, in order: types, dtypes and shapes, devices, then memory; ``out``'s shape."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input("swish", input)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
         raise bad_tensor("swish", "out", out, dtype, input.shape)
-    check_input_out("swish", ACTIVATION, _READY, input, out, True)
+    check_placement("swish", ACTIVATION, _READY, (("input", input),), (("out", out),), in_place=("input",))
+    return input.shape
 
 
-def _swish(input: Tensor, out: Tensor | None) -> Tensor:
-    """The eager op: check, then launch, copying non-contiguous tensors."""
-    _check_swish(input, out)
-    if out is None:
-        out = torch.empty_like(input, memory_format=torch.contiguous_format)
+def _launch_swish(out: Tensor, input: Tensor) -> None:
+    """The kernel reads and writes contiguous tensors: others go through contiguous copies."""
     launch = ACTIVATION.module().swish
-    if not launch(out, input):
+    if input.is_contiguous() and out.is_contiguous():
+        launch(out, input)
+    else:
         launch_contiguous(launch, out, input)
-    return out
 
 
-@oasr_api
+@op(check=_check_swish, launch=_launch_swish, layout=LIKE_INPUT)
 def swish(input: Tensor, out: Tensor | None = None) -> Tensor:
     """Swish / SiLU, element-wise: ``input * sigmoid(input)`` (``torch.nn.functional.silu``).
 
@@ -148,23 +126,3 @@ def swish(input: Tensor, out: Tensor | None = None) -> Tensor:
         capability the activation kernels do not support, ``out`` partly overlapping
         ``input`` or itself, or a tensor that requires grad while grad mode is on.
     """
-    if is_compiling():
-        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
-        _SWISH(out, input)
-        return out
-    return _swish(input, out)
-
-
-# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures.
-
-
-def _glu_op(out: Tensor, input: Tensor) -> None:
-    _glu(input, out)
-
-
-def _swish_op(out: Tensor, input: Tensor) -> None:
-    _swish(input, out)
-
-
-_GLU = define("glu", "(Tensor(a!) out, Tensor input) -> ()", ("out",), _glu_op)
-_SWISH = define("swish", "(Tensor(a!) out, Tensor input) -> ()", ("out",), _swish_op)

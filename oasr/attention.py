@@ -19,16 +19,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._checks import (
-    HALF_DTYPES,
-    bad_tensor,
-    check_device,
-    check_out_disjoint,
-    check_real_scalar,
-    other_device,
-    ready_devices,
-    requires_grad,
-)
+from ._checks import HALF_DTYPES, bad_tensor, check_placement, check_real_scalar, ready_devices
 from ._op import op
 from ._tma import addressable, addressable_copy
 from .jit.families import ATTENTION
@@ -42,7 +33,6 @@ MAX_FRAMES = 2**29 - 1
 """The longest T (the kernel forms 2T - 1 and chunk bounds near 2T in int32)."""
 
 _READY = ready_devices(ATTENTION)
-_grad_enabled = torch.is_grad_enabled
 _INT32 = torch.int32
 
 
@@ -64,7 +54,7 @@ def _check_heads(name: str, q: object, k: object, v: object) -> tuple[int, int, 
         )
     for arg, t in (("k", k), ("v", v)):
         if not (isinstance(t, Tensor) and t.dtype == q.dtype and t.shape == q.shape):
-            raise bad_tensor(name, arg, t, q.dtype, q.shape, like="q")
+            raise bad_tensor(name, arg, t, q.dtype, q.shape, first="q")
     if time > MAX_FRAMES:
         raise ValueError(f"oasr.{name}: T = {time} frames is more than the kernels take ({MAX_FRAMES})")
     if batch * heads * -(-time // QUERY_BLOCK) > 2**31 - 1:
@@ -117,31 +107,16 @@ def _check_options(
 
 def _check_out(name: str, out: object, q: Tensor) -> None:
     if out is not None and not (isinstance(out, Tensor) and out.dtype == q.dtype and out.shape == q.shape):
-        raise bad_tensor(name, "out", out, q.dtype, q.shape, like="q")
+        raise bad_tensor(name, "out", out, q.dtype, q.shape, first="q")
 
 
-def _check_placement(name: str, out: Tensor | None, named: tuple[tuple[str, Tensor | None], ...]) -> None:
-    """Devices (q's first, on a GPU the family runs on), then out's memory, then autograd. ``named`` starts with q."""
-    device = named[0][1].device
-    if device not in _READY:
-        check_device(name, ATTENTION, device, name="q")
-    for arg, t in named[1:]:
-        if t is not None and t.device != device:
-            if arg == "lengths":
-                raise ValueError(
-                    f"oasr.{name}: `lengths` is on {t.device}, expected {device} (the device of `q`): the kernel "
-                    f"reads it there, with no host sync; pass `lengths.to({str(device)!r})`"
-                )
-            raise other_device(name, arg, t, device, like="q")
-    if out is not None:
-        if out.device != device:
-            raise other_device(name, "out", out, device, like="q")
-        check_out_disjoint(name, "out", out, *named)
-    if _grad_enabled() and (
-        any(t is not None and t.requires_grad for _, t in named) or (out is not None and out.requires_grad)
-    ):
-        names = (*(arg for arg, _ in named), "out")
-        raise requires_grad(name, names, (*(t for _, t in named), out))
+def _check_lengths_device(name: str, q: Tensor, lengths: Tensor | None) -> None:
+    """``lengths`` on q's GPU, said with why (check_placement, after this, words the other device errors)."""
+    if lengths is not None and q.device.type == "cuda" and lengths.device != q.device:
+        raise ValueError(
+            f"oasr.{name}: `lengths` is on {lengths.device}, expected {q.device} (the device of `q`): the kernel "
+            f"reads it there, with no host sync; pass `lengths.to({str(q.device)!r})`"
+        )
 
 
 def _check_attention(
@@ -159,7 +134,9 @@ def _check_attention(
     _check_options("attention", batch, lengths, scale, chunk_size, left_chunks)
     _check_out("attention", out, q)
     _check_contiguous_d("attention", q=q, k=k, v=v)
-    _check_placement("attention", out, (("q", q), ("k", k), ("v", v), ("lengths", lengths)))
+    _check_lengths_device("attention", q, lengths)
+    reads = (("q", q), ("k", k), ("v", v), ("lengths", lengths))
+    check_placement("attention", ATTENTION, _READY, reads, (("out", out),))
     return q.shape
 
 
@@ -186,7 +163,7 @@ def _check_rel_pos_attention(
     if not (isinstance(p, Tensor) and p.dtype == q.dtype and p.dim() == 3):
         if isinstance(p, Tensor) and p.dtype == q.dtype:
             raise ValueError(f"oasr.{name}: `p` must be 3-D [P, H, D], got shape {tuple(p.shape)}")
-        raise bad_tensor(name, "p", p, q.dtype, (rows, heads, head_dim), like="q")
+        raise bad_tensor(name, "p", p, q.dtype, (rows, heads, head_dim), first="q")
     if p.shape != (rows, heads, head_dim):
         what = (
             f"the 2T - 1 = {rows} relative positions T - 1 .. -(T - 1) of shift=True (ESPnet)"
@@ -200,12 +177,13 @@ def _check_rel_pos_attention(
         )
     for arg, bias in (("pos_bias_u", pos_bias_u), ("pos_bias_v", pos_bias_v)):
         if not (isinstance(bias, Tensor) and bias.dtype == q.dtype and bias.shape == (heads, head_dim)):
-            raise bad_tensor(name, arg, bias, q.dtype, (heads, head_dim), like="q")
+            raise bad_tensor(name, arg, bias, q.dtype, (heads, head_dim), first="q")
     _check_options(name, batch, lengths, scale, chunk_size, left_chunks)
     _check_out(name, out, q)
     _check_contiguous_d(name, q=q, k=k, v=v, p=p, pos_bias_u=pos_bias_u, pos_bias_v=pos_bias_v)
-    named = (("q", q), ("k", k), ("v", v), ("p", p), ("pos_bias_u", pos_bias_u), ("pos_bias_v", pos_bias_v))
-    _check_placement(name, out, (*named, ("lengths", lengths)))
+    _check_lengths_device(name, q, lengths)
+    reads = (("q", q), ("k", k), ("v", v), ("p", p), ("pos_bias_u", pos_bias_u), ("pos_bias_v", pos_bias_v))
+    check_placement(name, ATTENTION, _READY, (*reads, ("lengths", lengths)), (("out", out),))
     return q.shape
 
 

@@ -7,8 +7,8 @@ as they are (``[batch, K, N]``, N contiguous); the layout is read from ``b``'s s
 sequence lengths (375) work: the result's rows are padded to 16 bytes (a strided view), and an
 operand whose rows are not is copied into a padded buffer first (``oasr/_tma.py``).
 
-Arguments are checked before any launch (:func:`_check_bmm`). Under ``torch.compile`` the op is
-the custom op ``torch.ops.oasr.bmm``.
+Arguments are checked before any launch (:func:`_check_bmm`). The op is declared once (``oasr/_op.py``),
+which also makes it the custom op ``torch.ops.oasr.bmm``.
 """
 
 from __future__ import annotations
@@ -17,32 +17,19 @@ import functools
 
 import torch
 from torch import Tensor
-from torch.compiler import is_compiling
 
-from ._checks import (
-    HALF_DTYPES,
-    bad_half_input,
-    bad_tensor,
-    check_device,
-    check_out_disjoint,
-    other_device,
-    ready_devices,
-    requires_grad,
-)
-from ._custom_ops import define
+from ._checks import HALF_DTYPES, bad_half_input, bad_tensor, check_placement, ready_devices
+from ._op import PADDED_ROWS, op
 from ._tma import addressable, addressable_copy, padded_empty
-from .api_logging import oasr_api
 from .jit import gemm_config
 from .jit.core import Variant
 from .jit.families import BMM
 
 _READY = ready_devices(BMM)
-_grad_enabled = torch.is_grad_enabled
-_NAMES = ("input", "mat2", "out")
 
 
-def _check_bmm(input: object, mat2: object, out: object) -> tuple[int, int, int, int]:
-    """Every argument, in order (types, dtypes and shapes, devices, memory); (batch, M, N, K)."""
+def _check_bmm(input: object, mat2: object, out: object) -> tuple[int, int, int]:
+    """Every argument, in order (types, dtypes and shapes, devices, memory); ``out``'s shape [batch, M, N]."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
         advice = "cast both operands with `.bfloat16()`, or use torch.bmm for fp32/TF32"
         raise bad_half_input("bmm", input, "bmm", advice)
@@ -60,18 +47,8 @@ def _check_bmm(input: object, mat2: object, out: object) -> tuple[int, int, int,
     n = mat2.shape[2]
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == (batch, m, n)):
         raise bad_tensor("bmm", "out", out, dtype, (batch, m, n))
-    device = input.device
-    if device not in _READY:
-        check_device("bmm", BMM, device)
-    if mat2.device != device:
-        raise other_device("bmm", "mat2", mat2, device)
-    if out is not None:
-        if out.device != device:
-            raise other_device("bmm", "out", out, device)
-        check_out_disjoint("bmm", "out", out, ("input", input), ("mat2", mat2))
-    if _grad_enabled() and (input.requires_grad or mat2.requires_grad or (out is not None and out.requires_grad)):
-        raise requires_grad("bmm", _NAMES, (input, mat2, out))
-    return batch, m, n, k
+    check_placement("bmm", BMM, _READY, (("input", input), ("mat2", mat2)), (("out", out),))
+    return batch, m, n
 
 
 @functools.cache
@@ -92,29 +69,23 @@ def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig |
     # B K-major ([batch, N, K] transposed: scores) when K is contiguous, else N-major ([batch, K, N]: context).
     keys = b.transpose(1, 2)
     n_major = k > 1 and keys.stride(2) != 1
-    # The launcher says which operands TMA cannot address as they are (and launches nothing then): those get
-    # copies with padded rows (B in the layout it can be read in), an output a padded temporary.
-    if not BMM.module(_variant(a.dtype, n_major, config)).bmm(out, a, b if n_major else keys, n_major):
-        return
+    # TMA addresses 16-byte aligned rows: operands without them go through copies with padded rows (B in the
+    # layout it can be read in), an output through a padded temporary.
     a = addressable_copy(a)
-    n_major = not addressable(keys)
+    if not n_major and not addressable(keys):
+        n_major = True
     operand = addressable_copy(b) if n_major else keys
     target = out if addressable(out) else padded_empty((batch, m, n), out.dtype, out.device)
-    if BMM.module(_variant(a.dtype, n_major, config)).bmm(target, a, operand, n_major):
-        raise RuntimeError(f"oasr: the bmm launcher refused padded operands ({a.stride()}, {operand.stride()})")
+    BMM.module(_variant(a.dtype, n_major, config)).bmm(target, a, operand)
     if target is not out:
         out.copy_(target)
 
 
-def _bmm(input: Tensor, mat2: Tensor, out: Tensor | None) -> Tensor:
-    batch, m, n, _ = _check_bmm(input, mat2, out)
-    if out is None:
-        out = padded_empty((batch, m, n), input.dtype, input.device)
+def _launch_bmm(out: Tensor, input: Tensor, mat2: Tensor) -> None:
     _product(input, mat2, out)
-    return out
 
 
-@oasr_api
+@op(check=_check_bmm, launch=_launch_bmm, layout=PADDED_ROWS)
 def bmm(input: Tensor, mat2: Tensor, out: Tensor | None = None) -> Tensor:
     """Batched matrix product ``out[i] = input[i] @ mat2[i]``, as ``torch.bmm``.
 
@@ -144,16 +115,3 @@ def bmm(input: Tensor, mat2: Tensor, out: Tensor | None = None) -> Tensor:
         on one CUDA device, a GPU other than sm90 (H100/H200), ``out`` overlapping another argument
         or itself, or a tensor that requires grad while grad mode is on.
     """
-    if is_compiling():
-        if out is None:
-            out = torch.empty((input.shape[0], input.shape[1], mat2.shape[2]), dtype=input.dtype, device=input.device)
-        _BMM(out, input, mat2)
-        return out
-    return _bmm(input, mat2, out)
-
-
-def _bmm_op(out: Tensor, input: Tensor, mat2: Tensor) -> None:
-    _bmm(input, mat2, out)
-
-
-_BMM = define("bmm", "(Tensor(a!) out, Tensor input, Tensor mat2) -> ()", ("out",), _bmm_op)

@@ -10,7 +10,7 @@ float32, float16 and bfloat16 storage; products are summed in fp32 and each outp
 rounded once. Weights are ``[K, C]`` (``[K, 1, C]`` accepted), of the input's dtype:
 ``weight[k, c]`` is PyTorch's ``conv.weight[c, 0, k]``. Any K >= 1, any C. float16 and
 bfloat16 convolutions with K <= 65 on 16-byte aligned views run on tensor cores
-(``include/oasr/conv1d_tensor.cuh``); there an inf or NaN input frame also makes NaN the
+(``include/oasr/conv1d/tensor_core.cuh``); there an inf or NaN input frame also makes NaN the
 outputs of every 8-output block that reads it (at K = 15 and 31: up to 9 outputs before its
 window and 7 after), and SiLU is ``x * (0.5 + 0.5 tanh(x / 2))`` through ``tanh.approx`` (an
 absolute error near ``4e-6 * |x|``, measured on the H200, under fp16's rounding of O(1) outputs).
@@ -21,78 +21,48 @@ layouts (non-contiguous channels) are copied first.
 
 Arguments are checked before any launch in ``oasr/_checks.py``'s order and wording: types,
 dtypes and shapes first (so those errors are the same on any machine), then devices, then
-memory (a written tensor overlapping a read one or itself) and autograd. Under ``torch.compile`` the two convolutions
-are the custom ops ``torch.ops.oasr.depthwise_conv1d`` and ``torch.ops.oasr.depthwise_conv1d_step``
-(see ``oasr/_custom_ops.py``); :func:`fold_batch_norm` is plain torch, which dynamo traces.
+memory (a written tensor overlapping a read one or itself) and autograd. The two convolutions are declared once
+(``oasr/_op.py``), which also makes them the custom ops ``torch.ops.oasr.<op>``; :func:`fold_batch_norm` is
+plain torch, which dynamo traces.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 from torch import Tensor
-from torch.compiler import is_compiling
 
 from ._checks import (
+    FLOAT_DTYPES,
     FLOATS,
     bad_input,
     bad_tensor,
-    check_device,
-    check_out,
-    check_out_disjoint,
-    other_device,
+    check_activation,
+    check_pair,
+    check_placement,
+    check_real_scalar,
+    dtype_names,
     ready_devices,
-    requires_grad,
 )
-from ._custom_ops import define
+from ._op import op
 from .api_logging import oasr_api
 from .jit.families import CONV1D
 
-ACTIVATIONS: dict[str | None, int] = {None: 0, "silu": 1, "relu": 2, "gelu": 3}
-"""Activation names and the kernel's codes (``"gelu"`` is the exact, erf form)."""
+ACTIVATIONS = (None, "silu", "relu", "gelu")
+"""The activations the kernels fuse (``"gelu"`` is the exact, erf form); passed to them by name."""
+MAX_PADDING = 2**30
+"""Padding beyond any sequence a kernel indexes in 32 bits (refused before it reaches an allocation)."""
 
 _READY = ready_devices(CONV1D)
-_grad_enabled = torch.is_grad_enabled
-_CONV_NAMES = ("input", "weight", "bias", "out")
-_STEP_NAMES = ("input_chunk", "state", "weight", "bias", "out")
+_FOLD_DTYPES = (*FLOAT_DTYPES, torch.float64)
+"""What fold_batch_norm folds (in float64): real floating tensors; integers would be truncated, float8 is storage."""
 
 
 # ---------------------------------------------------------------------------
 # Argument checks (oasr/_checks.py's order and wording), raised before any launch
 # ---------------------------------------------------------------------------
-
-
-def _bad_chunk(op: str, value: object) -> TypeError:
-    """:func:`bad_input`'s sentence for the step's first argument, ``input_chunk``."""
-    return TypeError(str(bad_input(op, value)).replace("`input`", "`input_chunk`", 1))
-
-
-def _padding(op: str, padding: object) -> tuple[int, int]:
-    if isinstance(padding, bool):
-        raise TypeError(f"oasr.{op}: `padding` must be an int or a pair of ints, got bool")
-    if isinstance(padding, int):
-        pair = (padding, padding)
-    elif (
-        isinstance(padding, (tuple, list))
-        and len(padding) == 2
-        and all(isinstance(p, int) and not isinstance(p, bool) for p in padding)
-    ):
-        pair = (int(padding[0]), int(padding[1]))
-    else:
-        raise TypeError(f"oasr.{op}: `padding` must be an int or a pair (left, right) of ints, got {padding!r}")
-    if pair[0] < 0 or pair[1] < 0:
-        raise ValueError(f"oasr.{op}: `padding` must be >= 0, got {padding!r}")
-    return pair
-
-
-def _activation(op: str, activation: object) -> int:
-    if activation is not None and not isinstance(activation, str):
-        raise TypeError(f"oasr.{op}: `activation` must be None or a string, got {type(activation).__name__}")
-    if activation not in ACTIVATIONS:
-        names = ", ".join(repr(a) for a in ACTIVATIONS)
-        raise ValueError(f"oasr.{op}: unknown `activation` {activation!r}; choose from {names}")
-    return ACTIVATIONS[activation]
 
 
 def _weights(op: str, weight: object, bias: object, dtype: torch.dtype, channels: int) -> int:
@@ -109,19 +79,8 @@ def _weights(op: str, weight: object, bias: object, dtype: torch.dtype, channels
     return shape[0]
 
 
-def _devices(op: str, device: torch.device, **others: Tensor | None) -> None:
-    """``input`` on a GPU the family supports, every other tensor on its device."""
-    if device not in _READY:
-        check_device(op, CONV1D, device)
-    for name, tensor in others.items():
-        if tensor is not None and tensor.device != device:
-            raise other_device(op, name, tensor, device)
-
-
-def _check_conv(
-    input: Any, weight: Any, bias: Any, padding: Any, activation: Any, mask: Any, out: Any
-) -> tuple[int, int, int, int]:
-    """Every check of :func:`depthwise_conv1d`'s arguments; returns (K, left, right, activation code)."""
+def _check_conv(input: Any, weight: Any, bias: Any, padding: Any, activation: Any, mask: Any, out: Any) -> tuple:
+    """Every check of :func:`depthwise_conv1d`'s arguments; ``out``'s shape."""
     op = "depthwise_conv1d"
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input(op, input)
@@ -129,7 +88,7 @@ def _check_conv(
         raise ValueError(f"oasr.{op}: `input` must be [B, T, C], got shape {tuple(input.shape)}")
     b, t, c = input.shape
     k = _weights(op, weight, bias, dtype, c)
-    left, right = _padding(op, padding)
+    left, right = check_pair(op, "padding", padding, 0, "(left, right)", MAX_PADDING)
     out_len = t + left + right - k + 1
     if out_len < 1:
         raise ValueError(
@@ -137,7 +96,7 @@ def _check_conv(
             f"T + left + right = {t} + {left} + {right} = {t + left + right} (`input` and `padding`): "
             f"the output would have {out_len} frames"
         )
-    code = _activation(op, activation)
+    check_activation(op, activation, ACTIVATIONS)
     if mask is not None:
         if not isinstance(mask, Tensor):
             raise TypeError(f"oasr.{op}: `mask` must be a torch.Tensor or None, got {type(mask).__name__}")
@@ -145,29 +104,28 @@ def _check_conv(
             raise TypeError(f"oasr.{op}: `mask` has dtype {mask.dtype}, expected torch.bool (True keeps a frame)")
         if tuple(mask.shape) not in ((b, t), (b, t, 1)):
             raise ValueError(f"oasr.{op}: `mask` has shape {tuple(mask.shape)}, expected ({b}, {t}) or ({b}, {t}, 1)")
-    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == (b, out_len, c)):
-        raise bad_tensor(op, "out", out, dtype, (b, out_len, c))
-    _devices(op, input.device, weight=weight, bias=bias, mask=mask, out=out)
-    if out is not None:
-        check_out(op, "out", out, "input", input, False)  # the convolution reads neighbours: never in place
-    if _grad_enabled() and (
-        input.requires_grad
-        or weight.requires_grad
-        or (bias is not None and bias.requires_grad)
-        or (out is not None and out.requires_grad)
-    ):
-        raise requires_grad(op, _CONV_NAMES, (input, weight, bias, out))
-    return k, left, right, code
+    shape = (b, out_len, c)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
+        raise bad_tensor(op, "out", out, dtype, shape)
+    # The convolution reads neighbours: never in place.
+    check_placement(
+        op,
+        CONV1D,
+        _READY,
+        (("input", input), ("weight", weight), ("bias", bias), ("mask", mask)),
+        (("out", out),),
+    )
+    return shape
 
 
-def _check_step(input: Any, state: Any, weight: Any, bias: Any, activation: Any, out: Any) -> int:
-    """Every check of :func:`depthwise_conv1d_step`'s arguments; returns the activation code."""
+def _check_step(input_chunk: Any, state: Any, weight: Any, bias: Any, activation: Any, out: Any) -> tuple:
+    """Every check of :func:`depthwise_conv1d_step`'s arguments; ``out``'s shape."""
     op = "depthwise_conv1d_step"
-    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
-        raise _bad_chunk(op, input)
-    if input.dim() != 3:
-        raise ValueError(f"oasr.{op}: `input_chunk` must be [B, L, C], got shape {tuple(input.shape)}")
-    b, length, c = input.shape
+    if not (isinstance(input_chunk, Tensor) and (dtype := input_chunk.dtype) in FLOATS):
+        raise bad_input(op, input_chunk, name="input_chunk")
+    if input_chunk.dim() != 3:
+        raise ValueError(f"oasr.{op}: `input_chunk` must be [B, L, C], got shape {tuple(input_chunk.shape)}")
+    b, length, c = input_chunk.shape
     if length < 1:
         raise ValueError(f"oasr.{op}: `input_chunk` must have at least one frame (L >= 1), got L={length}")
     k = _weights(op, weight, bias, dtype, c)
@@ -175,26 +133,22 @@ def _check_step(input: Any, state: Any, weight: Any, bias: Any, activation: Any,
         raise bad_tensor(op, "state", state, dtype, (b, k - 1, c))
     if state.numel() and state.stride(2) != 1 and c > 1:
         raise ValueError(f"oasr.{op}: `state` must have contiguous channels (it is updated in place)")
-    code = _activation(op, activation)
-    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
+    check_activation(op, activation, ACTIVATIONS)
+    shape = input_chunk.shape
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, (b, length, c))
-    _devices(op, input.device, state=state, weight=weight, bias=bias, out=out)
-    check_out(op, "state", state, "input_chunk", input, False)  # state is written too
-    if out is not None:
-        check_out_disjoint(op, "out", out, ("input_chunk", input), ("state", state))
-    if _grad_enabled() and (
-        input.requires_grad
-        or state.requires_grad
-        or weight.requires_grad
-        or (bias is not None and bias.requires_grad)
-        or (out is not None and out.requires_grad)
-    ):
-        raise requires_grad(op, _STEP_NAMES, (input, state, weight, bias, out))
-    return code
+    check_placement(
+        op,
+        CONV1D,
+        _READY,
+        (("input_chunk", input_chunk), ("weight", weight), ("bias", bias)),
+        (("state", state), ("out", out)),
+    )
+    return shape
 
 
 # ---------------------------------------------------------------------------
-# Layout helpers
+# Launches: channels must be contiguous (others are copied), the weight a packed [K, C]
 # ---------------------------------------------------------------------------
 
 
@@ -208,12 +162,44 @@ def _flat_weights(weight: torch.Tensor, bias: torch.Tensor | None) -> tuple[torc
     return w, None if bias is None else bias.contiguous()
 
 
+def _launch_conv(
+    out: Tensor,
+    input: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    padding: int | tuple[int, int],
+    activation: str | None,
+    mask: Tensor | None,
+) -> None:
+    if out.numel() == 0:
+        return
+    left, right = (padding, padding) if isinstance(padding, int) else padding
+    target = _channels_last(out)
+    w, b = _flat_weights(weight, bias)
+    m = None if mask is None else (mask.squeeze(-1) if mask.dim() == 3 else mask).view(torch.uint8)
+    CONV1D.module().depthwise_conv1d(target, _channels_last(input), w, b, left, right, m, activation)
+    if target is not out:
+        out.copy_(target)
+
+
+def _launch_step(
+    out: Tensor, input_chunk: Tensor, state: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None
+) -> None:
+    if out.numel() == 0:
+        return
+    target = _channels_last(out)
+    w, b = _flat_weights(weight, bias)
+    CONV1D.module().depthwise_conv1d_step(target, _channels_last(input_chunk), state, w, b, activation)
+    if target is not out:
+        out.copy_(target)
+
+
 # ---------------------------------------------------------------------------
 # Public API
 # ---------------------------------------------------------------------------
 
 
-@oasr_api
+@op(check=_check_conv, launch=_launch_conv)
 def depthwise_conv1d(
     input: torch.Tensor,
     weight: torch.Tensor,
@@ -269,48 +255,9 @@ def depthwise_conv1d(
         itself (an ``expand``ed view), a tensor that requires grad while grad mode is on
         (no backward: use ``torch.no_grad()``).
     """
-    if is_compiling():
-        # Checked when the op runs (the eager errors); a padded length shorter than K gets an
-        # empty `out`, which that check refuses with the eager sentence.
-        left, right = (padding, padding) if isinstance(padding, int) else padding
-        if out is None:
-            b, t, c = input.shape
-            frames = max(t + left + right - weight.shape[0] + 1, 0)
-            out = torch.empty((b, frames, c), dtype=input.dtype, device=input.device)
-        _DEPTHWISE_CONV1D(out, input, weight, bias, left, right, mask, activation)
-        return out
-    return _conv(input, weight, bias, padding, activation, mask, out)
 
 
-def _conv(
-    input: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    padding: int | tuple[int, int],
-    activation: str | None,
-    mask: Tensor | None,
-    out: Tensor | None,
-) -> Tensor:
-    """The eager :func:`depthwise_conv1d`: check, then launch (copying layouts the kernel does not read)."""
-    k, left, right, code = _check_conv(input, weight, bias, padding, activation, mask, out)
-    b, t, c = input.shape
-    shape = (b, t + left + right - k + 1, c)
-    if out is None:
-        out = torch.empty(shape, dtype=input.dtype, device=input.device)
-    if out.numel() == 0:
-        return out
-    target = _channels_last(out)
-    w, bb = _flat_weights(weight, bias)
-    m = None
-    if mask is not None:
-        m = (mask.squeeze(-1) if mask.dim() == 3 else mask).view(torch.uint8)
-    CONV1D.module().depthwise_conv1d(target, _channels_last(input), w, bb, left, right, m, code)
-    if target is not out:
-        out.copy_(target)
-    return out
-
-
-@oasr_api
+@op(check=_check_step, launch=_launch_step, mutates=("state",))
 def depthwise_conv1d_step(
     input_chunk: torch.Tensor,
     state: torch.Tensor,
@@ -353,35 +300,6 @@ def depthwise_conv1d_step(
         with non-contiguous channels, overlapping ``input_chunk`` or itself; ``out``
         overlapping ``state``; ``L < 1``.
     """
-    if is_compiling():
-        if out is None:
-            out = torch.empty(input_chunk.shape, dtype=input_chunk.dtype, device=input_chunk.device)
-        _DEPTHWISE_CONV1D_STEP(out, input_chunk, state, weight, bias, activation)
-        return out
-    return _step(input_chunk, state, weight, bias, activation, out)
-
-
-def _step(
-    input_chunk: Tensor,
-    state: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    activation: str | None,
-    out: Tensor | None,
-) -> Tensor:
-    """The eager :func:`depthwise_conv1d_step`: check, then launch."""
-    code = _check_step(input_chunk, state, weight, bias, activation, out)
-    b, length, c = input_chunk.shape
-    if out is None:
-        out = torch.empty((b, length, c), dtype=input_chunk.dtype, device=input_chunk.device)
-    if out.numel() == 0:
-        return out
-    target = _channels_last(out)
-    w, bb = _flat_weights(weight, bias)
-    CONV1D.module().depthwise_conv1d_step(target, _channels_last(input_chunk), state, w, bb, code)
-    if target is not out:
-        out.copy_(target)
-    return out
 
 
 @oasr_api
@@ -429,6 +347,8 @@ def fold_batch_norm(
     op = "fold_batch_norm"
     if not isinstance(weight, torch.Tensor):
         raise TypeError(f"oasr.{op}: `weight` must be a torch.Tensor, got {type(weight).__name__}")
+    if weight.dtype not in _FOLD_DTYPES:
+        raise TypeError(f"oasr.{op}: `weight` has dtype {weight.dtype}; supported: {dtype_names(_FOLD_DTYPES)}")
     if weight.dim() not in (2, 3) or (weight.dim() == 3 and weight.shape[1] != 1):
         raise ValueError(f"oasr.{op}: `weight` has shape {tuple(weight.shape)}, expected [K, C] or [K, 1, C]")
     c = weight.shape[-1]
@@ -444,12 +364,13 @@ def fold_batch_norm(
         if value is not None:
             if not isinstance(value, torch.Tensor):
                 raise TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor or None, got {type(value).__name__}")
+            if value.dtype not in _FOLD_DTYPES:
+                raise TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}; supported: {dtype_names(_FOLD_DTYPES)}")
             if tuple(value.shape) != (c,):
                 raise ValueError(f"oasr.{op}: `{name}` has shape {tuple(value.shape)}, expected ({c},)")
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
-        raise TypeError(f"oasr.{op}: `eps` must be a real number, got {type(eps).__name__}")
-    if not eps >= 0:
-        raise ValueError(f"oasr.{op}: `eps` must be >= 0, got {eps}")
+    eps = check_real_scalar(op, "eps", eps)
+    if not 0.0 <= eps < math.inf:
+        raise ValueError(f"oasr.{op}: `eps` must be finite and >= 0, got {eps}")
 
     def f64(t: torch.Tensor | None, default: float) -> torch.Tensor:
         if t is None:
@@ -460,42 +381,3 @@ def fold_batch_norm(
     folded_weight = (weight.detach().double() * scale).to(weight.dtype)
     folded_bias = ((f64(bias, 0.0) - f64(running_mean, 0.0)) * scale + f64(bn_bias, 0.0)).to(weight.dtype)
     return folded_weight, folded_bias
-
-
-# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures, except
-# that the activation is its name (checked when the op runs, as in eager code) rather than the
-# kernel's code. fold_batch_norm is plain torch, which dynamo traces: it needs no custom op.
-
-
-def _depthwise_conv1d_op(
-    out: Tensor,
-    input: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    pad_left: int,
-    pad_right: int,
-    mask: Tensor | None,
-    activation: str | None,
-) -> None:
-    _conv(input, weight, bias, (pad_left, pad_right), activation, mask, out)
-
-
-def _depthwise_conv1d_step_op(
-    out: Tensor, input: Tensor, state: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None
-) -> None:
-    _step(input, state, weight, bias, activation, out)
-
-
-_DEPTHWISE_CONV1D = define(
-    "depthwise_conv1d",
-    "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias, int pad_left, int pad_right, Tensor? mask, "
-    "str? activation) -> ()",
-    ("out",),
-    _depthwise_conv1d_op,
-)
-_DEPTHWISE_CONV1D_STEP = define(
-    "depthwise_conv1d_step",
-    "(Tensor(a!) out, Tensor input, Tensor(b!) state, Tensor weight, Tensor? bias, str? activation) -> ()",
-    ("out", "state"),
-    _depthwise_conv1d_step_op,
-)

@@ -32,26 +32,23 @@ from ._checks import (
     HALF_DTYPES,
     bad_half_input,
     bad_tensor,
-    check_device,
-    check_out_disjoint,
+    check_activation,
+    check_pair,
+    check_placement,
     compute_capability,
-    other_device,
     ready_devices,
-    requires_grad,
 )
-from ._custom_ops import define
-from .api_logging import oasr_api
+from ._op import op
 from .jit import conv2d_config
 from .jit.core import Variant
 from .jit.families import CONV2D
 
-ACTIVATIONS: dict[str | None, int] = {None: 0, "relu": 1, "silu": 2}
-"""Activation names and the kernels' codes."""
+ACTIVATIONS = conv2d_config.ACTIVATIONS
+"""The activations the kernels fuse, passed to them by name."""
+MAX_STRIDE_OR_PADDING = 2**30
+"""Strides and padding beyond any image a kernel indexes in 32 bits (refused before they reach an allocation)."""
 
 _READY = ready_devices(CONV2D)
-_grad_enabled = torch.is_grad_enabled
-_CONV_NAMES = ("input", "weight", "bias", "out")
-_SUB_NAMES = ("input", "weight1", "bias1", "weight2", "bias2", "out")
 MAX_FEW_TAPS = 15
 """R * S * C up to which the direct kernel multiplies on tensor cores (one k16 step, the bias its 16th column;
 K a multiple of 8 and a 16-byte aligned ``out``): ``include/oasr/conv2d/direct.cuh``."""
@@ -68,50 +65,10 @@ _FP32_ADVICE = "cast with `input.bfloat16()` (and the weights), or use torch.nn.
 # ---------------------------------------------------------------------------
 
 
-def _pair(op: str, name: str, value: object, minimum: int) -> tuple[int, int]:
-    """An int or a pair of ints, each >= ``minimum``."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        pair = (value, value)
-    elif (
-        isinstance(value, (tuple, list))
-        and len(value) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    ):
-        pair = (int(value[0]), int(value[1]))
-    else:
-        raise TypeError(f"oasr.{op}: `{name}` must be an int or a pair (height, width) of ints, got {value!r}")
-    if min(pair) < minimum:
-        raise ValueError(f"oasr.{op}: `{name}` must be >= {minimum}, got {value!r}")
-    return pair
-
-
-def _activation(op: str, activation: object) -> int:
-    if activation is not None and not isinstance(activation, str):
-        raise TypeError(f"oasr.{op}: `activation` must be None or a string, got {type(activation).__name__}")
-    if activation not in ACTIVATIONS:
-        names = ", ".join(repr(a) for a in ACTIVATIONS)
-        raise ValueError(f"oasr.{op}: unknown `activation` {activation!r}; choose from {names}")
-    return ACTIVATIONS[activation]
-
-
-def _devices(op: str, device: torch.device, **others: Tensor | None) -> None:
-    """``input`` on a GPU the family supports, every other tensor on its device."""
-    if device not in _READY:
-        check_device(op, CONV2D, device)
-    for name, tensor in others.items():
-        if tensor is not None and tensor.device != device:
-            raise other_device(op, name, tensor, device)
-
-
-def _memory(op: str, out: Tensor, names: tuple[str, ...], tensors: tuple[Tensor | None, ...]) -> None:
-    """``out`` shares memory with no argument (the convolutions read neighbours: never in place)."""
-    check_out_disjoint(op, "out", out, *zip(names, tensors, strict=True))
-
-
 def _check_conv2d(
     input: Any, weight: Any, bias: Any, stride: Any, padding: Any, activation: Any, out: Any
-) -> tuple[tuple[int, int, int, int], tuple[int, int], tuple[int, int], int]:
-    """Every check of :func:`conv2d`'s arguments; returns (output shape, stride, padding, activation code)."""
+) -> tuple[int, int, int, int]:
+    """Every check of :func:`conv2d`'s arguments; ``out``'s shape."""
     op = "conv2d"
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
         raise bad_half_input(op, input, "conv2d", _FP32_ADVICE)
@@ -132,15 +89,15 @@ def _check_conv2d(
         raise ValueError(f"oasr.{op}: `weight` must have R, S, C >= 1, got shape {tuple(weight.shape)}")
     if bias is not None and not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == (k,)):
         raise bad_tensor(op, "bias", bias, dtype, (k,))
-    sh, sw = _pair(op, "stride", stride, 1)
-    ph, pw = _pair(op, "padding", padding, 0)
+    sh, sw = check_pair(op, "stride", stride, 1, "(height, width)", MAX_STRIDE_OR_PADDING)
+    ph, pw = check_pair(op, "padding", padding, 0, "(height, width)", MAX_STRIDE_OR_PADDING)
     if h + 2 * ph < r or w + 2 * pw < s:
         raise ValueError(
             f"oasr.{op}: the padded input ({h} + 2*{ph}) x ({w} + 2*{pw}) (`input`, `padding`) is smaller than "
             f"the {r} x {s} filter (`weight`): no output pixel"
         )
     shape = (n, (h + 2 * ph - r) // sh + 1, (w + 2 * pw - s) // sw + 1, k)
-    code = _activation(op, activation)
+    check_activation(op, activation, ACTIVATIONS)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
     if out is not None and not out.is_contiguous():
@@ -155,18 +112,15 @@ def _check_conv2d(
             f"oasr.{op}: a filter of R * S * C = {r * s * c} taps with C or K not a multiple of 8 (`weight` "
             f"{tuple(weight.shape)}) is beyond the direct kernel (at most {_MAX_DIRECT_TAPS}); pad the channels to 8"
         )
-    _devices(op, input.device, weight=weight, bias=bias, out=out)
-    if out is not None:
-        _memory(op, out, ("input", "weight", "bias"), (input, weight, bias))
-    if _grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias, out)):
-        raise requires_grad(op, _CONV_NAMES, (input, weight, bias, out))
-    return shape, (sh, sw), (ph, pw), code
+    # The convolutions read neighbours: never in place.
+    check_placement(op, CONV2D, _READY, (("input", input), ("weight", weight), ("bias", bias)), (("out", out),))
+    return shape
 
 
 def _check_subsampling(
     input: Any, weight1: Any, bias1: Any, weight2: Any, bias2: Any, out: Any
 ) -> tuple[int, int, int, int]:
-    """Every check of :func:`conv2d_subsampling`'s arguments; returns (B, T', F', D)."""
+    """Every check of :func:`conv2d_subsampling`'s arguments; ``out``'s shape."""
     op = "conv2d_subsampling"
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
         raise bad_half_input(op, input, "conv2d_subsampling", _FP32_ADVICE)
@@ -210,17 +164,14 @@ def _check_subsampling(
         raise bad_tensor(op, "out", out, dtype, shape)
     if out is not None and not out.is_contiguous():
         raise ValueError(f"oasr.{op}: `out` must be contiguous, got strides {out.stride()}")
-    _devices(op, input.device, weight1=weight1, bias1=bias1, weight2=weight2, bias2=bias2, out=out)
-    if input.device.type == "cuda" and (cc := compute_capability(input.device)) != (9, 0):
+    reads = (("input", input), ("weight1", weight1), ("bias1", bias1), ("weight2", weight2), ("bias2", bias2))
+    check_placement(op, CONV2D, _READY, reads, (("out", out),))
+    if not is_compiling() and input.device.type == "cuda" and (cc := compute_capability(input.device)) != (9, 0):
         raise ValueError(
             f"oasr.{op}: the fused kernel runs on wgmma (compute capability 9.0: H100, H200); `input` is on a GPU "
             f"of compute capability {cc[0]}.{cc[1]}; run oasr.conv2d twice there"
         )
-    if out is not None:
-        _memory(op, out, _SUB_NAMES[:-1], (input, weight1, bias1, weight2, bias2))
-    if _grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight1, bias1, weight2, bias2, out)):
-        raise requires_grad(op, _SUB_NAMES, (input, weight1, bias1, weight2, bias2, out))
-    return b, t2, f2, d
+    return shape
 
 
 # ---------------------------------------------------------------------------
@@ -229,11 +180,10 @@ def _check_subsampling(
 
 
 @functools.cache
-def _variant(dtype: torch.dtype, activation: int, k: int) -> Variant:
-    """The implicit-GEMM module for ``dtype``, the activation code and ``k`` output channels (the tile rule)."""
-    names = {code: name for name, code in ACTIVATIONS.items()}
+def _variant(dtype: torch.dtype, activation: str | None, k: int) -> Variant:
+    """The implicit-GEMM module for ``dtype``, ``activation`` and ``k`` output channels (the tile rule)."""
     config = conv2d_config.choose(k)
-    return conv2d_config.implicit_gemm_variant(str(dtype).removeprefix("torch."), names[activation], config)
+    return conv2d_config.implicit_gemm_variant(str(dtype).removeprefix("torch."), activation, config)
 
 
 @functools.cache
@@ -263,29 +213,28 @@ def _aligned(t: Tensor) -> Tensor:
     return t if t.data_ptr() % 16 == 0 else t.clone()
 
 
-def _conv2d(
+def _launch_conv2d(
+    out: Tensor,
     input: Tensor,
     weight: Tensor,
     bias: Tensor | None,
-    stride: Any,
-    padding: Any,
+    stride: int | tuple[int, int],
+    padding: int | tuple[int, int],
     activation: str | None,
-    out: Tensor | None,
-) -> Tensor:
-    """The eager op: check, allocate, launch."""
-    shape, (sh, sw), (ph, pw), code = _check_conv2d(input, weight, bias, stride, padding, activation, out)
-    if out is None:
-        out = torch.empty(shape, dtype=input.dtype, device=input.device)
+) -> None:
+    """The implicit GEMM where it runs (packed, 16-byte aligned operands), the direct kernel otherwise."""
     if out.numel() == 0:
-        return out
+        return
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    ph, pw = (padding, padding) if isinstance(padding, int) else padding
     if _uses_implicit_gemm(input, weight, (ph, pw)):
         target = out if out.data_ptr() % 16 == 0 else torch.empty_like(out)
         bias = _aligned(bias) if bias is not None else None  # (the epilogue loads it in vectors)
-        module = CONV2D.module(_variant(input.dtype, code, weight.shape[0]))
-        module.conv2d_implicit_gemm(target, _aligned(input), _aligned(weight), bias, sh, sw, ph, pw, code)
+        module = CONV2D.module(_variant(input.dtype, activation, weight.shape[0]))
+        module.conv2d_implicit_gemm(target, _aligned(input), _aligned(weight), bias, sh, sw, ph, pw, activation)
         if target is not out:
             out.copy_(target)
-        return out
+        return
     _, r, s, c = weight.shape
     if r * s * c > _MAX_DIRECT_TAPS:  # (C and K multiples of 8, on a GPU without the implicit GEMM)
         raise ValueError(
@@ -293,8 +242,7 @@ def _conv2d(
             f"implicit GEMM, which runs on sm90 (H100/H200) only; the direct kernel takes at most {_MAX_DIRECT_TAPS}"
         )
     bias = bias.contiguous() if bias is not None else None
-    CONV2D.module().conv2d_direct(out, input, weight.contiguous(), bias, sh, sw, ph, pw, code)
-    return out
+    CONV2D.module().conv2d_direct(out, input, weight.contiguous(), bias, sh, sw, ph, pw, activation)
 
 
 def _image(d: int) -> tuple[int, int, int, int]:
@@ -330,26 +278,23 @@ def pack_subsampling_weight2(weight2: Tensor) -> Tensor:
     return packed.reshape(n // 16, 9, n, 16)
 
 
-def _subsampling(
-    input: Tensor, weight1: Tensor, bias1: Tensor, weight2: Tensor, bias2: Tensor, out: Tensor | None
-) -> Tensor:
-    """The eager op: check, pack the second weight unless it comes packed, launch."""
-    b, t2, f2, d = _check_subsampling(input, weight1, bias1, weight2, bias2, out)
+def _launch_subsampling(
+    out: Tensor, input: Tensor, weight1: Tensor, bias1: Tensor, weight2: Tensor, bias2: Tensor
+) -> None:
+    """Pack the second weight unless it comes packed, then one launch."""
     module = CONV2D.module()
+    d, f2 = weight1.shape[0], out.shape[2] // weight1.shape[0]
     needed = module.conv2d_subsampling_smem_bytes(f2, d)
     if needed > _smem_limit(input.device):
         raise ValueError(
             f"oasr.conv2d_subsampling: F = {input.shape[2]} (`input`) needs {needed} bytes of shared memory per "
             f"block, more than this GPU's {_smem_limit(input.device)}; run oasr.conv2d twice for such inputs"
         )
-    if out is None:
-        out = torch.empty((b, t2, d * f2), dtype=input.dtype, device=input.device)
     if out.numel() == 0:
-        return out
+        return
     w1 = weight1.reshape(d, 3, 3).contiguous()
     w2 = weight2 if weight2.shape[3] == 16 else pack_subsampling_weight2(weight2)  # the image (checked), or torch's
     module.conv2d_subsampling(out, input, w1, bias1.contiguous(), w2, bias2.contiguous())
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -357,7 +302,7 @@ def _subsampling(
 # ---------------------------------------------------------------------------
 
 
-@oasr_api
+@op(check=_check_conv2d, launch=_launch_conv2d)
 def conv2d(
     input: Tensor,
     weight: Tensor,
@@ -406,24 +351,9 @@ def conv2d(
         device of compute capability 8.0+, ``out`` overlapping an argument, or a tensor that requires grad
         while grad mode is on.
     """
-    if is_compiling():
-        if out is None:
-            shape, *_ = _check_conv2d(input, weight, bias, stride, padding, activation, out)
-            out = torch.empty(shape, dtype=input.dtype, device=input.device)
-        _CONV2D(
-            out,
-            input,
-            weight,
-            bias,
-            list(_pair("conv2d", "stride", stride, 1)),
-            list(_pair("conv2d", "padding", padding, 0)),
-            activation,
-        )
-        return out
-    return _conv2d(input, weight, bias, stride, padding, activation, out)
 
 
-@oasr_api
+@op(check=_check_subsampling, launch=_launch_subsampling)
 def conv2d_subsampling(
     input: Tensor,
     weight1: Tensor,
@@ -470,43 +400,3 @@ def conv2d_subsampling(
         shared memory than the GPU has, tensors not on one CUDA device of compute capability 9.0, ``out``
         overlapping an argument or not contiguous, or a tensor that requires grad while grad mode is on.
     """
-    if is_compiling():
-        if out is None:
-            b, t2, f2, d = _check_subsampling(input, weight1, bias1, weight2, bias2, out)
-            out = torch.empty((b, t2, d * f2), dtype=input.dtype, device=input.device)
-        _SUBSAMPLING(out, input, weight1, bias1, weight2, bias2)
-        return out
-    return _subsampling(input, weight1, bias1, weight2, bias2, out)
-
-
-# torch.compile: the custom ops (see oasr/_custom_ops.py).
-
-
-def _conv2d_op(
-    out: Tensor,
-    input: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    stride: list[int],
-    padding: list[int],
-    activation: str | None,
-) -> None:
-    _conv2d(input, weight, bias, tuple(stride), tuple(padding), activation, out)
-
-
-def _subsampling_op(out: Tensor, input: Tensor, weight1: Tensor, bias1: Tensor, weight2: Tensor, bias2: Tensor) -> None:
-    _subsampling(input, weight1, bias1, weight2, bias2, out)
-
-
-_CONV2D = define(
-    "conv2d",
-    "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, str? activation) -> ()",
-    ("out",),
-    _conv2d_op,
-)
-_SUBSAMPLING = define(
-    "conv2d_subsampling",
-    "(Tensor(a!) out, Tensor input, Tensor weight1, Tensor bias1, Tensor weight2, Tensor bias2) -> ()",
-    ("out",),
-    _subsampling_op,
-)

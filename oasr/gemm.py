@@ -7,8 +7,8 @@ module per (dtype, epilogue, tile configuration), built the first time a call ne
 (``oasr/jit/gemm_config.py`` chooses the configuration per shape).
 
 Arguments are checked before any launch (:func:`_check_gemm`): types, dtypes and shapes first, then
-devices, then memory and autograd (``oasr/_checks.py``). Under ``torch.compile`` each op is the
-custom op ``torch.ops.oasr.<op>``.
+devices, then memory and autograd (``oasr/_checks.py``). Each op is declared once (``oasr/_op.py``),
+which also makes it the custom op ``torch.ops.oasr.<op>``.
 """
 
 from __future__ import annotations
@@ -18,31 +18,24 @@ import functools
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.compiler import is_compiling
 
 from ._checks import (
     HALF_DTYPES,
     bad_half_input,
     bad_tensor,
-    check_device,
     check_k_contiguous,
-    check_out_disjoint,
-    other_device,
+    check_placement,
     ready_devices,
-    requires_grad,
 )
-from ._custom_ops import define
+from ._op import CONTIGUOUS, PADDED_ROWS, op
 from ._tma import addressable, addressable_copy, padded_empty
-from .api_logging import oasr_api
 from .jit import gemm_config
 from .jit.core import Variant
 from .jit.families import GEMM
 
 _READY = ready_devices(GEMM)
-_grad_enabled = torch.is_grad_enabled
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
 """``gelu`` is erf's GELU (``F.gelu``), ``gelu_tanh`` its tanh approximation (``approximate="tanh"``)."""
-_NAMES = ("input", "weight", "bias", "out")
 _TORCH_ACT = {
     None: lambda y: y,
     "relu": F.relu,
@@ -92,24 +85,8 @@ def _check_gemm(
         (input.is_contiguous() or input.stride(-1) == 1) and (weight.is_contiguous() or weight.stride(-1) == 1)
     ):
         check_k_contiguous(op, input=input, weight=weight)
-    device = input.device
-    if device not in _READY:
-        check_device(op, GEMM, device)
-    if weight.device != device:
-        raise other_device(op, "weight", weight, device)
-    if bias is not None and bias.device != device:
-        raise other_device(op, "bias", bias, device)
-    if out is not None:
-        if out.device != device:
-            raise other_device(op, "out", out, device)
-        check_out_disjoint(op, "out", out, ("input", input), ("weight", weight), ("bias", bias))
-    if _grad_enabled() and (
-        input.requires_grad
-        or weight.requires_grad
-        or (bias is not None and bias.requires_grad)
-        or (out is not None and out.requires_grad)
-    ):
-        raise requires_grad(op, _NAMES, (input, weight, bias, out))
+    reads = (("input", input), ("weight", weight), ("bias", bias))
+    check_placement(op, GEMM, _READY, reads, (("out", out),))
     return shape
 
 
@@ -144,18 +121,14 @@ def _linear(
     if config is None:
         fused = epilogue != "plain"
         config = gemm_config.DIRECT if epilogue == "glu" else gemm_config.choose(m, n, k, fused=fused)
-    code = gemm_config.epilogue_code(epilogue)
     module = GEMM.module(_variant(input.dtype, epilogue, config))
-    # The launcher says which operands TMA cannot address as they are (and launches nothing then): those get
-    # copies with padded rows, an output a padded temporary.
-    if view is not None and not module.gemm(view, a, weight, bias, code):
-        return
+    # TMA addresses 16-byte aligned rows: operands without them go through copies with padded rows, an output
+    # through a padded temporary.
     a, w = addressable_copy(a), addressable_copy(weight)
     target = view if view is not None and addressable(view) else padded_empty((m, n), out.dtype, out.device)
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
-    if module.gemm(target, a, w, bias, code):
-        raise RuntimeError(f"oasr: the gemm launcher refused padded operands ({a.stride()}, {w.stride()})")
+    module.gemm(target, a, w, bias)
     if target is not view:
         out.copy_(target.view(out.shape))
 
@@ -168,25 +141,23 @@ def _row_view(out: Tensor, m: int, n: int) -> Tensor | None:
         return None
 
 
-def _gemm(input: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, out: Tensor | None) -> Tensor:
-    """The eager op: check, allocate (rows padded to 16 bytes when N needs it), launch."""
-    shape = _check_gemm("gemm", input, weight, bias, activation, out, False)
-    if out is None:
-        out = padded_empty(shape, input.dtype, input.device)
+def _check_plain(input: object, weight: object, bias: object, activation: object, out: object) -> tuple[int, ...]:
+    return _check_gemm("gemm", input, weight, bias, activation, out, False)
+
+
+def _check_glu(input: object, weight: object, bias: object, out: object) -> tuple[int, ...]:
+    return _check_gemm("gemm_glu", input, weight, bias, None, out, True)
+
+
+def _launch_plain(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None) -> None:
     _linear(input, weight, bias, activation, out)
-    return out
 
 
-def _gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor | None) -> Tensor:
-    """The eager op: check, allocate, one launch with the gate in the epilogue."""
-    shape = _check_gemm("gemm_glu", input, weight, bias, None, out, True)
-    if out is None:
-        out = torch.empty(shape, dtype=input.dtype, device=input.device)
+def _launch_glu(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None) -> None:
     _linear(input, weight, bias, "glu", out)
-    return out
 
 
-@oasr_api
+@op(check=_check_plain, launch=_launch_plain, layout=PADDED_ROWS)
 def gemm(
     input: Tensor,
     weight: Tensor,
@@ -213,7 +184,7 @@ def gemm(
         ``"gelu_tanh"`` the tanh approximation. ``"gelu_tanh"`` and ``"silu"`` use the hardware
         ``tanh.approx`` (SiLU as ``x * (0.5 + 0.5 tanh(x / 2))``, one SFU op): an absolute error
         below ``3e-4 * |x|`` before rounding (PTX's bound; SiLU's measured ``4e-6 * |x|`` on the
-        H200, ``dev/gemm/sigmoid_error.py``), large relative to the small outputs of negative ``x``.
+        H200, ``dev/gemm/RESULTS.md``), large relative to the small outputs of negative ``x``.
     out : torch.Tensor, optional
         Destination ``[..., N]`` of ``input``'s dtype and device; must not share memory with the
         other arguments. Any layout (one TMA cannot write to is filled through a temporary).
@@ -235,18 +206,9 @@ def gemm(
         one CUDA device, a GPU other than sm90 (H100/H200), ``out`` overlapping another argument or
         itself, or a tensor that requires grad while grad mode is on.
     """
-    if is_compiling():
-        out = (
-            torch.empty((*input.shape[:-1], weight.shape[0]), dtype=input.dtype, device=input.device)
-            if out is None
-            else out
-        )
-        _GEMM(out, input, weight, bias, activation)
-        return out
-    return _gemm(input, weight, bias, activation, out)
 
 
-@oasr_api
+@op(check=_check_glu, launch=_launch_glu, layout=CONTIGUOUS)
 def gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None = None, out: Tensor | None = None) -> Tensor:
     """A linear layer followed by GLU: ``F.glu(F.linear(input, weight, bias), -1)``.
 
@@ -275,31 +237,3 @@ def gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None = None, out: Ten
     TypeError, ValueError
         As :func:`gemm`; ValueError also for an odd number of weight rows.
     """
-    if is_compiling():
-        out = (
-            torch.empty((*input.shape[:-1], weight.shape[0] // 2), dtype=input.dtype, device=input.device)
-            if out is None
-            else out
-        )
-        _GEMM_GLU(out, input, weight, bias)
-        return out
-    return _gemm_glu(input, weight, bias, out)
-
-
-# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures.
-
-
-def _gemm_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None) -> None:
-    _gemm(input, weight, bias, activation, out)
-
-
-def _gemm_glu_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None) -> None:
-    _gemm_glu(input, weight, bias, out)
-
-
-_GEMM = define(
-    "gemm", "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias, str? activation) -> ()", ("out",), _gemm_op
-)
-_GEMM_GLU = define(
-    "gemm_glu", "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias) -> ()", ("out",), _gemm_glu_op
-)

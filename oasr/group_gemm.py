@@ -33,29 +33,15 @@ import functools
 
 import torch
 from torch import Tensor
-from torch.compiler import is_compiling
 
-from ._checks import (
-    HALF_DTYPES,
-    bad_half_input,
-    bad_tensor,
-    check_device,
-    check_k_contiguous,
-    check_out_disjoint,
-    other_device,
-    ready_devices,
-    requires_grad,
-)
-from ._custom_ops import define
+from ._checks import HALF_DTYPES, bad_half_input, bad_tensor, check_k_contiguous, check_placement, ready_devices
+from ._op import PADDED_ROWS, op
 from ._tma import addressable, addressable_copy, padded_empty
-from .api_logging import oasr_api
 from .jit import gemm_config
 from .jit.core import Variant
 from .jit.families import GROUP_GEMM
 
 _READY = ready_devices(GROUP_GEMM)
-_grad_enabled = torch.is_grad_enabled
-_NAMES = ("input", "weight", "offsets", "bias", "out")
 
 _WORKSPACES: dict[tuple[torch.device, str, int], Tensor] = {}
 """Each (device, module, G)'s workspace: the per-group shapes, pointers and strides, then CUTLASS's part."""
@@ -83,10 +69,8 @@ def _raise_flagged(where: str) -> None:
         raise _offsets_error(where)
 
 
-def _check_group_gemm(
-    input: object, weight: object, offsets: object, bias: object, out: object
-) -> tuple[int, int, int, int]:
-    """Every argument, in order (types, dtypes and shapes, devices, memory); (L, G, N, K)."""
+def _check_group_gemm(input: object, weight: object, offsets: object, bias: object, out: object) -> tuple[int, int]:
+    """Every argument, in order (types, dtypes and shapes, devices, memory); ``out``'s shape [L, N]."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in HALF_DTYPES):
         advice = "cast `input` and `weight` with `.bfloat16()`, or use torch for fp32"
         raise bad_half_input("group_gemm", input, "group_gemm", advice)
@@ -122,18 +106,9 @@ def _check_group_gemm(
         raise bad_tensor("group_gemm", "out", out, dtype, (rows, n))
     check_k_contiguous("group_gemm", input=input, weight=weight)
 
-    device = input.device
-    if device not in _READY:
-        check_device("group_gemm", GROUP_GEMM, device)
-    for name, t in (("weight", weight), ("offsets", offsets), ("bias", bias), ("out", out)):
-        if t is not None and t.device != device:
-            raise other_device("group_gemm", name, t, device)
-    if out is not None:
-        sources = (("input", input), ("weight", weight), ("offsets", offsets), ("bias", bias))
-        check_out_disjoint("group_gemm", "out", out, *sources)
-    if _grad_enabled() and any(t is not None and t.requires_grad for t in (input, weight, bias, out)):
-        raise requires_grad("group_gemm", _NAMES, (input, weight, offsets, bias, out))
-    return rows, groups, n, k
+    reads = (("input", input), ("weight", weight), ("offsets", offsets), ("bias", bias))
+    check_placement("group_gemm", GROUP_GEMM, _READY, reads, (("out", out),))
+    return rows, n
 
 
 @functools.cache
@@ -191,7 +166,13 @@ def _launch(
         out.copy_(target)
 
 
-@oasr_api
+def _launch_group_gemm(out: Tensor, input: Tensor, weight: Tensor, offsets: Tensor, bias: Tensor | None) -> None:
+    """Report an earlier call's clamped offsets, then launch."""
+    _raise_flagged("an earlier call")
+    _launch(input, weight, offsets, bias, out)
+
+
+@op(check=_check_group_gemm, launch=_launch_group_gemm, layout=PADDED_ROWS)
 def group_gemm(
     input: Tensor,
     weight: Tensor,
@@ -240,34 +221,6 @@ def group_gemm(
         argument, a tensor that requires grad while grad mode is on, or an earlier call whose offsets the
         device had to clamp.
     """
-    if is_compiling():
-        if out is None:
-            out = torch.empty((input.shape[0], weight.shape[1]), dtype=input.dtype, device=input.device)
-        _GROUP_GEMM(out, input, weight, offsets, bias)
-        return out
-    return _group_gemm(input, weight, offsets, bias, out)
-
-
-def _group_gemm(input: Tensor, weight: Tensor, offsets: Tensor, bias: Tensor | None, out: Tensor | None) -> Tensor:
-    """The eager op: check, report an earlier call's clamped offsets, allocate, launch."""
-    rows, _, n, _ = _check_group_gemm(input, weight, offsets, bias, out)
-    _raise_flagged("an earlier call")
-    if out is None:
-        out = padded_empty((rows, n), input.dtype, input.device)
-    _launch(input, weight, offsets, bias, out)
-    return out
-
-
-def _group_gemm_op(out: Tensor, input: Tensor, weight: Tensor, offsets: Tensor, bias: Tensor | None) -> None:
-    _group_gemm(input, weight, offsets, bias, out)
-
-
-_GROUP_GEMM = define(
-    "group_gemm",
-    "(Tensor(a!) out, Tensor input, Tensor weight, Tensor offsets, Tensor? bias) -> ()",
-    ("out",),
-    _group_gemm_op,
-)
 
 
 def group_gemm_check() -> None:

@@ -7,38 +7,37 @@ not converted). Any C >= 1 works; rows up to ~58000 elements are read from DRAM 
 
 Arguments are checked before any launch (:func:`_check_norm`), types, dtypes and shapes
 first (so those errors are the same on any machine), then devices, then memory and
-autograd (``oasr/_checks.py``). Under ``torch.compile`` each op is the custom op
-``torch.ops.oasr.<op>``.
+autograd (``oasr/_checks.py``). Each op is declared once (``oasr/_op.py``), which also
+makes it the custom op ``torch.ops.oasr.<op>``.
 """
 
 from __future__ import annotations
 
 import math
 
-import torch
 from torch import Tensor
-from torch.compiler import is_compiling
 
-from ._checks import (
-    FLOATS,
-    bad_input,
-    bad_tensor,
-    check_device,
-    check_outs,
-    check_real_scalar,
-    other_device,
-    ready_devices,
-    requires_grad,
-)
-from ._custom_ops import define
-from ._layouts import out_rows, rows
-from .api_logging import oasr_api
+from ._checks import FLOATS, bad_input, bad_tensor, check_placement, check_real_scalar, ready_devices
+from ._layouts import launch_rows
+from ._op import LIKE_INPUT, op
 from .jit.families import NORM
 
 _READY = ready_devices(NORM)
 _INF = math.inf
-_grad_enabled = torch.is_grad_enabled
-_NAMES = ("input", "residual", "weight", "bias", "out", "residual_out")
+
+
+def _check_vector(op: str, name: str, t: object, dtype: object, vector: tuple[int]) -> None:
+    if not (isinstance(t, Tensor) and t.dtype is dtype and t.shape == vector):
+        raise bad_tensor(op, name, t, dtype, vector)
+
+
+def _check_scalar(op: str, name: str, value: object, low: float) -> None:
+    """A real ``value`` in [``low``, inf) (``low`` -inf: any finite value)."""
+    if type(value) is not float:
+        value = check_real_scalar(op, name, value)
+    if not low <= value < _INF or value == -_INF:
+        bound = "finite and >= 0" if low == 0.0 else "finite"
+        raise ValueError(f"oasr.{op}: `{name}` must be {bound}, got {value}")
 
 
 def _check_norm(
@@ -52,8 +51,8 @@ def _check_norm(
     out: object,
     residual_out: object,
     fused: bool,
-) -> tuple[float, float]:
-    """Every argument of a norm, in order (types, dtypes and shapes, scalars, devices, then memory); (eps, alpha)."""
+) -> tuple[int, ...]:
+    """Every argument of a norm, in order (types, dtypes and shapes, scalars, devices, then memory); ``out``'s shape."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input(op, input)
     shape = input.shape
@@ -62,116 +61,72 @@ def _check_norm(
     if fused and not (isinstance(residual, Tensor) and residual.dtype is dtype and residual.shape == shape):
         raise bad_tensor(op, "residual", residual, dtype, shape)
     vector = (shape[-1],)
-    if not (isinstance(weight, Tensor) and weight.dtype is dtype and weight.shape == vector):
-        raise bad_tensor(op, "weight", weight, dtype, vector)
-    if bias is not None and not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == vector):
-        raise bad_tensor(op, "bias", bias, dtype, vector)
-    if type(eps) is not float:
-        eps = check_real_scalar(op, "eps", eps)
-    if not 0.0 <= eps < _INF:
-        raise ValueError(f"oasr.{op}: `eps` must be finite and >= 0, got {eps}")
+    _check_vector(op, "weight", weight, dtype, vector)
+    if bias is not None:
+        _check_vector(op, "bias", bias, dtype, vector)
+    _check_scalar(op, "eps", eps, 0.0)
     if fused:
-        if type(alpha) is not float:
-            alpha = check_real_scalar(op, "alpha", alpha)
-        if not -_INF < alpha < _INF:
-            raise ValueError(f"oasr.{op}: `alpha` must be finite, got {alpha}")
+        _check_scalar(op, "alpha", alpha, -_INF)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
     if residual_out is not None:
         if not (isinstance(residual_out, Tensor) and residual_out.dtype is dtype and residual_out.shape == shape):
             raise bad_tensor(op, "residual_out", residual_out, dtype, shape)
-        if residual_out is out:  # (the same memory in another tensor: refused with the overlaps, below)
+        if residual_out is out:  # (the same memory in another tensor: refused with the overlaps)
             raise ValueError(f"oasr.{op}: `out` and `residual_out` must be different tensors")
-
-    device = input.device
-    if device not in _READY:
-        check_device(op, NORM, device)
-    if fused and residual.device != device:
-        raise other_device(op, "residual", residual, device)
-    if weight.device != device:
-        raise other_device(op, "weight", weight, device)
-    if bias is not None and bias.device != device:
-        raise other_device(op, "bias", bias, device)
-    if out is not None and out.device != device:
-        raise other_device(op, "out", out, device)
-    if residual_out is not None and residual_out.device != device:
-        raise other_device(op, "residual_out", residual_out, device)
-    # Memory: in place is exact aliasing of `input` (or `residual`); any other shared memory is refused.
-    if residual_out is not None or (out is not None and (fused or out is not input)):
-        check_outs(op, out, residual_out, input, residual)
-    if _grad_enabled() and (
-        input.requires_grad
-        or weight.requires_grad
-        or (fused and residual.requires_grad)
-        or (bias is not None and bias.requires_grad)
-        or (out is not None and out.requires_grad)
-        or (residual_out is not None and residual_out.requires_grad)
-    ):
-        raise requires_grad(op, _NAMES, (input, residual, weight, bias, out, residual_out))
-    return eps, alpha
+    # In place is exact aliasing of `input` (or `residual`); any other shared memory is refused.
+    check_placement(
+        op,
+        NORM,
+        _READY,
+        (("input", input), ("residual", residual), ("weight", weight), ("bias", bias)),
+        (("out", out), ("residual_out", residual_out)),
+        in_place=("input", "residual"),
+    )
+    return shape
 
 
-def _norm(
-    op: str,
-    fused: bool,
-    input: Tensor,
-    residual: Tensor | None,
-    weight: Tensor,
-    bias: Tensor | None,
-    eps: float,
-    alpha: float,
-    out: Tensor | None,
-    residual_out: Tensor | None,
-) -> Tensor:
-    """The eager op: check, then launch on the tensors as they are (row views), copying only when
-    the launcher refuses a layout."""
-    eps, alpha = _check_norm(op, input, residual, weight, bias, eps, alpha, out, residual_out, fused)
-    if out is None:
-        out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    launch = getattr(NORM.module(), op)
-    if fused:
-        done = launch(out, residual_out, input, residual, weight, bias, eps, alpha)
-    else:
-        done = launch(out, input, weight, bias, eps)
-    if not done:
-        _norm_copied(launch, fused, input, residual, weight, bias, eps, alpha, out, residual_out)
-    return out
-
-
-def _norm_copied(
+def _launch_norm(
     launch: object,
-    fused: bool,
-    input: Tensor,
-    residual: Tensor | None,
-    weight: Tensor,
-    bias: Tensor | None,
-    eps: float,
-    alpha: float,
     out: Tensor,
     residual_out: Tensor | None,
+    input: Tensor,
+    residual: Tensor | None,
+    weight: Tensor,
+    bias: Tensor | None,
+    eps: float,
+    alpha: float,
+    fused: bool,
 ) -> None:
-    """Layouts the launcher refuses: [rows, C] views where they exist, copies otherwise."""
-    cols = input.shape[-1]
-    source = rows(input, cols)
-    weight, bias = weight.contiguous(), None if bias is None else bias.contiguous()
-    target = out_rows(out, cols)
-    sum_target = None if residual_out is None else out_rows(residual_out, cols)
-    # A destination with no [rows, C] view: computed into a fresh tensor, then copied.
-    fresh = target is None or (residual_out is not None and sum_target is None)
-    if fresh:
-        target = torch.empty(source.shape, dtype=input.dtype, device=input.device)
-        sum_target = None if residual_out is None else torch.empty_like(target)
-    if fused:
-        launch(target, sum_target, source, rows(residual, cols), weight, bias, eps, alpha)
+    """The kernel reads and writes row views: contiguous tensors as they are, other layouts as views or copies."""
+    if not (
+        input.is_contiguous()
+        and out.is_contiguous()
+        and weight.is_contiguous()
+        and (bias is None or bias.is_contiguous())
+        and (residual is None or residual.is_contiguous())
+        and (residual_out is None or residual_out.is_contiguous())
+    ):
+        weight, bias = weight.contiguous(), None if bias is None else bias.contiguous()
+        if fused:
+            launch_rows(lambda *t: launch(*t, weight, bias, eps, alpha), (out, residual_out), (input, residual))
+        else:
+            launch_rows(lambda *t: launch(*t, weight, bias, eps), (out,), (input,))
+    elif fused:
+        launch(out, residual_out, input, residual, weight, bias, eps, alpha)
     else:
-        launch(target, source, weight, bias, eps)
-    if fresh:
-        out.copy_(target.view(out.shape))
-        if residual_out is not None:
-            residual_out.copy_(sum_target.view(residual_out.shape))
+        launch(out, input, weight, bias, eps)
 
 
-@oasr_api
+def _check_layer_norm(input: object, weight: object, bias: object, eps: object, out: object) -> tuple[int, ...]:
+    return _check_norm("layer_norm", input, None, weight, bias, eps, 1.0, out, None, False)
+
+
+def _launch_layer_norm(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
+    _launch_norm(NORM.module().layer_norm, out, None, input, None, weight, bias, eps, 1.0, False)
+
+
+@op(check=_check_layer_norm, launch=_launch_layer_norm, layout=LIKE_INPUT)
 def layer_norm(
     input: Tensor,
     weight: Tensor,
@@ -217,14 +172,17 @@ def layer_norm(
         overlapping another argument or itself, or a tensor that requires grad while grad
         mode is on (the ops have no backward: use ``torch.no_grad()``).
     """
-    if is_compiling():
-        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
-        _LAYER_NORM(out, input, weight, bias, eps)
-        return out
-    return _norm("layer_norm", False, input, None, weight, bias, eps, 1.0, out, None)
 
 
-@oasr_api
+def _check_rms_norm(input: object, weight: object, bias: object, eps: object, out: object) -> tuple[int, ...]:
+    return _check_norm("rms_norm", input, None, weight, bias, eps, 1.0, out, None, False)
+
+
+def _launch_rms_norm(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
+    _launch_norm(NORM.module().rms_norm, out, None, input, None, weight, bias, eps, 1.0, False)
+
+
+@op(check=_check_rms_norm, launch=_launch_rms_norm, layout=LIKE_INPUT)
 def rms_norm(
     input: Tensor,
     weight: Tensor,
@@ -237,14 +195,35 @@ def rms_norm(
     Matches ``torch.nn.functional.rms_norm(input, (C,), weight, eps)`` (plus ``bias``).
     Parameters, return value and errors as :func:`layer_norm`.
     """
-    if is_compiling():
-        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
-        _RMS_NORM(out, input, weight, bias, eps)
-        return out
-    return _norm("rms_norm", False, input, None, weight, bias, eps, 1.0, out, None)
 
 
-@oasr_api
+def _check_add_layer_norm(
+    input: object,
+    residual: object,
+    weight: object,
+    bias: object,
+    eps: object,
+    alpha: object,
+    out: object,
+    residual_out: object,
+) -> tuple[int, ...]:
+    return _check_norm("add_layer_norm", input, residual, weight, bias, eps, alpha, out, residual_out, True)
+
+
+def _launch_add_layer_norm(
+    out: Tensor,
+    residual_out: Tensor | None,
+    input: Tensor,
+    residual: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    eps: float,
+    alpha: float,
+) -> None:
+    _launch_norm(NORM.module().add_layer_norm, out, residual_out, input, residual, weight, bias, eps, alpha, True)
+
+
+@op(check=_check_add_layer_norm, launch=_launch_add_layer_norm, layout=LIKE_INPUT, outputs=("out", "residual_out"))
 def add_layer_norm(
     input: Tensor,
     residual: Tensor,
@@ -287,14 +266,35 @@ def add_layer_norm(
         As :func:`layer_norm`, for every tensor argument; ValueError also when ``out`` and
         ``residual_out`` are the same tensor or overlap, or ``alpha`` is not finite.
     """
-    if is_compiling():
-        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
-        _ADD_LAYER_NORM(out, residual_out, input, residual, weight, bias, eps, alpha)
-        return out
-    return _norm("add_layer_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
 
 
-@oasr_api
+def _check_add_rms_norm(
+    input: object,
+    residual: object,
+    weight: object,
+    bias: object,
+    eps: object,
+    alpha: object,
+    out: object,
+    residual_out: object,
+) -> tuple[int, ...]:
+    return _check_norm("add_rms_norm", input, residual, weight, bias, eps, alpha, out, residual_out, True)
+
+
+def _launch_add_rms_norm(
+    out: Tensor,
+    residual_out: Tensor | None,
+    input: Tensor,
+    residual: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    eps: float,
+    alpha: float,
+) -> None:
+    _launch_norm(NORM.module().add_rms_norm, out, residual_out, input, residual, weight, bias, eps, alpha, True)
+
+
+@op(check=_check_add_rms_norm, launch=_launch_add_rms_norm, layout=LIKE_INPUT, outputs=("out", "residual_out"))
 def add_rms_norm(
     input: Tensor,
     residual: Tensor,
@@ -309,56 +309,3 @@ def add_rms_norm(
 
     Parameters, return value and errors as :func:`add_layer_norm`.
     """
-    if is_compiling():
-        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
-        _ADD_RMS_NORM(out, residual_out, input, residual, weight, bias, eps, alpha)
-        return out
-    return _norm("add_rms_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
-
-
-# torch.compile: the custom ops (see oasr/_custom_ops.py), with the launchers' signatures.
-
-
-def _layer_norm_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
-    _norm("layer_norm", False, input, None, weight, bias, eps, 1.0, out, None)
-
-
-def _rms_norm_op(out: Tensor, input: Tensor, weight: Tensor, bias: Tensor | None, eps: float) -> None:
-    _norm("rms_norm", False, input, None, weight, bias, eps, 1.0, out, None)
-
-
-def _add_layer_norm_op(
-    out: Tensor,
-    residual_out: Tensor | None,
-    input: Tensor,
-    residual: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    eps: float,
-    alpha: float,
-) -> None:
-    _norm("add_layer_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
-
-
-def _add_rms_norm_op(
-    out: Tensor,
-    residual_out: Tensor | None,
-    input: Tensor,
-    residual: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    eps: float,
-    alpha: float,
-) -> None:
-    _norm("add_rms_norm", True, input, residual, weight, bias, eps, alpha, out, residual_out)
-
-
-_NORM = "(Tensor(a!) out, Tensor input, Tensor weight, Tensor? bias, float eps) -> ()"
-_ADD_NORM = (
-    "(Tensor(a!) out, Tensor(b!)? residual_out, Tensor input, Tensor residual, Tensor weight, Tensor? bias, "
-    "float eps, float alpha) -> ()"
-)
-_LAYER_NORM = define("layer_norm", _NORM, ("out",), _layer_norm_op)
-_RMS_NORM = define("rms_norm", _NORM, ("out",), _rms_norm_op)
-_ADD_LAYER_NORM = define("add_layer_norm", _ADD_NORM, ("out", "residual_out"), _add_layer_norm_op)
-_ADD_RMS_NORM = define("add_rms_norm", _ADD_NORM, ("out", "residual_out"), _add_rms_norm_op)

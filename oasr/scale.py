@@ -1,49 +1,45 @@
 """Element-wise scale: ``out = input * factor``.
 
 Arguments are checked before any launch (:func:`_check_scale`), types, dtypes and shapes
-first, then devices, then memory and autograd (see ``oasr/_checks.py``). Under
-``torch.compile`` the op is the custom op ``torch.ops.oasr.scale``.
+first, then devices, then memory and autograd (see ``oasr/_checks.py``). The op is declared
+once (``oasr/_op.py``), which also makes it the custom op ``torch.ops.oasr.scale``.
 """
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
-from torch.compiler import is_compiling
 
-from ._checks import FLOATS, bad_input, bad_tensor, check_input_out, check_real_scalar, ready_devices
-from ._custom_ops import define
+from ._checks import FLOATS, bad_input, bad_tensor, check_placement, check_real_scalar, ready_devices
 from ._layouts import launch_contiguous
-from .api_logging import oasr_api
+from ._op import LIKE_INPUT, op
 from .jit.families import SCALE
 
 _READY = ready_devices(SCALE)
 
 
-def _check_scale(input: object, factor: object, out: object) -> float:
-    """scale's arguments, in order: types, dtypes and shapes, the factor, devices, then memory; the factor."""
+def _check_scale(input: object, factor: object, out: object) -> tuple[int, ...]:
+    """scale's arguments, in order: types, dtypes and shapes, the factor, devices, then memory; ``out``'s shape."""
     if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
         raise bad_input("scale", input)
     if type(factor) is not float:
-        factor = check_real_scalar("scale", "factor", factor)
+        check_real_scalar("scale", "factor", factor)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == input.shape):
         raise bad_tensor("scale", "out", out, dtype, input.shape)
-    check_input_out("scale", SCALE, _READY, input, out, True)
-    return factor
+    check_placement("scale", SCALE, _READY, (("input", input),), (("out", out),), in_place=("input",))
+    return input.shape
 
 
-def _scale(input: Tensor, factor: float, out: Tensor | None) -> Tensor:
-    """The eager op: check, then launch, copying non-contiguous tensors."""
-    factor = _check_scale(input, factor, out)
-    if out is None:
-        out = torch.empty_like(input, memory_format=torch.contiguous_format)
-    launch = SCALE.module().run
-    if not launch(out, input, factor):
+def _launch_scale(out: Tensor, input: Tensor, factor: float) -> None:
+    """The kernel reads and writes contiguous tensors: others go through contiguous copies."""
+    launch = SCALE.module().scale
+    factor = factor if type(factor) is float else float(factor)
+    if input.is_contiguous() and out.is_contiguous():
+        launch(out, input, factor)
+    else:
         launch_contiguous(launch, out, input, factor)
-    return out
 
 
-@oasr_api
+@op(check=_check_scale, launch=_launch_scale, layout=LIKE_INPUT)
 def scale(input: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
     """Multiply every element by ``factor``, computing in fp32.
 
@@ -77,18 +73,3 @@ def scale(input: Tensor, factor: float, out: Tensor | None = None) -> Tensor:
         or itself, an int ``factor`` too large for a float, or a tensor that requires grad
         while grad mode is on (the op has no backward: use ``torch.no_grad()``).
     """
-    if is_compiling():
-        out = torch.empty_like(input, memory_format=torch.contiguous_format) if out is None else out
-        _SCALE(out, input, factor)
-        return out
-    return _scale(input, factor, out)
-
-
-# torch.compile: the custom op (see oasr/_custom_ops.py), with the launcher's signature.
-
-
-def _scale_op(out: Tensor, input: Tensor, factor: float) -> None:
-    _scale(input, factor, out)
-
-
-_SCALE = define("scale", "(Tensor(a!) out, Tensor input, float factor) -> ()", ("out",), _scale_op)

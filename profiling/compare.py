@@ -190,7 +190,7 @@ class State:
 
 def family_sources(family: Family, root: Path) -> list[Path]:
     """``family``'s launcher sources in the checkout ``root``; ValueError when the checkout predates them."""
-    sources = [root / "csrc" / source.name for source in family.sources]
+    sources = [root / "csrc" / source.name for source in family.sources()]
     missing = [f"csrc/{source.name}" for source in sources if not source.is_file()]
     if missing:
         raise ValueError(

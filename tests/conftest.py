@@ -88,9 +88,8 @@ class RecordingLaunchers:
         self.calls: list[str] = []
 
     def __getattr__(self, name: str):
-        def launch(*args: object) -> bool:
+        def launch(*args: object) -> None:
             self.calls.append(name)
-            return True
 
         return launch
 

@@ -197,7 +197,7 @@ def test_each_public_op_is_declared_by_exactly_one_family():
 
 def test_each_family_has_its_sources_api_module_and_notebook():
     for family in FAMILIES:
-        assert all(source.is_file() for source in family.sources), family.name
+        assert all(source.is_file() for source in family.sources()), family.name
         assert (REPO / "oasr" / f"{family.name}.py").is_file(), family.name
         assert (REPO / "notebooks" / f"{family.notebook}.ipynb").is_file(), family.notebook
         assert all((REPO / "include" / header).is_file() for header in family.headers), family.name

@@ -54,28 +54,24 @@ def assert_close(actual, expected, dtype, k):
 
 
 class TorchBmm:
-    """Stands in for the BMM family: checks the launcher's invariant (the module's B layout), computes in
-    float64, records the layout. As csrc/bmm.cu, it launches nothing and returns which operands TMA cannot
-    address (1 a, 2 b, 4 out) when any cannot; `refusals` records those answers."""
+    """Stands in for the BMM family: checks the launcher's invariants (views TMA can address), computes in float64
+    with the module's B layout, records the layout and where the operands were (`pointers`: a, b, out; a copy has
+    another address)."""
 
     def __init__(self) -> None:
         self.layouts: list[str] = []
-        self.refusals: list[int] = []
+        self.pointers: list[tuple[int, int, int]] = []
 
     def module(self, variant):
-        built_n_major = "-DOASR_GEMM_B_NMAJOR=1" in variant.cuda_cflags
-        self.layouts.append("nn" if built_n_major else "nt")
-        refusals = self.refusals
+        n_major = "-DOASR_GEMM_B_NMAJOR=1" in variant.cuda_cflags
+        self.layouts.append("nn" if n_major else "nt")
+        pointers = self.pointers
 
         class Module:
-            def bmm(self, out, a, b, n_major):
-                assert n_major == built_n_major
-                unaddressable = sum(bit for bit, t in ((1, a), (2, b), (4, out)) if not addressable(t))
-                if unaddressable:
-                    refusals.append(unaddressable)
-                    return unaddressable
+            def bmm(self, out, a, b):
+                assert all(map(addressable, (a, b, out)))
+                pointers.append((a.data_ptr(), b.data_ptr(), out.data_ptr()))
                 out.copy_(reference(a, b if n_major else b.transpose(1, 2)).to(out.dtype))
-                return 0
 
         return Module()
 
@@ -102,9 +98,26 @@ def test_both_attention_products_on_cpu(torch_bmm, t, d):
     out = torch.full((3, t, d), float("nan"), dtype=torch.bfloat16)
     assert oasr.bmm(p, v, out=out) is out
     assert_close(out, reference(p, v), torch.bfloat16, t)
-    # The launcher refuses, once per call, operands whose rows are not multiples of 16 bytes (1 a, 2 b, 4 out):
-    # p's 750- and 14-byte rows, q's, the keys' and the values' 10-byte rows, out's; then reads padded copies.
-    assert torch_bmm.refusals == {(375, 64): [1], (16, 8): [], (7, 5): [1 | 2, 2, 1 | 2 | 4]}[t, d]
+    # Operands whose rows are not multiples of 16 bytes reach the launcher as padded copies: p's 750- and 14-byte
+    # rows; q's, the keys' and the values' 10-byte rows; out's.
+    handed = [
+        tuple(x != y for x, y in zip(call, ours, strict=True))
+        for call, ours in zip(
+            torch_bmm.pointers[-3:],
+            [
+                (q.data_ptr(), k.data_ptr(), scores.data_ptr()),
+                (scores.data_ptr(), v.data_ptr(), context.data_ptr()),
+                (p.data_ptr(), v.data_ptr(), out.data_ptr()),
+            ],
+            strict=True,
+        )
+    ]
+    copies = {
+        (375, 64): [(False, False, False), (False, False, False), (True, False, False)],
+        (16, 8): [(False, False, False)] * 3,
+        (7, 5): [(True, True, False), (False, True, False), (True, True, True)],
+    }
+    assert handed == copies[t, d]
 
 
 def test_strided_batch_views_and_copies_on_cpu(torch_bmm):

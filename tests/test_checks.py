@@ -65,7 +65,7 @@ def test_a_supported_gpu_is_looked_up_once_per_family(gpu):
     call_every_op()
     call_every_op()
     assert gpu.lookups == 4  # one per family, on the first call
-    launchers = ["run", "glu", "swish", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
+    launchers = ["scale", "glu", "swish", "layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm"]
     launchers += ["depthwise_conv1d", "depthwise_conv1d_step"]
     assert gpu.launchers.calls == 2 * launchers
 
@@ -96,12 +96,17 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "conv2d_subsampling": lambda: oasr.conv2d_subsampling(
             cuda(2, 9, 9), cuda(16, 1, 3, 3), cuda(16), cuda(16, 16, 3, 3), cuda(16)
         ),
+        "attention": lambda: oasr.attention(cuda(2, 3, 2, 64), cuda(2, 3, 2, 64), cuda(2, 3, 2, 64)),
+        "rel_pos_attention": lambda: oasr.rel_pos_attention(
+            cuda(2, 3, 2, 64), cuda(2, 3, 2, 64), cuda(2, 3, 2, 64), cuda(5, 2, 64), cuda(2, 64), cuda(2, 64)
+        ),
     }
     with pytest.raises(ValueError) as info:
         calls[op]()
     message = str(info.value)
-    assert message.startswith(f"oasr.{op}: `input` is on cuda:0, a GPU of compute capability 7.5, but the ")
-    listed = "9.0." if family_of(op).capabilities == (90,) else "8.0, 8.6"  # the CUTLASS families: sm90a only
+    first = {"depthwise_conv1d_step": "input_chunk", "attention": "q", "rel_pos_attention": "q"}.get(op, "input")
+    assert message.startswith(f"oasr.{op}: `{first}` is on cuda:0, a GPU of compute capability 7.5, but the ")
+    listed = ", ".join(f"{cc // 10}.{cc % 10}" for cc in sorted(family_of(op).capabilities))
     assert f"kernels run only on compute capability {listed}" in message and "\n" not in message
     assert gpu.launchers.calls == []
     # Not remembered: the next call is refused again.
@@ -124,7 +129,7 @@ def test_a_family_declared_for_sm90_refuses_an_sm80_gpu(gpu, monkeypatch):
     oasr.scale(cuda(2, 8), 2.0)  # other families still run
     gpu.capability = (9, 0)
     oasr.rms_norm(cuda(2, 8), cuda(8))
-    assert gpu.launchers.calls == ["run", "rms_norm"]
+    assert gpu.launchers.calls == ["scale", "rms_norm"]
 
 
 def test_check_device_without_a_gpu_names_the_fix():
@@ -162,28 +167,86 @@ def test_shapes_are_checked_before_devices(gpu):
         oasr.swish(torch.empty(2, 8, dtype=torch.float16, device="cpu"), out=torch.empty(2, 8, device="cpu"))
 
 
-def test_a_refused_layout_is_launched_again_on_row_views(gpu):
-    """A launcher refuses a layout (returns False): the op launches again on [rows, C] views or copies.
+def test_launchers_get_the_layouts_they_take(gpu):
+    """The launchers refuse nothing (they return None and assert): the ops hand the row-view launchers (GLU, the
+    norms) [rows, C] views of row-strided tensors, and contiguous tensors as they are.
 
-    (Fake CUDA tensors cannot be copied without CUDA, so these layouts need no copy; the GPU
-    tests cover the copies.)
+    (Fake CUDA tensors need no copy for these layouts; the GPU tests cover the copies.)
     """
-    refusals: list[str] = []
+    launches: list[tuple[str, tuple]] = []
 
-    class RefusingOnce(RecordingLaunchers):
+    class Strides(RecordingLaunchers):
         def __getattr__(self, name):
             def launch(*args):
-                refusals.append(name)
-                return len(refusals) % 2 == 0
+                launches.append((name, tuple(a.stride() for a in args if isinstance(a, torch.Tensor))))
 
             return launch
 
     for family in FAMILIES:
-        family.use_module(RefusingOnce())
-    x, w, out = cuda(2, 3, 8), cuda(8), cuda(2, 3, 8)
+        family.use_module(Strides())
+    w, out = cuda(8), cuda(2, 3, 8)
+    x = torch.empty_strided((2, 3, 8), (48, 16, 1), dtype=torch.float16, device="cuda")  # rows 16 apart
     assert oasr.layer_norm(x, w, w, out=out) is out
-    assert oasr.add_rms_norm(x, x, w, residual_out=cuda(2, 3, 8)).shape == x.shape  # (fake data_ptr()s are all 0)
     assert oasr.glu(x).shape == (2, 3, 4)
-    assert oasr.swish(x, out=out) is out
-    assert oasr.scale(x, 0.5, out=out) is out
-    assert refusals == [op for op in ("layer_norm", "add_rms_norm", "glu", "swish", "run") for _ in range(2)]
+    assert oasr.swish(out, out=out) is out
+    assert launches == [
+        ("layer_norm", ((8, 1), (16, 1), (1,), (1,))),  # out and input as [6, 8] rows, weight and bias
+        ("glu", ((4, 1), (16, 1))),
+        ("swish", ((24, 8, 1), (24, 8, 1))),  # contiguous: as they are
+    ]
+
+
+# ---------------------------------------------------------------------------
+# Arguments no kernel takes, refused in one sentence naming them (issue 57)
+# ---------------------------------------------------------------------------
+
+
+def test_sparse_tensors_are_refused_before_any_launch():
+    dense = torch.randn(2, 3, 8)
+    sparse = dense.to_sparse()
+    w = torch.ones(8)
+    calls = {
+        "input": lambda: oasr.swish(sparse),
+        "weight": lambda: oasr.layer_norm(dense, w.to_sparse()),
+        "residual": lambda: oasr.add_rms_norm(dense, sparse, w),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=rf"`{name}` is a torch.sparse_coo tensor; .* dense tensors"):
+            call()
+
+
+def test_the_streaming_step_names_its_first_argument():
+    with pytest.raises(TypeError, match=r"oasr.depthwise_conv1d_step: `input_chunk` must be a torch.Tensor, got list"):
+        oasr.depthwise_conv1d_step([1.0], torch.zeros(1, 2, 4), torch.ones(3, 4))
+    with pytest.raises(TypeError, match=r"`input_chunk` has dtype torch.int32"):
+        oasr.depthwise_conv1d_step(torch.zeros(1, 2, 4, dtype=torch.int32), torch.zeros(1, 2, 4), torch.ones(3, 4))
+    with pytest.raises(ValueError, match=r"`input_chunk` is on cpu, but .* move it with `input_chunk.cuda\(\)`"):
+        oasr.depthwise_conv1d_step(torch.zeros(1, 2, 4), torch.zeros(1, 2, 4), torch.ones(3, 4))
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.complex64, torch.float8_e4m3fn], ids=str)
+def test_fold_batch_norm_refuses_tensors_it_cannot_fold(dtype):
+    w, v = torch.ones(3, 4), torch.ones(4)
+    with pytest.raises(TypeError, match=rf"oasr.fold_batch_norm: `weight` has dtype {re.escape(str(dtype))}"):
+        oasr.fold_batch_norm(w.to(dtype), None, v, v)
+    with pytest.raises(TypeError, match=rf"oasr.fold_batch_norm: `running_var` has dtype {re.escape(str(dtype))}"):
+        oasr.fold_batch_norm(w, None, v, v.to(dtype))
+
+
+def test_fold_batch_norm_names_an_eps_beyond_floats():
+    w, v = torch.ones(3, 4), torch.ones(4)
+    with pytest.raises(ValueError, match=r"oasr.fold_batch_norm: `eps` is too large for a float"):
+        oasr.fold_batch_norm(w, None, v, v, eps=10**400)
+    with pytest.raises(ValueError, match=r"`eps` must be finite and >= 0, got inf"):
+        oasr.fold_batch_norm(w, None, v, v, eps=float("inf"))
+
+
+def test_huge_padding_and_strides_are_refused_by_name():
+    x = torch.randn(1, 8, 4)
+    with pytest.raises(ValueError, match=r"oasr.depthwise_conv1d: `padding` must be at most 1073741824"):
+        oasr.depthwise_conv1d(x, torch.ones(3, 4), padding=10**30)
+    image = torch.randn(1, 8, 8, 8, dtype=torch.bfloat16)
+    weight = torch.randn(8, 3, 3, 8, dtype=torch.bfloat16)
+    for name in ("stride", "padding"):
+        with pytest.raises(ValueError, match=rf"oasr.conv2d: `{name}` must be at most 1073741824"):
+            oasr.conv2d(image, weight, **{name: (1, 10**30)})

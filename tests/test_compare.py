@@ -103,7 +103,7 @@ def test_a_state_builds_as_its_own_module(tmp_path: Path) -> None:
     root = _tree(tmp_path, "edited", "\n// built apart\n")
     state = compare.State("edited", root, compare.state_hash(SCALE, root))
     module = compare.build_state(SCALE, state)
-    assert callable(module.run)  # the launcher oasr.scale calls
+    assert callable(module.scale)  # the launcher oasr.scale calls
     built = Path(env.jit_cache_dir()) / f"scale_{state.hash[:12]}"
     assert built.is_dir() and any(built.rglob("*.so"))
 

@@ -109,9 +109,9 @@ def test_cpp_entry_refuses_cpu_tensors():
     module = families.CONV1D.jit_spec().build_and_load()
     x, w = torch.randn(2, 8, 4), torch.randn(3, 4)
     with pytest.raises(Exception, match="CUDA"):
-        module.depthwise_conv1d(torch.empty(2, 6, 4), x, w, None, 0, 0, None, 0)
+        module.depthwise_conv1d(torch.empty(2, 6, 4), x, w, None, 0, 0, None, None)
     with pytest.raises(Exception, match="CUDA"):
-        module.depthwise_conv1d_step(torch.empty(2, 8, 4), x, torch.zeros(2, 2, 4), w, None, 0)
+        module.depthwise_conv1d_step(torch.empty(2, 8, 4), x, torch.zeros(2, 2, 4), w, None, None)
 
 
 # ---------------------------------------------------------------------------
@@ -311,7 +311,7 @@ def test_fold_batch_norm_bad_arguments():
         conv1d.fold_batch_norm(w, None, None, v)
     with pytest.raises(ValueError, match="`weight` has shape"):
         conv1d.fold_batch_norm(torch.ones(3, 2, 4), None, v, v)
-    with pytest.raises(ValueError, match="`eps` must be >= 0"):
+    with pytest.raises(ValueError, match="`eps` must be finite and >= 0"):
         conv1d.fold_batch_norm(w, None, v, v, eps=-1.0)
 
 

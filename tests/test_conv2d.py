@@ -18,6 +18,7 @@ from conftest import gemm_tolerance, poisoned, unpack_subsampling_weight2
 import oasr
 from oasr import _checks
 from oasr.jit import conv2d_config
+from oasr.jit.enums import enumerator
 from oasr.jit.families import CONV2D
 
 conv2d_module = sys.modules["oasr.conv2d"]  # (the attribute oasr.conv2d is the op)
@@ -88,7 +89,7 @@ def test_direct_module_builds_and_exports_its_launchers():
 def test_implicit_gemm_instantiations_build_for_sm90a(tile):
     spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile))
     assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags
-    assert "-DOASR_CONV2D_ACTIVATION=1" in spec.nvcc_flags
+    assert "-DOASR_CONV2D_ACTIVATION=kRelu" in spec.nvcc_flags
     assert f"-DOASR_CONV2D_CONSUMERS={tile.consumers}" in spec.nvcc_flags
     assert callable(spec.build_and_load().conv2d_implicit_gemm)
 
@@ -101,7 +102,7 @@ def test_each_dtype_and_activation_is_its_own_module():
     ]
     assert len({v.name for v in variants}) == 6
     assert len({CONV2D.jit_spec(variant=v).key for v in variants}) == 6
-    assert list(conv2d_module.ACTIVATIONS) == list(conv2d_config.ACTIVATIONS)  # one code order
+    assert conv2d_module.ACTIVATIONS == conv2d_config.ACTIVATIONS  # one list of names
 
 
 class TorchConv2d:
@@ -119,17 +120,15 @@ class TorchConv2d:
             self.variants.append(variant.name)
 
         class Module:
-            def conv2d_direct(self, out, x, w, b, sh, sw, ph, pw, code):
+            def conv2d_direct(self, out, x, w, b, sh, sw, ph, pw, act):
                 calls.append("direct")
                 assert w.is_contiguous() and out.is_contiguous() and (x.shape[3] == 1 or x.stride(3) == 1)
-                act = list(conv2d_config.ACTIVATIONS)[code]
                 out.copy_(reference(x, w, b, (sh, sw), (ph, pw), act).to(out.dtype))
 
-            def conv2d_implicit_gemm(self, out, x, w, b, sh, sw, ph, pw, code):
+            def conv2d_implicit_gemm(self, out, x, w, b, sh, sw, ph, pw, act):
                 calls.append("implicit_gemm")
-                assert variant is not None and f"-DOASR_CONV2D_ACTIVATION={code}" in variant.cuda_cflags
+                assert variant is not None and f"-DOASR_CONV2D_ACTIVATION={enumerator(act)}" in variant.cuda_cflags
                 assert all(t.is_contiguous() and t.data_ptr() % 16 == 0 for t in (out, x, w))
-                act = list(conv2d_config.ACTIVATIONS)[code]
                 out.copy_(reference(x, w, b, (sh, sw), (ph, pw), act).to(out.dtype))
 
             def conv2d_subsampling_smem_bytes(self, f2, d):

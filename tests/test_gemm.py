@@ -23,6 +23,7 @@ import oasr
 from oasr import _checks
 from oasr._tma import addressable
 from oasr.jit import gemm_config
+from oasr.jit.enums import enumerator
 from oasr.jit.families import GEMM
 
 gemm_module = sys.modules["oasr.gemm"]  # (the attribute oasr.gemm is the op)
@@ -85,7 +86,7 @@ def test_default_instantiation_builds_for_sm90a_and_exports_gemm():
 def test_the_tail_kernel_builds_for_sm90a():
     """The gemm family's own one-wave kernel (``gemm_config.TAIL``): CUTLASS's headers, none of its kernels."""
     spec = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.TAIL))
-    assert "-DOASR_GEMM_SCHEDULE=4" in spec.nvcc_flags
+    assert spec.sources[0].name == "gemm_tail.cu" and not any("OASR_GEMM_SCHEDULE" in f for f in spec.nvcc_flags)
     assert callable(spec.build_and_load().gemm)
     with pytest.raises(ValueError, match="tail"):
         gemm_config.GemmConfig(128, 160, 64, 1, 1, "tail")
@@ -103,7 +104,7 @@ def test_each_configuration_is_its_own_module():
     assert len(names) == len(gemm_config.DTYPES) * len(gemm_config.EPILOGUES) * len(gemm_config.CANDIDATES)
     a = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.FUSED_WIDE))
     b = GEMM.jit_spec(variant=gemm_config.gemm_variant("float16", "silu", gemm_config.FUSED_WIDE))
-    assert a.name != b.name and a.key != b.key and "-DOASR_GEMM_EPILOGUE=5" in a.nvcc_flags
+    assert a.name != b.name and a.key != b.key and "-DOASR_GEMM_EPILOGUE=kSilu" in a.nvcc_flags
 
 
 def test_a_module_set_by_use_module_stands_in_for_every_variant():
@@ -150,39 +151,32 @@ def test_config_rules():
 
 
 class TorchGemm:
-    """Stands in for the GEMM family: each module computes in float64 what the kernel would, after
-    asserting the launcher's invariants (2-D views, the module's epilogue), and records the variant. As
-    csrc/gemm.cu, it launches nothing and returns which operands TMA cannot address (1 input, 2 weight,
-    4 out, 8 a strided bias) when any cannot; `refusals` records those answers."""
+    """Stands in for the GEMM family: each module computes in float64 what the kernel would, after asserting the
+    launcher's invariants (2-D views TMA can address, a contiguous bias, the module's epilogue), and records the
+    variant and where its operands were (`pointers`: input, weight, out; a copy has another address)."""
 
     def __init__(self) -> None:
         self.variants: list[str] = []
-        self.refusals: list[int] = []
+        self.pointers: list[tuple[int, int, int]] = []
 
     def module(self, variant):
         self.variants.append(variant.name)
-        flag = "-DOASR_GEMM_EPILOGUE={}"
-        refusals = self.refusals
+        flags = dict(f.removeprefix("-D").split("=", 1) for f in variant.cuda_cflags if "=" in f)
+        epilogue = {enumerator(e): e for e in (*gemm_config.EPILOGUES, "glu")}[flags["OASR_GEMM_EPILOGUE"]]
+        pointers = self.pointers
 
         class Module:
-            def gemm(self, out, a, w, bias, code):
-                assert flag.format(code) in variant.cuda_cflags  # the module built for this epilogue
-                assert out.dim() == a.dim() == w.dim() == 2
-                unaddressable = sum(bit for bit, t in ((1, a), (2, w), (4, out)) if not addressable(t))
-                if bias is not None and bias.numel() > 1 and bias.stride(0) != 1:
-                    unaddressable |= 8
-                if unaddressable:
-                    refusals.append(unaddressable)
-                    return unaddressable
-                if code == gemm_config.GLU_CODE:  # the direct kernel's GLU: weight [2N, K]
-                    assert "-DOASR_GEMM_SCHEDULE=3" in variant.cuda_cflags and w.shape[0] == 2 * out.shape[1]
+            def gemm(self, out, a, w, bias):
+                assert out.dim() == a.dim() == w.dim() == 2 and all(map(addressable, (a, w, out)))
+                assert bias is None or bias.numel() <= 1 or bias.stride(0) == 1
+                pointers.append((a.data_ptr(), w.data_ptr(), out.data_ptr()))
+                if epilogue == "glu":  # the direct kernel's GLU: weight [2N, K]
+                    assert variant.launcher == "gemm_direct.cu" and w.shape[0] == 2 * out.shape[1]
                     out.copy_(F.glu(reference(a, w, bias, None), -1).to(out.dtype))
-                    return 0
-                epilogue = gemm_config.EPILOGUES[code]
+                    return
                 assert bias is None or epilogue != "plain"
                 act = None if epilogue in ("plain", "bias") else epilogue
                 out.copy_(reference(a, w, bias, act).to(out.dtype))
-                return 0
 
         return Module()
 
@@ -206,8 +200,9 @@ def test_python_layer_matches_reference_on_cpu(torch_gemm, m, n, k, activation):
     assert_close(y, reference(x, w, b, activation), torch.bfloat16, k)
     epilogue = activation or "bias"
     assert torch_gemm.variants[-1].startswith(f"bf16_{epilogue}_")
-    # K % 8 != 0: the launcher refuses the input's 2-byte-multiple rows (and the weight's) once, then takes copies
-    assert torch_gemm.refusals == ([] if k % 8 == 0 else [1 | 2])
+    # K % 8 != 0: the input's rows (and the weight's) are not 16-byte multiples, so the launcher gets copies
+    copied = torch_gemm.pointers[-1][:2] != (x.data_ptr(), w.data_ptr())
+    assert copied == (k % 8 != 0)
 
 
 def test_addressable_layouts():
@@ -234,7 +229,8 @@ def test_python_layer_handles_layouts_on_cpu(torch_gemm):
     assert oasr.gemm(wide[:, 8:32], w, out=out) is out
     assert_close(out, expected, torch.float16, 24)
     assert torch_gemm.variants[-1].startswith("f16_plain_")
-    assert torch_gemm.refusals == [4]  # the input's 16-byte-aligned row view as it is; out through a temporary
+    # the input's 16-byte-aligned row view as it is, out through a temporary
+    assert torch_gemm.pointers[-1][0] == wide[:, 8:32].data_ptr() and torch_gemm.pointers[-1][2] != out.data_ptr()
     # Leading dimensions that do not collapse (a permuted batch) and an empty K.
     x3 = x.reshape(2, 3, 24).transpose(0, 1)
     assert_close(oasr.gemm(x3, w, b), reference(x3, w, b), torch.float16, 24)

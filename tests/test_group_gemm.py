@@ -86,7 +86,7 @@ def test_a_cutlass_instantiation_builds_for_sm90a_and_exports_group_gemm():
     """One of CUTLASS's grouped kernels (test_jit.py's every-module test builds the default, the direct kernel)."""
     spec = GROUP_GEMM.jit_spec(variant=gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_WIDE))
     assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags and "-DNDEBUG" in spec.nvcc_flags
-    assert "-DOASR_GEMM_SCHEDULE=0" in spec.nvcc_flags
+    assert "-DOASR_GEMM_SCHEDULE=Cooperative" in spec.nvcc_flags and spec.sources[0].name == "group_gemm.cu"
     module = spec.build_and_load()
     assert callable(module.group_gemm) and callable(module.group_gemm_workspace_size)
 
@@ -103,7 +103,8 @@ def test_configurations_are_persistent_modules_of_their_own():
         gemm_config.bmm_variant("bfloat16", False, direct)
     with pytest.raises(ValueError, match="GLU epilogue runs on the direct schedule only"):
         gemm_config.gemm_variant("bfloat16", "glu", gemm_config.ONE_WAVE)
-    assert "-DOASR_GEMM_EPILOGUE=6" in gemm_config.gemm_variant("bfloat16", "glu", direct).cuda_cflags
+    glu = gemm_config.gemm_variant("bfloat16", "glu", direct)
+    assert "-DOASR_GEMM_EPILOGUE=kGlu" in glu.cuda_cflags and glu.launcher == "gemm_direct.cu"
     with pytest.raises(ValueError, match="direct schedule takes"):
         gemm_config.GemmConfig(128, 256, 64, 1, 1, "direct")
     picks = {

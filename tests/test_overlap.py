@@ -103,20 +103,28 @@ def test_disjoint_span_is_overlaps_itself_and_span_in_one(view):
     assert _checks._disjoint_span(t) == (None if _checks.overlaps_itself(t) else _checks._span(t))
 
 
-def test_check_out_allows_exact_aliasing_only_where_asked():
+def _memory(out, source, in_place, other=None):
+    """check_placement's memory rule on CPU tensors (the device and autograd steps pass them)."""
+    writes = (("out", out),) if other is None else (("out", out), ("residual_out", other))
+    _checks._check_memory("op", (("input", source),), writes, ("input",) if in_place else ())
+
+
+def test_the_memory_rule_allows_exact_aliasing_only_where_asked():
     x = torch.zeros(4, C)
-    _checks.check_out("op", "out", x, "input", x, True)
-    _checks.check_out("op", "out", x.view(4, C), "input", x, True)  # another object, the same memory
-    _checks.check_out("op", "out", x[2:], "input", x[:2], False)
-    _checks.check_out("op", "out", x[:0], "input", x, False)
+    _memory(x, x, True)
+    _memory(x.view(4, C), x, True)  # another object, the same memory
+    _memory(x[2:], x[:2], False)
+    _memory(x[:0], x, False)
     with pytest.raises(ValueError, match=r"^oasr\.op: `out` and `input` must be different tensors"):
-        _checks.check_out("op", "out", x, "input", x, False)
+        _memory(x, x, False)
     with pytest.raises(ValueError, match=r"^oasr\.op: `out` overlaps `input` in memory .*may be `input` itself"):
-        _checks.check_out("op", "out", x[:-1], "input", x[1:], True)
+        _memory(x[:-1], x[1:], True)
     with pytest.raises(ValueError, match=r"`out` overlaps `input` in memory"):
-        _checks.check_out("op", "out", x.view(C, 4), "input", x, True)  # same bytes, another shape
+        _memory(x.view(C, 4), x, True)  # same bytes, another shape
     with pytest.raises(ValueError, match=r"`out` has elements that share memory"):
-        _checks.check_out("op", "out", torch.zeros(1, C).expand(4, C), "input", torch.zeros(4, C), True)
+        _memory(torch.zeros(1, C).expand(4, C), torch.zeros(4, C), True)
+    with pytest.raises(ValueError, match=r"`residual_out` overlaps `out` in memory"):
+        _memory(x[:2], torch.zeros(4, C), True, other=x[1:])  # two outputs never share memory
 
 
 # ---------------------------------------------------------------------------
@@ -229,7 +237,7 @@ def test_fake_tensors_skip_the_memory_checks(launches):
         oasr.glu(x, out=torch.empty(4, C // 2))
         oasr.rms_norm(x, torch.ones(C), out=out)
         oasr.add_rms_norm(x, x, torch.ones(C), out=out, residual_out=torch.empty(4, C))
-    assert launches == ["run", "glu", "rms_norm", "add_rms_norm"]
+    assert launches == ["scale", "glu", "rms_norm", "add_rms_norm"]
 
 
 # ---------------------------------------------------------------------------
@@ -296,7 +304,7 @@ def test_scale_takes_any_float_factor_as_torch_does(launches, value):
     """``x * inf`` is allowed in torch; the factor is rounded to fp32 (1e300 becomes inf), as torch does."""
     x = torch.zeros(4, C)
     assert oasr.scale(x, value) is not x
-    assert launches == ["run"]
+    assert launches == ["scale"]
 
 
 def test_glu_with_a_0_dim_out_gets_the_shape_error(launches):

@@ -12,11 +12,8 @@
 // path (same kernel body, one element per unit). The flat unit index is split into
 // (row, column) with a FastDivmod on the 32-bit path, a 64-bit division otherwise.
 //
-// The sigmoid is 1 / (1 + e^-x) with __expf (ex2.approx, relative error ~2^-21 for
-// |x| < 100) and an approximate reciprocal (__fdividef, 1 ulp): an IEEE division is a
-// subroutine of ~10 instructions with a slow path, the largest cost of the kernel body.
-// Both forms give the right limits: e^-x = inf makes the reciprocal 0, so sigmoid -> 0
-// and silu(x) = x * 0 = -0 for very negative x.
+// The sigmoid and SiLU are common/activation.cuh's fp32-accurate forms (their limits are exact: e^-x = inf makes
+// the reciprocal 0, so silu(x) = -0 for very negative x).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,6 +22,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "oasr/common/activation.cuh"
 #include "oasr/common/elementwise.cuh"
 #include "oasr/common/launch.cuh"
 #include "oasr/common/math.cuh"
@@ -38,9 +36,6 @@ constexpr int kGluThreads = elementwise_detail::kThreads;
 // Units (a vector of each half) each thread keeps in flight, as the map's one vector. The
 // loop stays: written for one unit, the kernel compiles to different SASS.
 constexpr int kGluUnroll = 1;
-
-__device__ __forceinline__ float sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
-__device__ __forceinline__ float silu(float x) { return x * sigmoid(x); }
 
 // (row, column-unit) of flat unit u: a FastDivmod (built from units_per_row) for 32-bit
 // indices, a division otherwise.
@@ -95,7 +90,7 @@ __global__ void __launch_bounds__(detail::kGluThreads)
       if (chunk + u * kThreads < shape.num_units) {
         P y;
 #pragma unroll
-        for (int k = 0; k < N; ++k) y[k] = from_float<T>(to_float(a[u][k]) * detail::sigmoid(to_float(g[u][k])));
+        for (int k = 0; k < N; ++k) y[k] = from_float<T>(to_float(a[u][k]) * sigmoid(to_float(g[u][k])));
         y.store_streaming(output + out_offset[u]);
       }
     }
@@ -143,7 +138,7 @@ cudaError_t GLU(const T* input, T* output, int64_t rows, int64_t cols, int64_t i
 }
 
 struct SiluOp {
-  __device__ __forceinline__ float operator()(float x) const { return detail::silu(x); }
+  __device__ __forceinline__ float operator()(float x) const { return activate<Activation::kSilu>(x); }
 };
 
 // output[i] = silu(input[i]) for i in [0, n), contiguous. output may equal input.

@@ -35,7 +35,7 @@
 // Why, on the H200 (Conformer shapes and 1 GiB): the staged affine made the warp kernel
 // up to 13% faster (fused (16, 1500, 1024) fp16 +6%); spreading few rows over more
 // threads, up to 29% (fused (8, 200, 1024) bf16); streaming loads and stores, 0.5-14% on
-// the Conformer shapes. What else was tried, and the logs: dev/README.md.
+// the Conformer shapes. What else was tried: dev/norm/RESULTS.md.
 //
 // The warp and block kernels' grids cover the rows once; the smem and loop kernels'
 // resident blocks loop over them. The vector path needs C, every row stride and every

@@ -34,10 +34,11 @@ import functools
 from dataclasses import dataclass
 
 from .core import Variant
+from .enums import enumerator
 from .families import SM90A
 
 ACTIVATIONS = (None, "relu", "silu")
-"""The epilogues, ``act(acc + bias)`` (a missing bias reads as 0), in the kernel's code order."""
+"""The epilogues, ``act(acc + bias)`` (a missing bias reads as 0): ``oasr::Activation``'s names."""
 
 _DTYPE_CODES = {"float16": 1, "bfloat16": 2}
 _DTYPE_NAMES = {"float16": "f16", "bfloat16": "bf16"}
@@ -100,13 +101,12 @@ def choose(k: int) -> Conv2dConfig:
 
 def implicit_gemm_variant(dtype: str, activation: str | None, config: Conv2dConfig = DEFAULT) -> Variant:
     """The conv2d module for ``dtype`` ("float16", "bfloat16"), ``activation`` (in :data:`ACTIVATIONS`), ``config``."""
-    act = ACTIVATIONS.index(activation)
     return Variant(
         name=f"igemm_{_DTYPE_NAMES[dtype]}_{activation or 'none'}_{config.name}",
         cuda_cflags=(
             SM90A,  # wgmma and TMA: the implicit-GEMM modules target sm_90a alone
             f"-DOASR_CONV2D_DTYPE={_DTYPE_CODES[dtype]}",
-            f"-DOASR_CONV2D_ACTIVATION={act}",
+            f"-DOASR_CONV2D_ACTIVATION={enumerator(activation)}",
             *config.flags(),
         ),
     )

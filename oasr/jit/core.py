@@ -192,11 +192,13 @@ class Variant:
     """One instantiation of a family built per configuration (a dtype, an epilogue, a CUTLASS tile).
 
     Its module is ``<family>_<name>``, the family's sources built with ``cuda_cflags`` added, so a
-    call builds only the configurations it uses.
+    call builds only the configurations it uses; ``launcher`` names the ``csrc/`` file that replaces
+    ``csrc/<family>.cu`` for it (a schedule with a launcher of its own).
     """
 
     name: str
     cuda_cflags: tuple[str, ...]
+    launcher: str | None = None
 
 
 @dataclass

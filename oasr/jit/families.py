@@ -71,9 +71,10 @@ class Family:
     library_cflags: Callable[[], Sequence[str]] | None = field(default=None, compare=False)
     default_variant: Variant | None = None
 
-    @property
-    def sources(self) -> list[Path]:
-        return [env.OASR_CSRC_DIR / f"{self.name}.cu", env.OASR_CSRC_DIR / f"{self.name}_jit_binding.cu"]
+    def sources(self, variant: Variant | None = None) -> list[Path]:
+        """The launcher (``csrc/<name>.cu``, or the variant's own) and the bindings."""
+        launcher = variant.launcher if variant is not None and variant.launcher else f"{self.name}.cu"
+        return [env.OASR_CSRC_DIR / launcher, env.OASR_CSRC_DIR / f"{self.name}_jit_binding.cu"]
 
     def jit_spec(
         self,
@@ -91,7 +92,7 @@ class Family:
             flags += variant.cuda_cflags
         return gen_jit_spec(
             name or self.module_name(variant),
-            self.sources,
+            self.sources(variant),
             extra_cuda_cflags=[*flags, *extra_cuda_cflags],
             extra_include_paths=list(self.include_paths()) if self.include_paths else None,
             include_dir=include_dir,
@@ -221,16 +222,21 @@ CONV1D = Family(
         "and a streaming step that carries the last K-1 frames between chunks."
     ),
     design=(
-        "`include/oasr/conv1d_tensor.cuh` (fp16/bf16, 16-byte aligned views, K <= 65): per channel, a "
+        "`include/oasr/conv1d/tensor_core.cuh` (fp16/bf16, 16-byte aligned views, K <= 65): per channel, a "
         "Toeplitz matrix of the taps (in registers) times the input frames on tensor cores (mma.sync); a "
         "block stages tiles of frames for 64 channels with cp.async, three deep, each warp transposes its "
         "8 channels with ldmatrix/stmatrix and writes its outputs through a shared output tile in whole "
         "rows. The streaming step and fp32 at K = 15 and 31 take the FFMA kernel of "
-        "`include/oasr/conv1d_staged.cuh` (the taps in registers, 16 outputs per lane; a step that fits one "
+        "`include/oasr/conv1d/staged.cuh` (the taps in registers, 16 outputs per lane; a step that fits one "
         "tile also writes the new state, in one launch), other K and layouts the direct kernels of "
-        "`include/oasr/conv1d.cuh` (a register window sliding over the input frames)."
+        "`include/oasr/conv1d/direct.cuh` (a register window sliding over the input frames)."
     ),
-    headers=("oasr/conv1d_tensor.cuh", "oasr/conv1d_staged.cuh", "oasr/conv1d.cuh"),
+    headers=(
+        "oasr/conv1d.cuh",
+        "oasr/conv1d/tensor_core.cuh",
+        "oasr/conv1d/staged.cuh",
+        "oasr/conv1d/direct.cuh",
+    ),
 )
 
 CONV2D = Family(

@@ -50,6 +50,7 @@ import functools
 from dataclasses import dataclass
 
 from .core import Variant
+from .enums import enumerator
 
 SCHEDULES = ("cooperative", "pingpong", "nonpersistent", "direct", "tail")
 """Cooperative: two warpgroups share a 128-row tile. Ping-pong: each warpgroup owns a tile and one's
@@ -60,9 +61,13 @@ and gemm, not bmm): ``include/oasr/gemm/sm90_group_gemm_direct.cuh``, one kernel
 under the tile's last products."""
 
 EPILOGUES = ("plain", "bias", "relu", "gelu", "gelu_tanh", "silu")
-"""The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0)."""
-GLU_CODE = len(EPILOGUES)
-"""``gemm_glu``'s epilogue (value * sigmoid(gate) of ``acc + bias``), on :data:`DIRECT` only."""
+"""The gemm epilogues: the accumulators as they are, or ``act(acc + bias)`` (a missing bias reads as 0); and
+``"glu"`` (``gemm_glu``: value * sigmoid(gate) of ``acc + bias``) on :data:`DIRECT` only. Each module is built for
+one, named to the launcher as ``csrc/gemm_epilogue.h``'s enumerator (:func:`~oasr.jit.enums.enumerator`)."""
+_CUTLASS_SCHEDULES = {"cooperative": "Cooperative", "pingpong": "PingPong", "nonpersistent": "NonPersistent"}
+"""The CUTLASS schedules' kernel types (``include/oasr/gemm/sm90_gemm.cuh``), passed by name as -DOASR_GEMM_SCHEDULE."""
+_LAUNCHERS = {"direct": "{family}_direct.cu", "tail": "{family}_tail.cu"}
+"""The schedules with launchers of their own (``csrc/``); the CUTLASS ones share ``csrc/<family>.cu``."""
 
 DTYPES = ("float16", "bfloat16")
 """The storage dtypes the kernels are built for (torch's names)."""
@@ -109,9 +114,18 @@ class GemmConfig:
             f"-DOASR_GEMM_TILE_K={self.tile_k}",
             f"-DOASR_GEMM_CLUSTER_M={self.cluster_m}",
             f"-DOASR_GEMM_CLUSTER_N={self.cluster_n}",
-            f"-DOASR_GEMM_SCHEDULE={SCHEDULES.index(self.schedule)}",
+            *([f"-DOASR_GEMM_SCHEDULE={_CUTLASS_SCHEDULES[self.schedule]}"] if self.is_cutlass else []),
             f"-DOASR_GEMM_STAGES={self.stages}",
         )
+
+    @property
+    def is_cutlass(self) -> bool:
+        """Whether the schedule is one of CUTLASS's kernels (the others are the family's own)."""
+        return self.schedule in _CUTLASS_SCHEDULES
+
+    def launcher(self, family: str) -> str | None:
+        """The ``csrc/`` launcher of the schedule's own kernel for ``family``, None for CUTLASS's."""
+        return _LAUNCHERS[self.schedule].format(family=family) if not self.is_cutlass else None
 
 
 WAVE_CANDIDATES: tuple[GemmConfig, ...] = (
@@ -221,11 +235,6 @@ def choose_cutlass_fused(m: int, n: int, k: int, batch: int = 1) -> GemmConfig:
     return FUSED_WIDE if tiles > NUM_SMS_H200 and n >= 256 else FUSED_NARROW
 
 
-def epilogue_code(epilogue: str) -> int:
-    """The launcher's code of ``epilogue``: its place in :data:`EPILOGUES`, or :data:`GLU_CODE` for ``"glu"``."""
-    return GLU_CODE if epilogue == "glu" else EPILOGUES.index(epilogue)
-
-
 def _cutlass_schedule(config: GemmConfig, family: str) -> None:
     owner = {"direct": "group_gemm's and gemm's kernel", "tail": "gemm's own kernel"}.get(config.schedule)
     if owner is not None:
@@ -241,10 +250,11 @@ def gemm_variant(dtype: str, epilogue: str, config: GemmConfig) -> Variant:
         name=f"{_DTYPE_NAMES[dtype]}_{epilogue}_{config.name}",
         cuda_cflags=(
             f"-DOASR_GEMM_DTYPE={_DTYPE_CODES[dtype]}",
-            f"-DOASR_GEMM_EPILOGUE={epilogue_code(epilogue)}",
+            f"-DOASR_GEMM_EPILOGUE={enumerator(epilogue)}",
             "-DOASR_GEMM_B_NMAJOR=0",
             *config.flags(),
         ),
+        launcher=config.launcher("gemm"),
     )
 
 
@@ -336,4 +346,5 @@ def group_gemm_variant(dtype: str, config: GemmConfig, bias: bool = False) -> Va
             "-DOASR_GEMM_B_NMAJOR=0",
             *config.flags(),
         ),
+        launcher=config.launcher("group_gemm"),
     )

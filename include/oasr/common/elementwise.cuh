@@ -18,7 +18,7 @@
 // first load is short: 32-bit indices unless the tensor needs 64 (the host picks the
 // instantiation), every bound precomputed on the host, the vectors before the scalars.
 //
-// The measurements behind these choices, and what was tried and dropped: dev/README.md.
+// The measurements behind these choices, and what was tried and dropped: dev/elementwise/RESULTS.md.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -36,19 +36,9 @@ __device__ __forceinline__ float exp2_approx(float x) {
 }
 
 // h (1 + tanh(u)) in one SFU op and one FMA: the sigmoid-gated epilogues' form, since x sigmoid(y) is that with
-// h = x / 2 and u = y / 2 (sigmoid(y) = (1 + tanh(y / 2)) / 2; a bias's add halves the accumulator in its FMA), and
-// gelu_tanh is with h = x / 2. Rounded to fp16 or bf16: sigmoid's absolute error stays below 3.6e-6 over [-24, 24]
-// (dev/gemm/sigmoid_error.py, H200), a hundredth of fp16's rounding of O(1) outputs, and its limits are exact
-// (tanh.approx gives +-1). The SFU's 16 results per clock and SM bound a SiLU epilogue: with __expf and a fast
-// reciprocal, two ops, fp16's bias + SiLU gemm took 15.14 us on 8000x1024x256, with one 13.18
-// (dev/gemm/results/fast_sigmoid_98915d3_h200.txt).
+// h = x / 2 and u = y / 2, and gelu_tanh is with h = x / 2 (common/activation.cuh). The SFU's 16 results per clock and
+// SM bound such an epilogue: an exp and a reciprocal, two ops, made fp16's bias + SiLU gemm 1.15x slower (H200).
 __device__ __forceinline__ float times_one_plus_tanh(float h, float u) { return fmaf(h, tanh_approx(u), h); }
-
-// SiLU, x sigmoid(x), as h (1 + tanh(h)) with h = x / 2.
-__device__ __forceinline__ float fast_silu(float x) {
-  const float h = 0.5f * x;
-  return times_one_plus_tanh(h, h);
-}
 
 }  // namespace oasr
 

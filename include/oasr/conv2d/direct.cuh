@@ -32,14 +32,13 @@
 #include <cstdint>
 
 #include "oasr/common/launch.cuh"
+#include "oasr/common/activation.cuh"
 #include "oasr/common/math.cuh"
 #include "oasr/common/mma.cuh"
 #include "oasr/common/vec.cuh"
 
 namespace oasr {
 namespace conv2d {
-
-enum Activation : int { kNone = 0, kRelu = 1, kSilu = 2 };
 
 // ---------------------------------------------------------------------------------------
 // Data layout
@@ -56,7 +55,7 @@ struct DirectConv2dParams {
   int k = 0, r = 0, s = 0;
   int p = 0, q = 0;
   int stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
-  int activation = kNone;
+  Activation activation = Activation::kNone;
 };
 
 namespace detail {
@@ -74,12 +73,6 @@ constexpr int kGroupN = 32;               // channels per group: 4 n8 tiles, 64 
 constexpr int kGroups = 8;                // groups per warp: 256 channels, B fragments in 64 registers
 constexpr int kWarpN = kGroups * kGroupN;
 
-template <int kActivation>
-__device__ __forceinline__ float activate(float v) {
-  if constexpr (kActivation == kRelu) return fmaxf(v, 0.0f);
-  if constexpr (kActivation == kSilu) return __fdividef(v, 1.0f + __expf(-v));
-  return v;
-}
 
 // Output pixel index -> (n, p, q).
 struct PixelMap {
@@ -144,7 +137,7 @@ __device__ __forceinline__ void gather_taps(const DirectConv2dParams<T>& prm, co
   }
 }
 
-template <typename T, int kActivation>
+template <typename T, Activation kActivation>
 __global__ void __launch_bounds__(kMmaThreads, 4) FewTapsConv2dKernel(DirectConv2dParams<T> prm, PixelMap map,
                                                                        uint32_t pixels) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -217,7 +210,7 @@ __global__ void __launch_bounds__(kMmaThreads, 4) FewTapsConv2dKernel(DirectConv
   }
 }
 
-template <typename T, int kActivation>
+template <typename T, Activation kActivation>
 cudaError_t LaunchFewTaps(const DirectConv2dParams<T>& p, PixelMap map, uint32_t pixels, cudaStream_t stream) {
   static int resident[kMaxDevices] = {};
   const auto kernel = FewTapsConv2dKernel<T, kActivation>;
@@ -233,7 +226,7 @@ cudaError_t LaunchFewTaps(const DirectConv2dParams<T>& p, PixelMap map, uint32_t
 // Generic kernel (CUDA cores)
 // ---------------------------------------------------------------------------------------
 
-template <typename T, int V, int kActivation>
+template <typename T, int V, Activation kActivation>
 __global__ void __launch_bounds__(kThreads) DirectConv2dKernel(DirectConv2dParams<T> prm, PixelMap map,
                                                                  uint32_t pixels) {
   extern __shared__ float smem_weights[];  // [taps][blockDim.x * V]
@@ -285,7 +278,7 @@ __global__ void __launch_bounds__(kThreads) DirectConv2dKernel(DirectConv2dParam
   }
 }
 
-template <typename T, int V, int kActivation>
+template <typename T, int V, Activation kActivation>
 cudaError_t LaunchGeneric(const DirectConv2dParams<T>& p, PixelMap map, uint32_t pixels, cudaStream_t stream) {
   const int groups = (p.k + V - 1) / V;  // channel groups of V
   const int taps = p.r * p.s * p.c;
@@ -330,18 +323,18 @@ cudaError_t DirectConv2d(const DirectConv2dParams<T>& p, cudaStream_t stream) {
   const bool vec = p.k % V == 0 && is_vector_aligned(p.output) &&
                    static_cast<int64_t>(p.r) * p.s * p.c * V * static_cast<int64_t>(sizeof(float)) <= kMaxSmemBytes;
   switch (p.activation) {
-    case kRelu:
-      return mma ? LaunchFewTaps<T, kRelu>(p, map, pixels, stream)
-             : vec ? LaunchGeneric<T, V, kRelu>(p, map, pixels, stream)
-                   : LaunchGeneric<T, 1, kRelu>(p, map, pixels, stream);
-    case kSilu:
-      return mma ? LaunchFewTaps<T, kSilu>(p, map, pixels, stream)
-             : vec ? LaunchGeneric<T, V, kSilu>(p, map, pixels, stream)
-                   : LaunchGeneric<T, 1, kSilu>(p, map, pixels, stream);
+    case Activation::kRelu:
+      return mma ? LaunchFewTaps<T, Activation::kRelu>(p, map, pixels, stream)
+             : vec ? LaunchGeneric<T, V, Activation::kRelu>(p, map, pixels, stream)
+                   : LaunchGeneric<T, 1, Activation::kRelu>(p, map, pixels, stream);
+    case Activation::kSilu:
+      return mma ? LaunchFewTaps<T, Activation::kSilu>(p, map, pixels, stream)
+             : vec ? LaunchGeneric<T, V, Activation::kSilu>(p, map, pixels, stream)
+                   : LaunchGeneric<T, 1, Activation::kSilu>(p, map, pixels, stream);
     default:
-      return mma ? LaunchFewTaps<T, kNone>(p, map, pixels, stream)
-             : vec ? LaunchGeneric<T, V, kNone>(p, map, pixels, stream)
-                   : LaunchGeneric<T, 1, kNone>(p, map, pixels, stream);
+      return mma ? LaunchFewTaps<T, Activation::kNone>(p, map, pixels, stream)
+             : vec ? LaunchGeneric<T, V, Activation::kNone>(p, map, pixels, stream)
+                   : LaunchGeneric<T, 1, Activation::kNone>(p, map, pixels, stream);
   }
 }
 

@@ -24,7 +24,7 @@
 // ninth, loading warp would cap the registers at 168 (three warps on one scheduler), too few. The output is
 // staged in the output's order and written a row at a time by bulk copies (TMA) that drain as the CTA ends. (A
 // persistent form, one CTA per SM taking tiles in turn with the ring running on between them, was 11% slower:
-// dev/conv2d/variants/persistent-tiles.patch.)
+// dev/conv2d/RESULTS.md.)
 // Requires D % 16 == 0, D <= 256, an sm_90a GPU.
 #pragma once
 

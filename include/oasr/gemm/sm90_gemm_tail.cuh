@@ -14,7 +14,7 @@
 // (A, B) k-blocks by TMA (128-byte swizzle) into a ring of 200 KB of stages; two consumer warpgroups each hold
 // 64 rows x BN columns of fp32 accumulators (both wgmma operands from shared memory), and store each part by
 // the direct kernel's direct::store (stmatrix through a per-warp block, 16-byte stores). The tail's
-// k-blocks must all sit in the ring at once: Tail <= the stages. Measured: dev/README.md's gemm section.
+// k-blocks must all sit in the ring at once: Tail <= the stages. Measured: dev/gemm/RESULTS.md.
 #pragma once
 
 #include <type_traits>
@@ -30,7 +30,7 @@ constexpr int kBM = 128, kBK = 64;
 constexpr int kRight = 64;                   // the tail's second part: the tile's last 64 columns
 constexpr int kConsumers = 256;              // two warpgroups, 64 rows each
 constexpr int kThreads = kConsumers + 128;   // and the producer warpgroup (one warp of it loads)
-constexpr int kTailBlocks = 4;               // the tail's k-blocks (dev/gemm/tail.py: 2 and 4 within 1%)
+constexpr int kTailBlocks = 4;               // the tail's k-blocks (2 and 4 within 1%: dev/gemm/RESULTS.md)
 
 // Shared memory: the stages' A tiles, then their B tiles (each 1024-byte aligned, as the swizzle needs), the full
 // and empty mbarriers, the tile's bias (fp32, halved for SiLU), each consumer warp's 8 x 64 output block.

@@ -20,7 +20,7 @@
 // pairs issue their products one tile after the other, so that one pair's epilogue (bias added in fp32,
 // rounded, transposed through shared memory, stored under the row predicate) runs while the other's
 // products keep the tensor cores busy. Measured variants (two CTAs per SM sharing tiles, 256-row tiles, an
-// L2 prefetch of the next tile): dev/README.md.
+// L2 prefetch of the next tile): dev/group_gemm/RESULTS.md.
 #pragma once
 
 #include <cuda.h>
@@ -51,10 +51,10 @@ constexpr int kConsumers = 2 * kPairThreads;   // two pairs take the CTA's tiles
 constexpr int kThreads = kConsumers + 128;     // and the producer warpgroup (one warp of it loads)
 constexpr int kStages = 6;                     // 32 KB each: one CTA per SM
 
-// What the epilogue makes of a tile's fp32 results, the bias added: the gemm family's activations (their codes
-// are oasr/jit/gemm_config.py's EPILOGUES), or GLU: then a tile's B holds 64 weight rows and their 64 gate rows
-// (N / 2 rows on), and the tile stores value * sigmoid(gate), 64 columns.
-enum class Epilogue { kNone = 1, kRelu = 2, kGelu = 3, kGeluTanh = 4, kSilu = 5, kGlu = 6 };
+// What the epilogue makes of a tile's fp32 results, the bias added: the gemm family's activations, or GLU: then a
+// tile's B holds 64 weight rows and their 64 gate rows (N / 2 rows on), and the tile stores value * sigmoid(gate),
+// 64 columns. csrc/gemm_epilogue.h maps a module's epilogue name onto it.
+enum class Epilogue { kNone, kRelu, kGelu, kGeluTanh, kSilu, kGlu };
 
 // A tile's output columns (also B's rows per TMA box: GLU loads its values and its gates in two boxes).
 template <Epilogue E>

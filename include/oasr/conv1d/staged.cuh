@@ -1,7 +1,7 @@
-// The depthwise conv1d's FFMA path for fp32 and for the streaming step (16-bit convolutions take the
-// tensor-core kernel of conv1d_tensor.cuh, which reuses this file's stage helpers): input frames staged
-// in shared memory, weights and accumulators in registers. Extends include/oasr/conv1d.cuh (its
-// parameters, per-element helpers, and the direct kernels that run whatever this path does not take).
+// The depthwise conv1d's staged FFMA kernels, for fp32 and for the streaming step (include/oasr/conv1d.cuh has
+// the op and the choice of path; 16-bit convolutions take tensor_core.cuh, which reuses this file's stage
+// helpers): input frames staged in shared memory, weights and accumulators in registers. Builds on direct.cuh
+// (the parameters, per-element helpers, and the direct kernels that run whatever this path does not take).
 //
 // Layout of the work. A block of kWarps warps owns one batch row, one channel tile of
 // 32 lanes x CH channels (64 channels: a 128-byte row of bf16) and a run of consecutive
@@ -23,7 +23,7 @@
 // waited for) before any is written, and no other block touches these channels.
 //
 // Anything else (K other than 15 and 31, unaligned views, channels not a multiple of a
-// 16-byte copy) runs the direct kernels of conv1d.cuh.
+// 16-byte copy) runs the direct kernels of direct.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,7 +31,7 @@
 #include <cstdint>
 
 #include "oasr/common/cp_async.cuh"
-#include "oasr/conv1d.cuh"
+#include "oasr/conv1d/direct.cuh"
 
 namespace oasr {
 namespace conv1d {
@@ -39,9 +39,9 @@ namespace staged {
 
 constexpr int kWarps = 8;            // warps per block, each on TO consecutive outputs of the tile
 constexpr int kStages = 2;           // tiles in shared memory: the one computed and those in flight
-constexpr int kMinBlocks = 2;        // resident blocks per SM asked of ptxas (at most 128 registers)
+constexpr int kMinBlocks = 2;        // resident blocks per SM asked of ptxas
 constexpr int kChunk31 = 16;         // outputs per lane at K = 31 (16-bit storage)
-constexpr int kChunk31Fp32 = 8;      // fp32 at K = 31 (a loaded frame is 2 registers)
+constexpr int kChunk31Fp32 = 8;      // fp32 at K = 31 (its frames take twice a 16-bit pair's registers)
 constexpr int kChunk15 = 16;         // outputs per lane at K = 15
 constexpr int kChunkShort = 4;       // outputs per lane when the sequence fits kWarps * kChunkShort frames
 constexpr double kSetupTiles = 0.3;  // the first tile's copy, which nothing overlaps, in tiles of work
@@ -58,7 +58,7 @@ struct StepState {
 
 // What a staged or tensor-core launch asked for (the launcher's error message names it).
 struct LaunchInfo {
-  const char* kernel = "the production kernels";
+  const char* kernel = "the direct kernels";
   int smem = 0;  // dynamic shared memory, bytes
   int64_t blocks = 0;
   int threads = 0;
@@ -69,7 +69,7 @@ namespace detail {
 using conv1d::detail::Lane;
 
 // sm_90's opt-in dynamic shared memory per block: a constant edit past it fails to compile
-// (the launch error of staged.cu names the device's own limit).
+// (csrc/conv1d.cu's launch error names the device's own limit).
 constexpr int kMaxSmemOptin = 227 * 1024;
 
 using oasr::cp_async_16;
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
 }
 
 // False when the state could not be written by the kernel (more than one tile): the
-// caller then runs the production ShiftState after it.
+// caller then runs direct.cuh's ShiftState after it.
 template <typename T, int TO, int K>
 cudaError_t launch_staged(const DepthwiseConv1dParams<T>& p, const StepState<T>& step, bool& state_written,
                           cudaStream_t stream, LaunchInfo* info) {
@@ -302,7 +302,7 @@ cudaError_t launch_for_length(const DepthwiseConv1dParams<T>& p, const StepState
 }
 
 // Whether the input and state can be staged in 16-byte copies (channels, pointers and strides in
-// whole copies) and the CH-wide stores and weights of production's vector path apply.
+// whole copies) and the CH-wide stores and weights of the direct kernels' vector path apply.
 template <typename T>
 bool copyable(const DepthwiseConv1dParams<T>& p, const StepState<T>& s) {
   constexpr int n = kCopyBytes / static_cast<int>(sizeof(T));
@@ -332,7 +332,7 @@ cudaError_t DepthwiseConv1dStaged(const DepthwiseConv1dParams<T>& p, const StepS
   if (p.batch <= 0 || p.channels <= 0 || p.out_len <= 0) return cudaSuccess;
   bool state_written = false;
   const cudaError_t status =
-      !detail::stageable(p, s)  ? DepthwiseConv1d(p, stream)
+      !detail::stageable(p, s)  ? DepthwiseConv1dDirect(p, stream)
       : p.kernel_size == 15     ? detail::launch_for_length<T, 15>(p, s, state_written, stream, info)
                                 : detail::launch_for_length<T, 31>(p, s, state_written, stream, info);
   if (status != cudaSuccess || s.state == nullptr || state_written) return status;

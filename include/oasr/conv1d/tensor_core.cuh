@@ -1,8 +1,8 @@
-// The depthwise conv1d of fp16/bf16 on tensor cores: production for 16-bit storage on views that
-// stage in 16-byte copies, K <= 65. Extends conv1d_staged.cuh, whose stage pipeline it follows (frames
-// copied with cp.async kStages tiles deep, padding zero-filled by the copies, masked frames zeroed on
-// arrival) and whose kernels run everything else, the streaming step included (at Conformer chunk sizes,
-// 16-64 frames, one tile per block, the FFMA kernel's shorter chain wins: dev/conv1d/results).
+// The depthwise conv1d of fp16/bf16 on tensor cores (include/oasr/conv1d.cuh has the op and the choice of
+// path), for 16-bit storage on views that stage in 16-byte copies, K <= 65. Extends staged.cuh, whose stage
+// pipeline it follows (frames copied with cp.async kStages tiles deep, padding zero-filled by the copies, masked
+// frames zeroed on arrival) and whose kernels run everything else, the streaming step included (at Conformer chunk sizes,
+// 16-64 frames, one tile per block, the FFMA kernel's shorter chain wins: dev/conv1d/RESULTS.md).
 //
 // The product. Per channel, the 128 outputs of a tile, o = 8 m + n (16 blocks m of 8 outputs n), are
 //   Out[m][n] = sum_j X[m][j] W[j][n],   X[m][j] = x[8 m + j],   W[j][n] = w[j - n] (0 <= j - n < K, else 0),
@@ -10,9 +10,8 @@
 // for an odd last one), fp32 accumulation of exact 16-bit products. W is a Toeplitz matrix, the same
 // for every block and tile of the channel: a block copies its channels' taps ahead of its first tile
 // (cp.async), writes each channel's tap pairs to shared memory once, and a fragment register (taps
-// 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair. Kept in registers instead, the 8
-// channels' fragments and the loads that ptxas hoists ahead of the mma needed 190 registers at K = 31,
-// spilling at the 128 that two blocks per SM allow. The arithmetic is cheap (E / 2 mma per 128 outputs
+// 8 e + 2 t - g, +1 for lane 4 g + t) is one 4-byte load of a pair (kept in registers, the 8 channels'
+// fragments did not fit beside two blocks per SM). The arithmetic is cheap (E / 2 mma per 128 outputs
 // of a channel); what costs is moving the frames, so everything below is about that.
 //
 // Layout of the work. A block of 8 warps owns one batch row, 64 channels (a 128-byte row of a stage)
@@ -39,7 +38,7 @@
 #include <cstdint>
 
 #include "oasr/common/mma.cuh"
-#include "oasr/conv1d_staged.cuh"
+#include "oasr/conv1d/staged.cuh"
 
 namespace oasr {
 namespace conv1d {
@@ -128,17 +127,6 @@ __device__ __forceinline__ void write_taps(const DepthwiseConv1dParams<T>& p, co
   if (threadIdx.x < kBlockChannels) bias[threadIdx.x] = bias_c;
 }
 
-// The activation of an fp32 result that is rounded to fp16 or bf16: SiLU by fast_silu (one SFU op; an exp and a
-// divide, two, made SiLU 1.12x the plain kernel at K = 31 on the H200).
-template <int kActivation>
-__device__ __forceinline__ float activate(float v) {
-  if constexpr (kActivation == kSilu) {
-    return fast_silu(v);
-  } else {
-    return conv1d::detail::activate<kActivation>(v);
-  }
-}
-
 template <typename T>
 __device__ __forceinline__ uint32_t round_pair(float lo, float hi) {
   const Packed<T, 2> v{{from_float<T>(lo), from_float<T>(hi)}};
@@ -167,7 +155,7 @@ __device__ __forceinline__ void transpose_tile(uint32_t stage, uint32_t frames, 
 }
 
 // 2 and 3. The warp's 8 channels of the tile into the output tile.
-template <typename T, int E, int kActivation>
+template <typename T, int E, Activation kActivation>
 __device__ __forceinline__ void compute_tile(uint32_t frames, uint8_t* out_tile, int warp, int lane,
                                              const uint32_t* taps, const float* bias) {
   using G = Geometry<E>;
@@ -192,8 +180,8 @@ __device__ __forceinline__ void compute_tile(uint32_t frames, uint8_t* out_tile,
       load_matrices<2, false>(a, row + i * G::kPitch + (E / 2) * 32);
       mma_1688(acc, a, w[i * G::kTapPitch + 8 * (E - 1)], T());
     }
-    pairs[i][0] = round_pair<T>(activate<kActivation>(acc[0]), activate<kActivation>(acc[1]));
-    pairs[i][1] = round_pair<T>(activate<kActivation>(acc[2]), activate<kActivation>(acc[3]));
+    pairs[i][0] = round_pair<T>(activate_rounded<kActivation>(acc[0]), activate_rounded<kActivation>(acc[1]));
+    pairs[i][1] = round_pair<T>(activate_rounded<kActivation>(acc[2]), activate_rounded<kActivation>(acc[3]));
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -210,13 +198,13 @@ __device__ __forceinline__ void compute_tile(uint32_t frames, uint8_t* out_tile,
 }
 
 template <typename T, int E>
-__device__ __forceinline__ void compute_tile(int activation, uint32_t frames, uint8_t* out_tile, int warp, int lane,
+__device__ __forceinline__ void compute_tile(Activation activation, uint32_t frames, uint8_t* out_tile, int warp, int lane,
                                              const uint32_t* taps, const float* bias) {
   switch (activation) {
-    case kSilu: return compute_tile<T, E, kSilu>(frames, out_tile, warp, lane, taps, bias);
-    case kRelu: return compute_tile<T, E, kRelu>(frames, out_tile, warp, lane, taps, bias);
-    case kGelu: return compute_tile<T, E, kGelu>(frames, out_tile, warp, lane, taps, bias);
-    default: return compute_tile<T, E, kNone>(frames, out_tile, warp, lane, taps, bias);
+    case Activation::kSilu: return compute_tile<T, E, Activation::kSilu>(frames, out_tile, warp, lane, taps, bias);
+    case Activation::kRelu: return compute_tile<T, E, Activation::kRelu>(frames, out_tile, warp, lane, taps, bias);
+    case Activation::kGelu: return compute_tile<T, E, Activation::kGelu>(frames, out_tile, warp, lane, taps, bias);
+    default: return compute_tile<T, E, Activation::kNone>(frames, out_tile, warp, lane, taps, bias);
   }
 }
 
@@ -305,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, Geometry<E>::kMinBlocks)
   // The copies: the taps (into the output tile's memory, free until the first tile is computed), then the
   // first tile, each a group of its own; the pairs are written while the tile is in flight, and only then do
   // the next tiles' copies go out, so that the first tile's do not share the memory system with them
-  // (H200: dev/README.md, conv1d, "where a block's time goes").
+  // (H200: dev/conv1d/RESULTS.md).
   const uint32_t raw = base + kStages * G::kStageBytes;
   detail::stage_weights(p, c0, raw);
   staged::detail::cp_async_commit();
@@ -400,20 +388,6 @@ bool applies(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s) {
 }
 
 }  // namespace detail
-
-// out = act(depthwise_conv(x) + bias) as DepthwiseConv1d, on tensor cores where detail::applies, else
-// DepthwiseConv1dStaged (which with s.state, the streaming step, updates the state too).
-template <typename T>
-cudaError_t DepthwiseConv1dTensor(const DepthwiseConv1dParams<T>& p, const staged::StepState<T>& s,
-                                  cudaStream_t stream, staged::LaunchInfo* info = nullptr) {
-  if constexpr (sizeof(T) != 2) {
-    return staged::DepthwiseConv1dStaged(p, s, stream, info);
-  } else {
-    if (p.batch <= 0 || p.channels <= 0 || p.out_len <= 0) return cudaSuccess;
-    if (!detail::applies(p, s)) return staged::DepthwiseConv1dStaged(p, s, stream, info);
-    return detail::launch_for_chunks(p, stream, info);
-  }
-}
 
 }  // namespace tensor
 }  // namespace conv1d
