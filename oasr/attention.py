@@ -15,6 +15,7 @@ op is the custom op ``torch.ops.oasr.<op>``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -187,13 +188,28 @@ def _check_rel_pos_attention(
     return q.shape
 
 
-def _scale(scale: float | None, head_dim: int) -> float:
-    return 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+def _options(q: Tensor, scale: float | None, chunk_size: int | None, left_chunks: int | None) -> tuple:
+    """The launchers' scale (default 1 / sqrt(D)), chunk (0: none) and left chunks (-1: all)."""
+    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
+    return scale, chunk_size or 0, -1 if left_chunks is None else left_chunks
 
 
-def _target(out: Tensor) -> Tensor:
-    """``out``, or a fresh tensor to compute into when the kernel cannot store ``out``'s layout in 16-byte pieces."""
-    return out if addressable(out) else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+def _run(
+    launcher: Callable[[object], Callable[..., None]],
+    out: Tensor,
+    tensors: tuple,
+    lengths: Tensor | None,
+    options: tuple,
+) -> None:
+    """``launcher(module)`` into ``out`` on views of ``tensors`` the kernel copies in 16-byte pieces (copies of the
+    others), or into a fresh tensor copied to an ``out`` whose layout it cannot store."""
+    if out.numel() == 0:
+        return
+    target = out if addressable(out) else torch.empty(out.shape, dtype=out.dtype, device=out.device)
+    contiguous_lengths = None if lengths is None else lengths.contiguous()
+    launcher(ATTENTION.module())(target, *map(addressable_copy, tensors), contiguous_lengths, *options)
+    if target is not out:
+        out.copy_(target)
 
 
 def _launch_attention(
@@ -206,21 +222,7 @@ def _launch_attention(
     chunk_size: int | None,
     left_chunks: int | None,
 ) -> None:
-    if out.numel() == 0:
-        return
-    target = _target(out)
-    ATTENTION.module().attention(
-        target,
-        addressable_copy(q),
-        addressable_copy(k),
-        addressable_copy(v),
-        None if lengths is None else lengths.contiguous(),
-        _scale(scale, q.shape[3]),
-        chunk_size or 0,
-        -1 if left_chunks is None else left_chunks,
-    )
-    if target is not out:
-        out.copy_(target)
+    _run(lambda m: m.attention, out, (q, k, v), lengths, _options(q, scale, chunk_size, left_chunks))
 
 
 def _launch_rel_pos_attention(
@@ -237,25 +239,9 @@ def _launch_rel_pos_attention(
     chunk_size: int | None,
     left_chunks: int | None,
 ) -> None:
-    if out.numel() == 0:
-        return
-    target = _target(out)
-    ATTENTION.module().rel_pos_attention(
-        target,
-        addressable_copy(q),
-        addressable_copy(k),
-        addressable_copy(v),
-        addressable_copy(p),
-        addressable_copy(pos_bias_u),
-        addressable_copy(pos_bias_v),
-        None if lengths is None else lengths.contiguous(),
-        shift,
-        _scale(scale, q.shape[3]),
-        chunk_size or 0,
-        -1 if left_chunks is None else left_chunks,
-    )
-    if target is not out:
-        out.copy_(target)
+    tensors = (q, k, v, p, pos_bias_u, pos_bias_v)
+    options = (shift, *_options(q, scale, chunk_size, left_chunks))
+    _run(lambda m: m.rel_pos_attention, out, tensors, lengths, options)
 
 
 @op(check=_check_attention, launch=_launch_attention)

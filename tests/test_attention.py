@@ -176,18 +176,18 @@ def test_reference_row_without_keys_is_zero():
 
 
 def test_harness_work_model():
-    config = {"b": 2, "t": 100, "h": 4, "d": 64, "ragged": 0}
+    config = {"b": 2, "t": 100, "h": 4, "d": 64, "kmin": 100}
     plain = entry.ATTENTION.work(config, torch.bfloat16)
     assert plain.flops == {"tensor_bf16": 2 * 2 * 2 * 4 * 100 * 100 * 64}
     assert plain.bytes == 4 * 2 * 100 * 4 * 64 * 2
-    relative = entry.REL_POS_ATTENTION.work({**config, "ragged": 1}, torch.float16)
+    relative = entry.REL_POS_ATTENTION.work({**config, "kmin": 50}, torch.float16)
     assert relative.flops == {"tensor_fp16": 3 * 2 * 2 * 4 * 100 * 75 * 64}
     assert relative.bytes == (4 * 2 * 100 * 4 * 64 + 199 * 4 * 64 + 2 * 4 * 64) * 2
 
 
 @pytest.mark.parametrize("op", [entry.ATTENTION, entry.REL_POS_ATTENTION], ids=lambda o: o.name)
 def test_harness_torch_backend_matches_its_reference_on_cpu(op):
-    config = {"b": 2, "t": 33, "h": 2, "d": 64, "ragged": 1}
+    config = {"b": 2, "t": 33, "h": 2, "d": 64, "kmin": 50}
     inputs = op.make_inputs(config, torch.bfloat16, torch.device("cpu"), 0)
     assert inputs["q"].data_ptr() + 2 * 64 * 2 == inputs["k"].data_ptr()  # views of one packed QKV
     check(op.backends["torch"](inputs), op.reference_for("torch")(inputs), torch.bfloat16)

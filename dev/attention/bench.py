@@ -6,7 +6,7 @@
     python dev/attention/bench.py --variant dev/attention/variants/narrow.patch   # and a variant of include/
 
 Shapes: the harness entries' (``profiling/harness/ops/attention.py``: the issue's (B, T, H, D)), each full and
-with key lengths uniform in [T/2, T] (``ragged``); q, k, v the views of one packed QKV.
+with key lengths uniform in [T/2, T] (``ragged``: the entries' ``kmin`` = 50); q, k, v the views of one packed QKV.
 
 - ``attention``: oasr against each SDPA backend (flash, cuDNN, efficient), each timed and the fastest taken as
   the peer (flash takes no mask: not in the ragged rows).
@@ -191,7 +191,7 @@ def table(
     verdicts = []
     for config in entry.SWEEP[: 2 * shapes]:
         shape = f"({config['b']},{config['t']},{config['h']},{config['d']})"
-        keys = "ragged" if config["ragged"] else "full"
+        keys = "full" if config["kmin"] >= 100 else "ragged"
         sections = []
         attention_us = None
         if not flex_only:

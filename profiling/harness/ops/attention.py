@@ -1,7 +1,8 @@
 """The attention family: ``attention`` and ``rel_pos_attention`` (ESPnet's shifted relative positions).
 
-Config: ``b`` batch rows, ``t`` frames, ``h`` heads, ``d`` head size, ``ragged`` 1 for key lengths uniform in
-[t/2, t] (one per batch row, int32 on the device), 0 for full rows. q, k and v are the three views of one packed
+Config: ``b`` batch rows, ``t`` frames, ``h`` heads, ``d`` head size, ``kmin`` the shortest key length in percent of
+``t``: 100 for full rows (no lengths), 50 for key lengths uniform in [t/2, t] ("ragged": one per batch row, int32 on
+the device). q, k and v are the three views of one packed
 QKV projection ``[b, t, 3, h, d]`` (what the model's QKV GEMM writes), ~ N(0, 1); p ~ N(0, 1) is ``[2t - 1, h, d]``
 and the biases ~ N(0, 0.1^2) are ``[h, d]``. float16 and bfloat16.
 
@@ -10,7 +11,7 @@ Backends: ``oasr``; ``torch`` is SDPA (torch's own backend choice, a boolean key
 the pad/view/slice rel_shift, masked softmax, ``@ v``) for ``rel_pos_attention``. The key mask is built with the
 inputs, as a model builds it once per forward.
 
-Work: FLOP = 2 b h t t_k d per product, where t_k = t (full) or the expected 3t/4 valid keys (ragged), for Q K^T
+Work: FLOP = 2 b h t t_k d per product, where t_k = t (1 + kmin / 100) / 2, the expected valid keys, for Q K^T
 and P V, and for ``rel_pos_attention`` one more for the positional scores (one q.p product per score, what the
 output needs: the kernel's 80-row windows do 1.25x that). Bytes: q, k, v read and the output written once (plus
 p and the biases).
@@ -43,7 +44,7 @@ SHAPES: tuple[tuple[int, int, int, int], ...] = (
 )
 """The issue's (B, T, H, D): Conformer encoders after 4x subsampling (d_model 256/512, 4-8 heads, 7.5-120 s)."""
 SWEEP: tuple[Config, ...] = tuple(
-    {"b": b, "t": t, "h": h, "d": d, "ragged": ragged} for b, t, h, d in SHAPES for ragged in (0, 1)
+    {"b": b, "t": t, "h": h, "d": d, "kmin": kmin} for b, t, h, d in SHAPES for kmin in (100, 50)
 )
 DTYPES = ("float16", "bfloat16")
 TOLERANCES: dict[str, tuple[float, float]] = {"float16": (2e-3, 2e-3), "bfloat16": (1e-2, 1e-2)}
@@ -52,15 +53,15 @@ BIAS_SCALE = 0.1
 
 def _large_case(op: OpSpec, dtype: torch.dtype) -> Config:
     """One long utterance: T = 8192 frames (5.5 min at 40 ms), 8 heads of 64."""
-    return {"b": 1, "t": 8192, "h": 8, "d": 64, "ragged": 0}
+    return {"b": 1, "t": 8192, "h": 8, "d": 64, "kmin": 100}
 
 
 def key_lengths(config: Config, device: torch.device, generator: torch.Generator) -> torch.Tensor | None:
-    """int32 [b] lengths uniform in [t/2, t] (``ragged``), else None."""
-    if not config["ragged"]:
+    """int32 [b] lengths uniform in [floor(t kmin / 100), t] (at least 1), or None for full rows (kmin >= 100)."""
+    if config["kmin"] >= 100:
         return None
     t = config["t"]
-    low = max(1, t // 2)
+    low = max(1, t * config["kmin"] // 100)
     return torch.randint(low, t + 1, (config["b"],), device=device, generator=generator, dtype=torch.int32)
 
 
@@ -200,7 +201,7 @@ def _rel_pos_torch(i: Inputs) -> torch.Tensor:
 def products_flops(config: Config, products: int) -> int:
     """FLOP of ``products`` [t, t_k] x d products per batch row and head (t_k: the expected valid keys)."""
     b, t, h, d = config["b"], config["t"], config["h"], config["d"]
-    keys = 0.75 * t if config["ragged"] else t
+    keys = t if config["kmin"] >= 100 else t * (1 + config["kmin"] / 100) / 2
     return int(products * 2 * b * h * t * keys * d)
 
 
@@ -217,7 +218,7 @@ def _work(relative: bool):
 ATTENTION = OpSpec(
     name="attention",
     family=families.ATTENTION,
-    config_fields=("b", "t", "h", "d", "ragged"),
+    config_fields=("b", "t", "h", "d", "kmin"),
     make_inputs=_inputs(relative=False),
     backends={"oasr": _attention_oasr, "torch": _attention_torch},
     reference=_attention_reference,
@@ -231,7 +232,7 @@ ATTENTION = OpSpec(
 REL_POS_ATTENTION = OpSpec(
     name="rel_pos_attention",
     family=families.ATTENTION,
-    config_fields=("b", "t", "h", "d", "ragged"),
+    config_fields=("b", "t", "h", "d", "kmin"),
     make_inputs=_inputs(relative=True),
     backends={"oasr": _rel_pos_oasr, "torch": _rel_pos_torch},
     reference=_rel_pos_reference,
