@@ -8,6 +8,8 @@ optional destination ``out=``. The families and their ops are declared once, in
 
 from .activation import glu as glu
 from .activation import swish as swish
+from .attention import attention as attention
+from .attention import rel_pos_attention as rel_pos_attention
 from .bmm import bmm as bmm
 from .conv1d import depthwise_conv1d as depthwise_conv1d
 from .conv1d import depthwise_conv1d_step as depthwise_conv1d_step

@@ -56,12 +56,14 @@ def bad_half_input(op: str, value: object, kernels: str, fp32_advice: str) -> Ty
     return bad_input(op, value, HALF_DTYPES)
 
 
-def bad_tensor(op: str, name: str, value: object, dtype: torch.dtype, shape: Sequence[int]) -> Exception:
-    """``name`` is not a tensor of ``input``'s ``dtype`` and of ``shape``."""
+def bad_tensor(
+    op: str, name: str, value: object, dtype: torch.dtype, shape: Sequence[int], first: str = "input"
+) -> Exception:
+    """``name`` is not a tensor of the op's first tensor's (``first``) ``dtype`` and of ``shape``."""
     if not isinstance(value, torch.Tensor):
         return TypeError(f"oasr.{op}: `{name}` must be a torch.Tensor, got {type(value).__name__}")
     if value.dtype != dtype:
-        return TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}, expected {dtype} (the dtype of `input`)")
+        return TypeError(f"oasr.{op}: `{name}` has dtype {value.dtype}, expected {dtype} (the dtype of `{first}`)")
     return ValueError(f"oasr.{op}: `{name}` has shape {tuple(value.shape)}, expected {tuple(shape)}")
 
 

@@ -92,13 +92,17 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "conv2d_subsampling": lambda: oasr.conv2d_subsampling(
             cuda(2, 9, 9), cuda(16, 1, 3, 3), cuda(16), cuda(16, 16, 3, 3), cuda(16)
         ),
+        "attention": lambda: oasr.attention(cuda(2, 3, 2, 64), cuda(2, 3, 2, 64), cuda(2, 3, 2, 64)),
+        "rel_pos_attention": lambda: oasr.rel_pos_attention(
+            cuda(2, 3, 2, 64), cuda(2, 3, 2, 64), cuda(2, 3, 2, 64), cuda(5, 2, 64), cuda(2, 64), cuda(2, 64)
+        ),
     }
     with pytest.raises(ValueError) as info:
         calls[op]()
     message = str(info.value)
-    first = "input_chunk" if op == "depthwise_conv1d_step" else "input"
+    first = {"depthwise_conv1d_step": "input_chunk", "attention": "q", "rel_pos_attention": "q"}.get(op, "input")
     assert message.startswith(f"oasr.{op}: `{first}` is on cuda:0, a GPU of compute capability 7.5, but the ")
-    listed = "9.0." if family_of(op).capabilities == (90,) else "8.0, 8.6"  # the CUTLASS families: sm90a only
+    listed = ", ".join(f"{cc // 10}.{cc % 10}" for cc in sorted(family_of(op).capabilities))
     assert f"kernels run only on compute capability {listed}" in message and "\n" not in message
     assert gpu.launchers.calls == []
     # Not remembered: the next call is refused again.

@@ -165,6 +165,32 @@ class TorchLaunchers:
 
     conv2d_implicit_gemm = conv2d_direct
 
+    def attention(self, out, q, k, v, lengths, scale, chunk_size, left_chunks):
+        self._attend(out, q, k, v, None, lengths, scale, chunk_size, left_chunks)
+
+    def rel_pos_attention(self, out, q, k, v, p, pos_bias_u, pos_bias_v, lengths, shift, scale, chunk, left):
+        t = q.shape[1]
+        positional = (q + pos_bias_v).float().transpose(1, 2) @ p.float().permute(1, 2, 0)  # [B, H, T, P]
+        if shift:  # p's row r is the relative position T - 1 - r
+            i, j = torch.arange(t, device=q.device)[:, None], torch.arange(t, device=q.device)[None]
+            positional = positional.gather(-1, (t - 1 - i + j).expand(*positional.shape[:2], t, t))
+        self._attend(out, q + pos_bias_u, k, v, positional, lengths, scale, chunk, left)
+
+    def _attend(self, out, q, k, v, positional, lengths, scale, chunk, left):  # [B, T, H, D], masked rows zero
+        t = q.shape[1]
+        scores = q.float().transpose(1, 2) @ k.float().permute(0, 2, 3, 1)
+        if positional is not None:
+            scores = scores + positional
+        i, j = torch.arange(t, device=q.device)[:, None], torch.arange(t, device=q.device)[None]
+        mask = torch.ones(t, t, dtype=torch.bool, device=q.device)
+        if chunk > 0:
+            start = torch.zeros_like(i) if left < 0 else ((i // chunk - left) * chunk).clamp(min=0)
+            mask = (j >= start) & (j < (i // chunk + 1) * chunk)
+        if lengths is not None:
+            mask = mask & (j < lengths.clamp(0, t).view(-1, 1, 1, 1))
+        weights = torch.softmax((scores * scale).masked_fill(~mask, float("-inf")), -1).masked_fill(~mask, 0.0)
+        out.copy_((weights @ v.float().transpose(1, 2)).transpose(1, 2))
+
     def conv2d_subsampling_smem_bytes(self, f2, d):
         return 0
 
@@ -207,7 +233,11 @@ def opcheck_cases(device: torch.device | str) -> dict[str, tuple]:
     def new(*shape: int) -> torch.Tensor:
         return torch.empty(shape or x.shape, device=device)
 
+    q, k, v, p, bias = attention_inputs(x.bfloat16(), w.bfloat16())
+    lengths = torch.tensor([3, 1], dtype=torch.int32, device=device)
     return {
+        "attention": (torch.empty_like(q), q, k, v, lengths, 0.125, 2, 0),
+        "rel_pos_attention": (torch.empty_like(q), q, k, v, p, bias, bias, None, True, None, None, None),
         "scale": (new(), x, 2.0),
         "glu": (new(2, 3, 4), x),
         "swish": (new(), x),
@@ -235,6 +265,17 @@ def opcheck_cases(device: torch.device | str) -> dict[str, tuple]:
             w.repeat(2).bfloat16(),
         ),
     }
+
+
+def attention_inputs(h: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """q, k, v [B, T, 2, 64], p [2T - 1, 2, 64] and a bias [2, 64] from a half [B, T, C] tensor and a [C] one."""
+
+    def widened(x: torch.Tensor) -> torch.Tensor:  # the last dimension repeated or cut to 128
+        return torch.cat([x] * -(-128 // x.shape[-1]), -1)[..., :128]
+
+    q = widened(h).reshape(*h.shape[:2], 2, 64)
+    p = torch.cat([q[0], q[0, 1:]], 0)
+    return q, q.flip(1), q * 0.5, p, widened(w).reshape(2, 64)
 
 
 def test_opcheck(cpu_launchers):
@@ -325,6 +366,12 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
     w1 = projection[:, :9].reshape(-1, 1, 3, 3)
     w2 = projection[:, :, None, None].expand(-1, -1, 3, 3).contiguous()
     results.append(oasr.conv2d_subsampling(h, w1, w, w2, w))
+    # attention: q, k, v [B, T, 2, 64] and p from h; key lengths, a chunk mask, both relative forms.
+    q, k, v, p, bias = attention_inputs(h, w)
+    lengths = torch.tensor([h.shape[1], 2], dtype=torch.int32, device=h.device)
+    results.append(oasr.attention(q, k, v, lengths, chunk_size=2, left_chunks=1))
+    results.append(oasr.rel_pos_attention(q, k, v, p, bias, bias, lengths, out=torch.empty_like(q)))
+    results.append(oasr.rel_pos_attention(q, k, v, p[: h.shape[1]], bias, bias, shift=False))
     results.append(oasr.scale(x, 0.25, out=x))  # in place, last
     return results
 

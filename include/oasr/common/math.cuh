@@ -28,6 +28,13 @@ __device__ __forceinline__ float tanh_approx(float x) {
   return t;
 }
 
+// 2^x by the SFU's approximation (MUFU.EX2; denormal results flush to 0, 2^-inf = 0).
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // h (1 + tanh(u)) in one SFU op and one FMA: the sigmoid-gated epilogues' form, since x sigmoid(y) is that with
 // h = x / 2 and u = y / 2, and gelu_tanh is with h = x / 2 (common/activation.cuh). The SFU's 16 results per clock and
 // SM bound such an epilogue: an exp and a reciprocal, two ops, made fp16's bias + SiLU gemm 1.15x slower (H200).
@@ -59,6 +66,14 @@ __device__ __forceinline__ uint32_t round_pair(float lo, float hi, half) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
   }
   return r;
+}
+
+// The inverse of round_pair: the two 16-bit elements of r as floats, the low half first.
+__device__ __forceinline__ float2 unpack_pair(uint32_t r, half) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&r));
+}
+__device__ __forceinline__ float2 unpack_pair(uint32_t r, nv_bfloat16) {
+  return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&r));
 }
 
 // Division by a divisor fixed at launch, for dividends below 2^31: one multiply-high,

@@ -30,6 +30,7 @@
 
 #include <cstdint>
 
+#include "oasr/common/cp_async.cuh"
 #include "oasr/conv1d/direct.cuh"
 
 namespace oasr {
@@ -71,14 +72,9 @@ using conv1d::detail::Lane;
 // (csrc/conv1d.cu's launch error names the device's own limit).
 constexpr int kMaxSmemOptin = 227 * 1024;
 
-__device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
+using oasr::cp_async_16;
+using oasr::cp_async_commit;
+using oasr::cp_async_wait;
 
 // A stage of Rows frames of one channel tile (32 lanes x CH channels of T): 16-byte copies per row and
 // per thread. The helpers below take any geometry with these members; the tensor-core kernel's derives
