@@ -101,13 +101,6 @@ class Peer:
     """The command-line flag that turns it on (it is slow); without it the peer is a 'not requested' row."""
 
 
-def _import(name: str) -> Callable[[], Any]:
-    def load() -> Any:
-        return importlib.import_module(name)
-
-    return load
-
-
 def rows(x: torch.Tensor) -> torch.Tensor:
     """``[..., c]`` as ``[rows, c]`` (a view of a contiguous tensor): the 2-D layout the norm libraries take."""
     return x.reshape(-1, x.shape[-1])
@@ -182,7 +175,9 @@ def build_flashinfer() -> dict[str, Any]:
     return {spec.name: spec.build_and_load() for spec in specs}
 
 
-FLASHINFER = Library("flashinfer", "flashinfer-python", _import("flashinfer"), prepare=build_flashinfer)
+FLASHINFER = Library(
+    "flashinfer", "flashinfer-python", lambda: importlib.import_module("flashinfer"), prepare=build_flashinfer
+)
 
 
 def _fi_modules(ctx: UnitContext) -> dict[str, Any]:
@@ -270,7 +265,7 @@ FLASHINFER_PEER = Peer(
 QUACK = Library(
     "quack",
     "quack-kernels",
-    _import("quack"),
+    lambda: importlib.import_module("quack"),
     cannot_travel="quack-kernels needs nvidia-cutlass-dsl, whose CUDA 13 library wheel is 92 MB (its MLIR "
     "library alone 73 MB compressed, already stripped): past the 64 MiB a device call carries",
 )
@@ -310,7 +305,7 @@ QUACK_PEER = Peer(
 
 # ---------------------------------------------------------------------------------------------- Inductor
 
-TORCH = Library("torch", "torch", _import("torch"))
+TORCH = Library("torch", "torch", lambda: importlib.import_module("torch"))
 
 
 def _inductor(mode: str | None) -> Make:
@@ -350,7 +345,7 @@ INDUCTOR_MAX_PEER = Peer(
 
 # ---------------------------------------------------------------------------------------------- cuDNN frontend
 
-CUDNN = Library("cudnn", "nvidia-cudnn-frontend", _import("cudnn"))
+CUDNN = Library("cudnn", "nvidia-cudnn-frontend", lambda: importlib.import_module("cudnn"))
 
 
 def _cudnn_type(cudnn: Any, dtype: torch.dtype) -> Any:
@@ -554,7 +549,7 @@ FLEX_PEER = Peer(
 FLASH_ATTN = Library(
     "flash_attn",
     "flash-attn",
-    _import("flash_attn"),
+    lambda: importlib.import_module("flash_attn"),
     cannot_travel="flash-attn has no cp312 manylinux wheel (a source build takes hours) and flash-attn-4 has "
     "none either: torch SDPA's flash backend (sdpa_flash) and cuDNN SDPA stand in",
 )

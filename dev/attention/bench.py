@@ -45,6 +45,7 @@ from dev.tune_kernels import build_all, patched_include, variant_spec
 from oasr.jit.families import ATTENTION
 from profiling.harness.correctness import compare
 from profiling.harness.ops import attention as entry
+from profiling.harness.ops import parse_dtype
 from profiling.harness.timing import op_input_sets, require_cuda, run_gpu_script, time_interleaved
 
 Fn = Callable[[dict], torch.Tensor]
@@ -242,7 +243,7 @@ def main() -> int:
     parser.add_argument("--variant", type=Path, action="append", default=[], help="a patch of include/, timed too")
     args = parser.parse_args()
     require_cuda("dev/attention/bench.py")
-    dtype = getattr(torch, args.dtype)
+    dtype = parse_dtype(args.dtype)
     specs = {"": ATTENTION.jit_spec()}
     for patch in args.variant:
         name, include = patched_include(patch)

@@ -418,7 +418,7 @@ inline bool wide_blocks(int time) {
 // The shifted form at D = 128 runs on blocks of 8 warps where wide_blocks allows: its 4-warp kernel spills 132 bytes
 // at 255 registers, the 8-warp one 32, and it took 83 against 115 us on (16, 375, 8, 128). Every other form keeps 4
 // warps: on 8 they took 1.0-1.3x longer (8 warps resident on an SM against 12 at D = 64), H200, bf16
-// (dev/attention/results/bench_e7b5e12_h200.txt, where production ran all forms on 8 and the narrow variant on 4).
+// (dev/attention/RESULTS.md).
 template <typename T, int D, RelPos kRel>
 cudaError_t LaunchBlocks(const Params<T>& p, cudaStream_t stream) {
   if constexpr (D == 128 && kRel == RelPos::kShifted) {

@@ -189,28 +189,6 @@ GROUP_GEMM = Family(
 ATTENTION = Family(
     name="attention",
     ops=("attention", "rel_pos_attention"),
-    notebook="09_attention",
-    title="09 · attention — softmax attention and the Conformer's relative-position form, fused",
-    summary=(
-        "`attention(q, k, v)` (softmax(q k^T * scale) v per batch row and head, as SDPA) and `rel_pos_attention`, "
-        "the relative-position attention of ESPnet, NeMo and WeNet Conformers: scores "
-        "`((q + u) k^T + rel_shift((q + v) p^T)) * scale`, or WeNet's unshifted `(q + v) p^T`. `q`, `k`, `v` are "
-        "`[B, T, H, D]` views (the packed QKV GEMM's output, no copy), with key lengths and the streaming chunk "
-        "mask computed in the kernel; fp16 and bf16, fp32 accumulation, against every SDPA backend, ESPnet's eager "
-        "code, SDPA with the positional scores as a mask, and FlexAttention."
-    ),
-    design=(
-        "`include/oasr/attention.cuh`: FlashAttention-2's scheme on mma.sync m16n8k16. A block of 4 or 8 warps owns "
-        "64 or 128 queries of one (batch row, head), 16 per warp, their q (+ u) fragments in registers (8 warps "
-        "for the shifted form at D = 128, whose 4-warp kernel spills); it walks the key blocks of 64 that the key "
-        "length and the chunk mask leave (the others are skipped), K, V and p staged "
-        "with cp.async in XOR-swizzled tiles (V's copy under the score products, the next K's under the softmax), "
-        "and keeps an online softmax in registers: no score matrix leaves the SM. The rel-shift is an index map: "
-        "per key block a warp multiplies (q + v) by the 80 consecutive rows of p its 16 x 64 tile spans and reads "
-        "the band back through its own shared memory, `bd[i][j] = W[i][j - i + 15]` (1.25x the Q K^T work); WeNet's "
-        "unshifted p is a second K accumulated into the same scores."
-    ),
-    headers=("oasr/attention.cuh", "oasr/common/mma.cuh", "oasr/common/cp_async.cuh"),
     # mma.sync and cp.async (sm_80+); the D = 128 relative form takes 101 KB of shared memory per block,
     # more than compute capability 8.6, 8.9 and 12.x give one.
     capabilities=(80, 87, 90, 100, 103),
