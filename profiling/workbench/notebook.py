@@ -263,7 +263,10 @@ class Workbench:
                 f"`python -m profiling.nsight --op {spec.name} --preset source --backends oasr --config {flags}`, "
                 "then commit `reports/`.*"
             )
-        lines = source.result_lines(result.launches, result.report_paths)
+        try:
+            lines = source.result_lines(result.launches, result.report_paths)
+        except ValueError as exc:  # a damaged line table: said in one line, nothing of it shown
+            return HTML(f"<p><b>No hotspots of {html.escape(spec.name)}:</b> {html.escape(str(exc))}</p>")
         launch = result.launches.loc[result.launches["duration_s"].idxmax()]  # the op's main kernel
         mine = lines[(lines["launch"] == launch["launch"]) & (lines["profile"] == launch["profile"])]
         verdict = limiter.limit(launch, limiter.stall_shares(mine))
