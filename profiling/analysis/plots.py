@@ -50,6 +50,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
 
 from .. import units
+from ..units import format_rate
 
 BACKEND_STYLE: dict[str, dict[str, Any]] = {
     "oasr": {"marker": "o", "color": "C0"},
@@ -84,15 +85,6 @@ def _axes(ax: Axes | None, size: tuple[float, float] = (8.0, 5.5)) -> tuple[Figu
         return ax.figure, ax
     fig = Figure(figsize=size, layout="constrained")
     return fig, fig.add_subplot()
-
-
-def format_rate(value: float, unit: str) -> str:
-    """A rate with a decimal prefix and two decimals, ``4237396824699.9`` -> ``"4.24 TB/s"``.
-
-    Every ceiling label (and the workbench's ceilings table) rounds through here, so one
-    value reads the same on every plot.
-    """
-    return units.decimal(value, unit, ".2f", missing="?")
 
 
 def _binary_bytes(value: float) -> str:

@@ -28,7 +28,7 @@ from ..analysis import limiter, plots, roofline
 from ..files import ShownPath, atomic_write_text, shown_path
 from ..harness import correctness, timing
 from ..harness.measure import measure
-from ..harness.ops import Config, OpSpec, ops_of, parse_dtype
+from ..harness.ops import Config, OpSpec, get_op, ops_of, parse_dtype
 from ..nsight import runner, source
 from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
 from .display import Table, config_in_op_order
@@ -278,16 +278,33 @@ class Workbench:
             return HTML(page + f"<p>{html.escape(str(exc))}</p>")
         return HTML(page + Table(source.top_lines(mine, count=count).drop(columns="file"))._repr_html_() + annotated)
 
-    def compare(self, base: str = "HEAD", head: str = compare.WORKTREE, op: str | None = None) -> Any:
+    def compare(self, base: str | None = None, head: str = compare.WORKTREE, op: str | None = None) -> Any:
         """``op``'s kernel at revision ``base`` against ``head`` (default: the working tree, so an edit made in
         this session is compared with the last commit): per config both times, the ratio and the verdict
-        (:mod:`profiling.compare`). Replay compares the recorded samples of the two source states."""
+        (:mod:`profiling.compare`). Replay compares the recorded samples of the two source states; there the
+        default ``base`` is the revision recorded against this tree's sources (``scripts/record_compare.sh``),
+        else HEAD."""
         name = op or self.op_names[0]
         try:
+            base = base or (self._recorded_base(name) if self.replayed else None) or "HEAD"
             table = compare.compare_states(name, base, head, live=not self.replayed)
         except (ValueError, timing.NoGPUError) as exc:
             return Markdown(f"*No comparison of `{name}`: {exc}*")
         return Table(table)
+
+    def _recorded_base(self, op: str) -> str | None:
+        """The revision whose samples were recorded with this working tree's (``C~1`` for a compare of C against
+        its parent recorded at C), None when none was."""
+        with compare.checkout(compare.WORKTREE) as root:
+            mine = compare.state_hash(get_op(op).family, root)
+        states = compare.recorded_states(self.gpu_slug, op)
+        here = next((s for s in states if s["hash"] == mine), None)
+        if here is None:
+            return None
+        with_it = [
+            s for s in states if s["commit"] == here["commit"] and s["hash"] != mine and s["state"] != "WORKTREE"
+        ]
+        return with_it[0]["revision"] if with_it else None
 
     # ------------------------------------------------------------ summary
 
