@@ -31,12 +31,14 @@ def starting(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None)
     :func:`started`, Ctrl-C ends the command with one line and :data:`EXIT_INTERRUPTED`, not a traceback from
     inside an import."""
     parser.parse_args(argv)
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # a background job that ignores Ctrl-C still does
+        signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
 def started() -> None:
     """The command has loaded what it needs: Ctrl-C raises ``KeyboardInterrupt`` again (its cleanups run)."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _interrupted_while_starting(signum: int, frame: FrameType | None) -> None:
