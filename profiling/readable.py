@@ -57,7 +57,15 @@ HEADERS = {
     "expected_flop": "expected FLOP",
     "flop": "FLOP",
     "max_abs_err": "max abs err",
-    "max_rel_err": "max rel err",
+    "max_rel_err": "max rel err (of max |ref|)",
+    "err_over_tol": "error / tolerance (passes ≤ 1)",
+    "pct_samples": "% of warp samples",
+    "warp_samples": "warp samples",
+    "inst_executed": "warp instructions",
+    "l2_excess_sectors": "excess L2 sectors (uncoalesced)",
+    "shared_excess_wavefronts": "excess shared wavefronts (bank conflicts)",
+    "top_stalls": "top stall reasons",
+    "pcs": "SASS instructions",
     "knee_flop_per_byte": "knee (FLOP/B)",
     "oasr_seconds": "oasr (µs)",
     "torch_seconds": "torch (µs)",
@@ -138,7 +146,9 @@ def header(column: Any) -> str:
         return f"{name[: -len('_flop_per_byte')].replace('_', ' ').replace('ai ', 'AI ')} (FLOP/B)"
     if name.endswith("_pct"):
         return f"{name[:-4].replace('_', ' ')} (%)"
-    return name.replace("_", " ") if name.endswith("_bytes") else name
+    if name.startswith("pct_"):
+        return f"% of {name[4:].replace('_', ' ')}"
+    return name.replace("_", " ")
 
 
 def _rate_by_unit(values: pd.Series, units: pd.Series) -> list[str]:

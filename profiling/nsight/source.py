@@ -290,6 +290,22 @@ def hottest_file(table: pd.DataFrame, by: str = "samples") -> str:
 
 
 HEAT_COLOR = "#d9480f"
+LIBRARIES = ("cutlass", "cuda")
+"""Header libraries named by the folder their ``include/`` sits in on the recording machine."""
+
+
+def shown_file(path: str) -> str:
+    """A recorded source path without the recording machine's folders: relative to its library's root, e.g.
+    ``.../cutlass_library/source/include/cute/arch/copy_sm90.hpp`` -> ``cutlass/include/cute/arch/copy_sm90.hpp``,
+    ``/work/main/include/oasr/norm.cuh`` -> ``include/oasr/norm.cuh`` (this repository's), ``/usr/local/cuda/...
+    /include/cuda_fp16.hpp`` -> ``cuda/include/cuda_fp16.hpp``; a path with no ``include/`` keeps its name only."""
+    head, sep, tail = str(path).replace("\\", "/").rpartition("/include/")
+    if not sep:
+        return str(path).rsplit("/", 1)[-1]
+    if tail.startswith("oasr/"):
+        return f"include/{tail}"
+    library = next((name for name in LIBRARIES if name in head.lower()), head.rstrip("/").rsplit("/", 1)[-1])
+    return f"{library}/include/{tail}"
 
 
 def annotated_source_html(table: pd.DataFrame, file: str | None = None, by: str = "samples") -> str:
@@ -317,7 +333,7 @@ def annotated_source_html(table: pd.DataFrame, file: str | None = None, by: str 
             f"<td style='text-align:right'>{shown}</td>"
             f"<td style='text-align:left;white-space:pre;font-family:monospace'>{html.escape(str(text))}</td></tr>"
         )
-    caption = html.escape(f"{file}: {by} per line (bar: share of the hottest line)")
+    caption = html.escape(f"{shown_file(file)}: {by} per line (bar: share of the hottest line)")
     head = f"<tr><th>line</th><th>heat</th><th>{html.escape(by)}</th><th>source</th></tr>"
     table_style = "border-collapse:collapse;font-size:90%"
     return f"<table style='{table_style}'><caption>{caption}</caption>{head}{''.join(body)}</table>"

@@ -67,11 +67,15 @@ _CSS = [
     {
         "selector": "th",
         "props": "position:sticky;top:0;background:#f5f5f5;text-align:right;padding:3px 8px;"
-        "border-bottom:1px solid #bbb;white-space:normal;vertical-align:bottom",
+        "border-bottom:1px solid #bbb;white-space:normal;vertical-align:bottom;min-width:4em",
     },
-    {"selector": "td", "props": "padding:2px 8px;white-space:nowrap;border-bottom:1px solid #eee"},
+    {"selector": "td", "props": "padding:2px 8px;border-bottom:1px solid #eee;vertical-align:top"},
     {"selector": "tbody tr:hover", "props": "background:#f0f6ff"},
 ]
+NUMBER_CELL = {"text-align": "right", "white-space": "nowrap"}
+"""A number is never broken across lines (nor cut: the box scrolls sideways instead)."""
+TEXT_CELL = {"text-align": "left", "white-space": "normal", "overflow-wrap": "anywhere", "max-width": "26em"}
+"""Long text (kernel names, flags, paths) wraps within its cell, so a table fits the page more often."""
 
 
 def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MAX_HEIGHT) -> str:
@@ -79,7 +83,16 @@ def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MA
 
     ``index``: show the index (default: only when it is not a plain range). Index labels are
     repeated on every row, so a row read in the middle of a scrolled box still names its op.
+    A column without a single value is left out and named beneath the table, with the notes in
+    ``df.attrs["notes"]`` (why values are missing, what a column means).
     """
+    empty = [c for c in df.columns if len(df) and df[c].isna().all()]
+    notes = [str(note) for note in df.attrs.get("notes", [])]
+    explained = " ".join(notes)
+    unexplained = [header(c) for c in empty if header(c) not in explained]
+    if unexplained:
+        notes.append(f"no value recorded (column left out): {', '.join(unexplained)}")
+    df = df.drop(columns=empty)
     shown = people(df)
     if index is None:
         index = not isinstance(df.index, pd.RangeIndex)
@@ -87,15 +100,16 @@ def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MA
         header(c) for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
     ]
     styler = shown.style.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
-    styler = styler.set_table_styles(_CSS).set_properties(**{"text-align": "left"})
+    styler = styler.set_table_styles(_CSS).set_properties(**TEXT_CELL)
     if numeric:
-        styler = styler.set_properties(subset=[c for c in numeric if c in shown], **{"text-align": "right"})
+        styler = styler.set_properties(subset=[c for c in numeric if c in shown], **NUMBER_CELL)
     if not index:
         styler = styler.hide(axis="index")
     rows = f"{len(df)} rows" if len(df) != 1 else "1 row"
+    foot = "; ".join([rows, *notes])
     return (
         f"<div class='oasr-table' style='max-height:{max_height};max-width:100%;overflow:auto'>"
-        f"{styler.to_html(sparse_index=False)}</div><div style='font-size:11px;color:#666'>{html.escape(rows)}</div>"
+        f"{styler.to_html(sparse_index=False)}</div><div style='font-size:11px;color:#666'>{html.escape(foot)}</div>"
     )
 
 
