@@ -27,6 +27,7 @@ INTEGER_COLUMNS = {
 
 HEADERS = {
     "seconds": "time (µs)",
+    "build_seconds": "build (s)",
     "eager_seconds": "eager (µs)",
     "base_seconds": "base (µs)",
     "head_seconds": "head (µs)",
@@ -98,6 +99,8 @@ def binary_size(nbytes: float) -> str:
 def _formatter(column: str, values: pd.Series) -> Callable[[Any], str]:
     """How one column's values read for people, from its name (its unit) and its values."""
     name = column.lower()
+    if name == "build_seconds":
+        return lambda v: significant(v)
     if name in ("seconds", "duration_s") or (name.endswith(("_seconds", "_s")) and not name.endswith("_per_s")):
         return lambda v: significant(v * 1e6)
     if name.endswith("bytes_per_s"):
@@ -120,7 +123,7 @@ def _formatter(column: str, values: pd.Series) -> Callable[[Any], str]:
     if name in ("rtol", "atol") or name.endswith("_err"):
         return lambda v: f"{v:.2e}"
     if name == "flop" or name.startswith(("flop_", "expected_flop")):
-        return lambda v: f"{v:,.0f}"
+        return lambda v: units.decimal(v, "", ".3g").strip() if abs(v) >= 1e3 else f"{v:.0f}"
     numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
     if name in INTEGER_COLUMNS or (numeric and _integral(values)):
         return lambda v: f"{v:.0f}"

@@ -64,8 +64,10 @@ class Workbench:
         info = dict(provenance.collect())
         try:
             info["ncu"] = str(runner.find_ncu())
-        except runner.NcuNotFoundError as exc:  # shown, not raised: replay needs no ncu
-            info["ncu"] = f"not found ({type(exc).__name__})"
+        except runner.NcuNotFoundError:  # shown, not raised: replay needs no ncu
+            info["ncu"] = (
+                "not found (replay needs none)" if self.replayed else "not found: profiling needs Nsight Compute"
+            )
         info["target archs"] = " ".join(CompilationContext().arch_names())
         info["nvcc path"] = shutil.which("nvcc") or "not found"
         info["mode"] = self.mode
@@ -114,12 +116,12 @@ class Workbench:
         row = {
             "module": info.name,
             "cache": "hit" if info.cache_hit else "miss (compiled)",
-            "seconds": round(info.seconds, 3),
+            "build_seconds": info.seconds,
             "key": info.key,
-            "library": shown_path(info.library),
+            "library": str(shown_path(info.library)),
             "nvcc flags": " ".join(f for f in info.nvcc_flags if not f.startswith("-I")),
         }
-        return pd.DataFrame([row])
+        return Table([row])
 
     # ------------------------------------------------------------ correctness
 

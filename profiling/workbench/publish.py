@@ -477,7 +477,7 @@ def _provenance_text(provenance_: dict) -> str:
     if provenance_.get("cuda_runtime"):
         parts.append(f"CUDA {provenance_['cuda_runtime']}")
     if provenance_.get("git_commit"):
-        parts.append(f"commit {provenance_['git_commit']}")
+        parts.append(f"commit {str(provenance_['git_commit'])[:7]}")  # one length in the index: git's short hash
     if provenance_.get("date"):
         parts.append(str(provenance_["date"]))
     return html.escape(", ".join(parts) or "-")
