@@ -146,3 +146,37 @@ def publish_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="replay: run N notebooks at a time (default: 1, one after the other)")  # fmt: skip
     return parser
+
+
+def crosscheck_parser() -> argparse.ArgumentParser:
+    """The command line of ``benchmarks/ncu_crosscheck.py``."""
+    parser = argparse.ArgumentParser(
+        prog="ncu_crosscheck.py", description="Do the benchmark's times agree with Nsight Compute's gpu__time_duration?"
+    )
+    parser.add_argument("--op", default="scale", help="the op (default: %(default)s)")
+    parser.add_argument("--dtype", default="float16", help="its dtype (default: %(default)s)")
+    parser.add_argument("--min-bytes", type=int, default=16 * 2**20,
+                        help="configs moving at least this many bytes (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--tolerance-pct", type=float, default=10.0,
+                        help="largest difference that passes, in %% (default: %(default)s)")  # fmt: skip
+    return parser
+
+
+def host_overhead_parser() -> argparse.ArgumentParser:
+    """The command line of ``benchmarks/host_overhead.py``."""
+    parser = argparse.ArgumentParser(
+        prog="host_overhead.py",
+        description="Host cost of one call (argument checks, dispatch, launch) of each op, oasr and torch.",
+    )
+    parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"],
+                        help="dtypes to time (default: %(default)s)")  # fmt: skip
+    return parser
+
+
+def generate_parser() -> argparse.ArgumentParser:
+    """The command line of ``notebooks/generate.py``."""
+    parser = argparse.ArgumentParser(
+        prog="notebooks/generate.py", description="Writes the family notebooks from one template."
+    )
+    parser.add_argument("--check", action="store_true", help="compare instead of writing")
+    return parser

@@ -64,3 +64,41 @@ def test_ctrl_c_while_the_main_command_starts_prints_no_traceback(tmp_path: Path
     out, err = process.communicate(timeout=120)
     assert process.returncode == publish.EXIT_INTERRUPTED, (out, err)
     assert "Traceback" not in err and "interrupted (Ctrl-C)" in out + err, err
+
+
+COMMANDS = [
+    ["-m", "profiling.nsight"],
+    ["-m", "profiling.compare"],
+    ["-m", "profiling.workbench.publish"],
+    ["benchmarks/oasr_benchmark.py"],
+    ["benchmarks/ncu_crosscheck.py"],
+    ["benchmarks/host_overhead.py"],
+    ["notebooks/generate.py"],
+]
+"""Every command line a user runs, but two whose package imports the library on its own: ``python -m oasr.jit``
+runs inside ``oasr``, whose ``__init__`` imports the ops (and torch), as does ``profiling.files`` under
+``python -m profiling.nsight.packing`` (through ``oasr.jit.core``): their start-up is the library's import."""
+HEAVY = ("torch", "pandas", "matplotlib")
+STARTUP_BOUND_S = 3.0
+"""Generous for a loaded 2-core machine (0.5 s there at best); the imported modules are what the test holds."""
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules ``python -X importtime`` reports importing."""
+    return {line.rsplit("|", 1)[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("flags", [["--help"], ["--bogus"]], ids=["help", "usage-error"])
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c[-1])
+def test_help_and_usage_errors_answer_without_torch_pandas_or_matplotlib(command, flags) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *command, *flags], cwd=REPO_ROOT, env=env, capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - start
+    assert done.returncode == (0 if flags == ["--help"] else 2), done.stderr[-2000:]
+    assert "usage:" in done.stdout + done.stderr and "Traceback" not in done.stderr
+    loaded = _imported(done.stderr)
+    assert loaded and not [m for m in loaded if m.split(".")[0] in HEAVY], sorted(loaded)
+    assert seconds < STARTUP_BOUND_S, f"{' '.join(command)} {flags[0]} took {seconds:.1f} s"
