@@ -408,7 +408,7 @@ def _recorded(
                 f"no recorded samples of {op} at {state.name} (source hash {state.hash}) for {', '.join(lacking)} "
                 f"in {shown_path(recording_path(gpu, op, state.hash).parent)}; {known}. Time it on a GPU with "
                 f"`python -m profiling.compare --op {op} --base {state.name if state.name != WORKTREE else 'HEAD'}` "
-                "(scripts/record_compare.sh records every family's) and commit reports/."
+                "(`bash scripts/h200_session.sh compare` records every family's) and commit reports/."
             )
     return {key: {s.name: stored[s.name][key] for s in states} for key in keys}
 

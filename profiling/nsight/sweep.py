@@ -102,7 +102,7 @@ class ProfileResult:
         """One line saying where the numbers come from (GPU, date, commit)."""
         made = "; ".join(
             dict.fromkeys(
-                f"{p.get('gpu', '?')} on {str(p.get('date', '?'))[:10]} at commit {p.get('git_commit', '?')}"
+                f"{p.get('gpu', '?')} on {str(p.get('date', '?'))[:10]} at commit {str(p.get('git_commit', '?'))[:7]}"
                 for p in self.provenance
             )
         )

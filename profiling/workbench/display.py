@@ -74,8 +74,13 @@ _CSS = [
 ]
 NUMBER_CELL = {"text-align": "right", "white-space": "nowrap"}
 """A number is never broken across lines (nor cut: the box scrolls sideways instead)."""
-TEXT_CELL = {"text-align": "left", "white-space": "normal", "overflow-wrap": "anywhere", "max-width": "26em"}
-"""Long text (kernel names, flags, paths) wraps within its cell, so a table fits the page more often."""
+TEXT_CELL = {"text-align": "left", "white-space": "nowrap"}
+"""Short text (a config, a dtype) stays on its line."""
+LONG_TEXT_CELL = {"text-align": "left", "white-space": "normal", "overflow-wrap": "anywhere"}
+LONG_TEXT_CELL |= {"min-width": "14em", "max-width": "28em"}
+"""Long text (kernel names, flags, paths, ncu's messages) wraps within a column of readable width."""
+LONG_TEXT = 28
+"""A text column holding a value longer than this many characters wraps."""
 
 
 def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MAX_HEIGHT) -> str:
@@ -101,6 +106,9 @@ def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MA
     ]
     styler = shown.style.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
     styler = styler.set_table_styles(_CSS).set_properties(**TEXT_CELL)
+    long = [c for c in shown.columns if c not in numeric and shown[c].astype(str).str.len().max() > LONG_TEXT]
+    if long:
+        styler = styler.set_properties(subset=long, **LONG_TEXT_CELL)
     if numeric:
         styler = styler.set_properties(subset=[c for c in numeric if c in shown], **NUMBER_CELL)
     if not index:

@@ -31,6 +31,7 @@ from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, get_op, ops_of
 from ..nsight import runner, source
 from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
+from ..readable import header
 from . import headline
 from .display import Table, config_in_op_order
 from .tables import REPLAY, load_table, report_gpu_slug, save_table, summary_path, workbench_mode
@@ -81,7 +82,7 @@ class Workbench:
         meta = self._recorded_meta()
         made = html.escape(  # provenance is data: escaped before it reaches HTML
             f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), "
-            f"commit {meta.get('git_commit', '?')}, {meta.get('date', '?')}"
+            f"commit {str(meta.get('git_commit', '?'))[:7]}, {meta.get('date', '?')}"
             if meta
             else f"no recording found in reports/{self.gpu_slug}"
         )
@@ -143,8 +144,8 @@ class Workbench:
         if older:  # their max_rel_err divided by each element's reference: 1e303 next to a near-zero one
             shown = Table(shown.assign(max_rel_err=shown["max_rel_err"].where(shown["err_over_tol"].notna())))
             shown.attrs["notes"] = [
-                f"max rel err and error / tolerance: not in the recordings of {', '.join(older)}, made when the "
-                "relative error was taken element by element (it blew up on near-zero references)"
+                f"{header('max_rel_err')} and {header('err_over_tol')}: not in the recordings of {', '.join(older)}, "
+                "made when the relative error was taken element by element (it blew up on near-zero references)"
             ]
         return shown
 
@@ -229,6 +230,8 @@ class Workbench:
             "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof",
         ]  # fmt: skip
         launches = config_in_op_order(self.analyze(result))
+        if launches["op"].nunique() == 1:  # the section's heading names it
+            columns.remove("op")
         return Table(launches[[c for c in columns if c in launches]])
 
     def ceilings(self, result: Any) -> pd.DataFrame:
