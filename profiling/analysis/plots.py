@@ -385,16 +385,18 @@ def _first_column(df: pd.DataFrame, candidates: Sequence[str]) -> str:
 def _positions(rows: pd.DataFrame, x: str) -> tuple[pd.Series, list[str]]:
     """Each row's x position, one per config in order of size (configs of equal size side by side, not on one
     x with a vertical zigzag between them), and the tick labels: the size, and the config where sizes repeat."""
-    labels = rows["config"].astype(str) if "config" in rows else rows[x].astype(str)
     sizes = rows[x].astype(float)
-    order = sorted(dict(zip(labels, sizes, strict=True)).items(), key=lambda item: (item[1], item[0]))
-    position = {label: i for i, (label, _) in enumerate(order)}
+    configs = rows["config"].astype(str) if "config" in rows else sizes.astype(str)
+    # a config in two dtypes moves two sizes: one position each, so every line runs in order of size
+    keys = pd.Series(list(zip(configs, sizes, strict=True)), index=rows.index)
+    order = sorted(set(keys), key=lambda key: (key[1], key[0]))
+    position = {key: i for i, key in enumerate(order)}
     shown = [_binary_bytes(size) if x != "flop" else units.decimal(size, "FLOP", ".3g") for _, size in order]
     repeated = pd.Series(shown).duplicated(keep=False).tolist()
     ticks = [
         text + (f"\n{label}" if twice else "") for (label, _), text, twice in zip(order, shown, repeated, strict=True)
     ]
-    return labels.map(position), ticks
+    return keys.map(position), ticks
 
 
 def rate_vs_size(

@@ -106,7 +106,8 @@ def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MA
     ]
     styler = shown.style.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
     styler = styler.set_table_styles(_CSS).set_properties(**TEXT_CELL)
-    long = [c for c in shown.columns if c not in numeric and shown[c].astype(str).str.len().max() > LONG_TEXT]
+    unbroken = {header("config")}  # a config is read whole: its box scrolls rather than split a field
+    long = [c for c in shown.columns if c not in numeric and c not in unbroken and shown[c].str.len().max() > LONG_TEXT]
     if long:
         styler = styler.set_properties(subset=long, **LONG_TEXT_CELL)
     if numeric:
