@@ -11,12 +11,16 @@ call, the best of five runs of 200 calls. One table per op; the target is <= 3 u
 
 from __future__ import annotations
 
-import argparse
 import sys
 from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from profiling import commands
+
+if __name__ == "__main__":
+    commands.starting(commands.host_overhead_parser())  # --help and usage errors before torch loads
 
 import torch
 
@@ -44,9 +48,7 @@ def launch_floor() -> object:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"])
-    args = parser.parse_args()
+    args = commands.host_overhead_parser().parse_args()
     require_cuda("host_overhead")
     device = torch.device("cuda")
     import tvm_ffi

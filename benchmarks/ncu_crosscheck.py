@@ -12,12 +12,16 @@ so small sizes read higher than ncu's; from 16 MiB on the two should agree.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from profiling import commands
+
+if __name__ == "__main__":
+    commands.starting(commands.crosscheck_parser())  # --help and usage errors before the imports below load torch
 
 import pandas as pd
 
@@ -44,12 +48,7 @@ def crosscheck(op_name: str, dtype: str, min_bytes: int) -> pd.DataFrame:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--op", default="scale")
-    parser.add_argument("--dtype", default="float16")
-    parser.add_argument("--min-bytes", type=int, default=16 * 2**20)
-    parser.add_argument("--tolerance-pct", type=float, default=10.0)
-    args = parser.parse_args()
+    args = commands.crosscheck_parser().parse_args()
     table = crosscheck(args.op, args.dtype, args.min_bytes)
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     worst = table["diff_pct"].abs().max()
@@ -58,4 +57,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    commands.started()
     sys.exit(main())

@@ -40,6 +40,15 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchmarks import cli
+from benchmarks.cli import GLOBAL_FLAGS, PROG, UsageError, _add_global_flags, _Parser
+from profiling import commands
+
+if __name__ == "__main__" and not cli.names_a_run(sys.argv[1:]):
+    commands.starting(
+        cli.build_parser(exits=True), sys.argv[1:]
+    )  # the global --help and usage errors before torch loads
+
 import torch
 
 from benchmarks.output import OutputWriter, plot_results
@@ -52,90 +61,15 @@ from profiling.scaleout.engine import ENGINES
 from profiling.scaleout.gpus import resolve
 from profiling.scaleout.timing import SweepFailedError, measure_sweep
 
-PROG = "oasr_benchmark.py"
-GLOBAL_FLAGS = ("list", "testlist", "dry_run", "output_path", "plot", "verbose", "gpus", "engine", "address")
 ROUTINES: dict[str, list[OpSpec]] = {f.name: ops_of(f) for f in FAMILIES if ops_of(f)}
 """Routine (family) -> its subroutines (the family's harness ops)."""
 BACKEND_ALIASES = {"cuda": "oasr"}
 """Older testlists name oasr's kernels ``cuda``."""
 
 
-class UsageError(Exception):
-    """A bad command line or testlist line (exit code 2)."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise UsageError(message)
-
-
-class _SizeAction(argparse.Action):
-    """``--size``: one list; ``--shape``: a list of tuples, one per occurrence."""
-
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[override]
-        if any(v < 1 for v in values):
-            raise argparse.ArgumentError(self, f"sizes must be positive, not {' '.join(map(str, values))}")
-        if self.nargs == "+":
-            setattr(namespace, self.dest, [[v] for v in values])
-        else:
-            setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), list(values)])
-
-
-def _add_size_flag(parser: argparse.ArgumentParser, op: OpSpec) -> None:
-    """``--size N [N ...]`` for ops sized by ``n`` alone, else ``--shape F1 F2 ...`` (repeatable)."""
-    fields = op.config_fields
-    default = "default: the op's benchmark configs"
-    if fields == ("n",):
-        flag, nargs, metavar, text = "--size", "+", "N", f"element counts ({default})"
-    else:
-        flag, nargs, metavar = "--shape", len(fields), tuple(f.upper() for f in fields)
-        text = f"{', '.join(fields)}; repeat for several shapes ({default})"
-    parser.add_argument(flag, dest="sizes", type=int, nargs=nargs, action=_SizeAction, metavar=metavar, help=text)
-
-
-def _add_global_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("global flags (command line only)")
-    group.add_argument("--list", action="store_true", help="list routines, subroutines and default configs")
-    group.add_argument("--testlist", metavar="FILE", help="run each line of FILE (one run's flags per line)")
-    group.add_argument("--dry_run", action="store_true", help="print the runs without running them (no GPU needed)")
-    group.add_argument("--output_path", metavar="CSV", help="write all results as CSV (schema: benchmarks/README.md)")
-    group.add_argument("--plot", metavar="PNG", help="save bandwidth against size per backend")
-    group.add_argument("-v", "--verbose", action="count", default=0, help="-v: p10/p90/std; -vv: timing details")
-    group.add_argument("--gpus", metavar="all|N|IDS", help="spread each run over GPUs: all, a count, or ids like 0,1 "
-                       "(default: this process's GPU)")  # fmt: skip
-    group.add_argument("--engine", default="local", choices=ENGINES, help="with --gpus: one process per GPU (local, "
-                       "default) or Ray tasks (ray)")  # fmt: skip
-    group.add_argument(
-        "--address", metavar="ADDR", help="with --engine ray: the cluster to join (auto, ray://host:10001)"
-    )
-
-
-def _add_run_flags(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("run flags (command line or testlist line)")
-    group.add_argument("--routine", help=f"kernel family: {', '.join(ROUTINES)}")
-    group.add_argument("--subroutine", help="op of the family (default: its first)")
-    group.add_argument("--backends", nargs="+", metavar="NAME", help="backends to time (default: all of the op's)")
-    group.add_argument("--dtype", default="float16", help="float32, float16 or bfloat16 (default float16)")
-    group.add_argument("--refcheck", action="store_true", help="check each backend against the reference, after timing")
-    group.add_argument("--allow_output_mismatch", action="store_true", help="report backends that fail --refcheck")
-    group.add_argument("--num_iters", type=int, default=30, help="timed samples (graph replays or launches)")
-    group.add_argument("--dry_run_iters", type=int, default=5, help="warm-up launches, not timed")
-    group.add_argument("--rounds", type=int, default=3, help="the backends are timed in turn this many times")
-    group.add_argument("--use_cuda_events", action="store_true", help="per-launch CUDA events instead of CUDA graphs")
-    group.add_argument("--compare", action="store_true", help="time torch too (speedup) even if not in --backends")
-    group.add_argument("--profile", action="store_true", help="run --target once per config in NVTX ranges (for ncu)")
-    group.add_argument("--target", default="oasr", help="backend that --profile runs (default oasr)")
-
-
 def build_parser(op: OpSpec | None = None, *, global_flags: bool = True) -> argparse.ArgumentParser:
-    """The CLI parser; ``op`` adds its size flag."""
-    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0], allow_abbrev=False, add_help=global_flags)
-    if global_flags:
-        _add_global_flags(parser)
-    _add_run_flags(parser)
-    if op is not None:
-        _add_size_flag(parser, op)
-    return parser
+    """The CLI parser (:mod:`benchmarks.cli`); ``op`` adds its size flag."""
+    return cli.build_parser(op.config_fields if op is not None else None, global_flags=global_flags)
 
 
 def _subroutine(routine: str, subroutine: str | None) -> OpSpec:
@@ -157,6 +91,8 @@ def parse_command(argv: Sequence[str], *, global_flags: bool = True) -> argparse
     op = _subroutine(known.routine, known.subroutine) if known.routine else None
     args = build_parser(op, global_flags=global_flags).parse_args(argv)
     args.op = op
+    if global_flags and args.engine not in ENGINES:  # the parser knows no engines: it loads nothing
+        raise UsageError(f"argument --engine: invalid choice: {args.engine!r} (choose from {', '.join(ENGINES)})")
     if op is None:
         return args
     args.subroutine = op.name
@@ -340,4 +276,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    commands.started()
     sys.exit(main())

@@ -10,16 +10,20 @@ profiling.workbench.notebook and hold no logic of their own. Notebooks are writt
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
-
-import nbformat
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from profiling.workbench.pages import PAGES, Page  # noqa: E402  (after the checkout is on the path)
+from profiling import commands  # noqa: E402  (after the checkout is on the path)
+
+if __name__ == "__main__":
+    commands.starting(commands.generate_parser())  # --help and usage errors before the imports below load torch
+
+import nbformat  # noqa: E402
+
+from profiling.workbench.pages import PAGES, Page  # noqa: E402
 
 
 def build(page: Page) -> nbformat.NotebookNode:
@@ -121,7 +125,8 @@ def build(page: Page) -> nbformat.NotebookNode:
             "both built from their own sources and timed in turn: per config both times, the ratio, and a "
             "verdict (faster / slower / same) drawn from the two distributions of per-replay samples, not "
             "from two medians (`profiling/compare.py`; `python -m profiling.compare --op OP --base REV` "
-            "on the command line)."
+            "on the command line). A replay compares the samples recorded for this tree's kernel sources with those "
+            "of the revision timed against them (`bash scripts/h200_session.sh compare` on the H200)."
         ),
         code("wb.compare()"),
         md(
@@ -150,9 +155,7 @@ def build(page: Page) -> nbformat.NotebookNode:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="compare instead of writing")
-    args = parser.parse_args()
+    args = commands.generate_parser().parse_args()
     stale = []
     for page in PAGES:
         path = HERE / f"{page.notebook}.ipynb"
@@ -168,4 +171,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    commands.started()
     sys.exit(main())

@@ -31,7 +31,11 @@ comparison runs from those recordings.
 
 from __future__ import annotations
 
-import argparse
+from . import commands
+
+if __name__ == "__main__":
+    commands.starting(commands.compare_parser())  # --help and usage errors before the imports below load torch
+
 import contextlib
 import dataclasses
 import functools
@@ -54,6 +58,7 @@ from oasr.jit.core import Variant, hash_headers, headers_under
 from oasr.jit.families import STAND_INS, Family
 
 from . import provenance
+from .commands import WORKTREE
 from .files import atomic_write_text, reports_root, shown_path
 from .harness import timing
 from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
@@ -66,8 +71,6 @@ ALPHA = 0.01
 LEVEL = 0.99
 """Confidence level of the bootstrap interval of the ratio."""
 RESAMPLES = 2000
-WORKTREE = "WORKTREE"
-"""The state name of the working tree as it is (uncommitted edits included)."""
 COMPARE_COLUMNS = (
     "op", "config", "dtype", "base", "head", "base_seconds", "head_seconds", "ratio", "ci_low", "ci_high",
     "p_value", "threshold", "verdict", "base_samples", "head_samples",
@@ -396,6 +399,27 @@ def compare_states(
     return compare_tables(op, base, head, samples)
 
 
+def recorded_states(gpu: str, op: str) -> list[dict[str, str]]:
+    """The source states of ``op`` recorded for ``gpu``, newest first: each one's ``hash``, the ``revision`` it was
+    timed as (a state named relative to HEAD, e.g. ``HEAD~1``, is written from the commit it was recorded at:
+    ``45a9f8d~1``; the working tree as ``the working tree at 45a9f8d``), its ``date``, and the ``state`` name and
+    ``commit`` it was recorded under."""
+    states = []
+    for path in sorted(recording_path(gpu, op, "-").parent.glob("*.json")):
+        try:
+            meta = json.loads(path.read_text())
+            commit = str(meta.get("provenance", {}).get("git_commit", "?"))[:7]
+            state, date = str(meta.get("state", "?")), str(meta.get("provenance", {}).get("date", "?"))
+        except (OSError, ValueError, AttributeError):  # a damaged recording is not one to offer
+            continue
+        if state == WORKTREE:
+            revision = f"the working tree at {commit}"
+        else:
+            revision = commit + state.removeprefix("HEAD") if state.startswith("HEAD") else state
+        states.append({"hash": path.stem, "revision": revision, "date": date[:10], "state": state, "commit": commit})
+    return sorted(states, key=lambda s: s["date"], reverse=True)
+
+
 def _recorded(
     gpu: str, op: str, states: Sequence[State], keys: Sequence[tuple[str, str]]
 ) -> dict[tuple[str, str], dict[str, list[float]]]:
@@ -403,10 +427,17 @@ def _recorded(
     for state in states:
         lacking = [f"{c},dtype={d}" for c, d in keys if (c, d) not in stored[state.name]]
         if lacking:
+            there = recorded_states(gpu, op)
+            known = (
+                "recorded there: " + "; ".join(f"{s['revision']} ({s['hash']}, {s['date']})" for s in there)
+                if there
+                else f"nothing of {op} is recorded there"
+            )
             raise ValueError(
                 f"no recorded samples of {op} at {state.name} (source hash {state.hash}) for {', '.join(lacking)} "
-                f"in {shown_path(recording_path(gpu, op, state.hash).parent)}; time it on a GPU with "
-                f"`python -m profiling.compare --op {op} --base ...` and commit reports/."
+                f"in {shown_path(recording_path(gpu, op, state.hash).parent)}; {known}. Time it on a GPU with "
+                f"`python -m profiling.compare --op {op} --base {state.name if state.name != WORKTREE else 'HEAD'}` "
+                "(`bash scripts/h200_session.sh compare` records every family's) and commit reports/."
             )
     return {key: {s.name: stored[s.name][key] for s in states} for key in keys}
 
@@ -416,32 +447,11 @@ def _recorded(
 # ---------------------------------------------------------------------------
 
 
-def _config(text: str) -> Config:
-    try:
-        return {k.strip(): int(v) for k, v in (item.split("=") for item in text.split(","))}
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not field=int,... (e.g. n=65536)") from None
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m profiling.compare",
-        description="Time an op's oasr kernel at two source states and say, per config, faster, slower or same.",
-    )
-    parser.add_argument("--op", required=True, choices=list(OPS), metavar="OP", help=f"one of: {', '.join(OPS)}")
-    parser.add_argument("--base", required=True, help=f"git revision of the baseline ({WORKTREE}: the working tree)")
-    parser.add_argument("--head", default=WORKTREE, help="git revision compared with it (default: the working tree)")
-    parser.add_argument("--config", action="append", type=_config, metavar="FIELD=INT,...",
-                        help="a config; repeat for more (default: the op's two largest)")  # fmt: skip
-    parser.add_argument("--dtypes", default="float16", help="comma-separated dtypes (default: %(default)s)")
-    parser.add_argument("--rounds", type=int, default=6, help="turns per state (default: %(default)s)")
-    parser.add_argument("--iters", type=int, default=120, help="samples per state in all (default: %(default)s)")
-    parser.add_argument("--replay", action="store_true", help="compare the recordings only, never time")
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = commands.compare_parser()
+    args = parser.parse_args(argv)
+    if args.op not in OPS:
+        parser.error(f"argument --op: invalid choice: {args.op!r} (choose from {', '.join(OPS)})")
     try:
         table = compare_states(
             args.op, args.base, args.head, args.config, args.dtypes.split(","),
@@ -457,4 +467,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    commands.started()
     sys.exit(main())

@@ -32,3 +32,12 @@ def binary(nbytes: float, number: Callable[[float], str], small: Callable[[float
         if abs(nbytes) >= factor:
             return f"{number(nbytes / factor)} {unit}"
     return f"{small(nbytes)} B"
+
+
+def format_rate(value: float, unit: str) -> str:
+    """A rate with a decimal prefix and two decimals, ``4237396824699.9`` -> ``"4.24 TB/s"``.
+
+    Every ceiling label (plots) and the workbench's ceilings table round through here, so one value reads the
+    same everywhere.
+    """
+    return decimal(value, unit, ".2f", missing="?")

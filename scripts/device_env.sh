@@ -13,3 +13,6 @@ else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1
+# One JIT cache for the whole device run: the steps prebuild into it and the suite, which otherwise builds in a
+# session folder of its own (tests/conftest.py), builds nothing twice.
+export OASR_JIT_DIR=${OASR_JIT_DIR:-$HOME/.cache/oasr/jit}

@@ -5,7 +5,9 @@
 # and the main command live, which records the profiles and tables that replay uses.
 # Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
 #   bash scripts/h200_session.sh [steps...]
-#   (default: all; steps: tests sanitize crosscheck conformer overhead reports)
+#   (default: all; steps: tests sanitize crosscheck conformer overhead reports; and, asked for by name,
+#   compare (each family's first op at this tree and at its parent: the samples a replayed compare reads)
+#   and source (the source preset of the ops without one: the hotspots that replay shows))
 #   bash scripts/h200_session.sh peers   # a call of its own, carrying .whl-peers alone (see the step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +80,39 @@ for s in $steps; do
       PYTHONPATH=$PWD:/tmp/site-peers timeout $((budget + 45)) python3 benchmarks/peers.py --time-budget "$budget" \
         --output "$OUT/peers.md" ${PEERS_FLAGS:-} > "$OUT/peers.txt" 2>&1 || status=1
       tail -n 30 "$OUT/peers.txt"
+      ;;
+    compare)
+      step "each family's first op timed at this tree and at its parent (the samples a replayed compare reads)"
+      # A copy sent to the GPU machine has no .git: then the parent's kernel sources come from a tarball made
+      # beside the tree, `git archive -o .artifacts/parent-src.tar HEAD~1 include csrc` (carry .artifacts), with
+      # OASR_GIT_COMMIT naming this tree's commit, and a two-commit history of include/ and csrc/ stands in.
+      if ! git rev-parse -q --verify HEAD~1 > /dev/null 2>&1; then
+        if [ ! -f .artifacts/parent-src.tar ] || [ -z "${OASR_GIT_COMMIT:-}" ] || [ -e .git ]; then
+          echo "compare: needs the repository's history, or .artifacts/parent-src.tar and OASR_GIT_COMMIT"
+          status=1; continue
+        fi
+        parent=$(mktemp -d) && tar xf .artifacts/parent-src.tar -C "$parent"
+        as=(-c user.name=oasr -c user.email=oasr@localhost)
+        git init -q && git --work-tree="$parent" add -A include csrc && git "${as[@]}" commit -qm parent \
+          && git add -A include csrc && git "${as[@]}" commit -q --allow-empty -m "$OASR_GIT_COMMIT" || status=1
+      fi
+      ops=$(python3 -c "from oasr.jit.families import FAMILIES; from profiling.harness.ops import ops_of
+print(' '.join(ops_of(f)[0].name for f in FAMILIES if ops_of(f)))")
+      for op in ${COMPARE_OPS:-$ops}; do
+        timeout "${COMPARE_TIMEOUT:-900}" python3 -m profiling.compare --op "$op" --base HEAD~1 || status=1
+      done
+      tar czf "$OUT/timings.tgz" reports/h200/timings && tar tzf "$OUT/timings.tgz" | tail -n 20
+      ;;
+    source)
+      step "the source preset of the ops without a source recording (the largest config, oasr only)"
+      for op in ${SOURCE_OPS:-scale glu swish bmm}; do
+        config=$(python3 -c "import sys; from profiling.harness.ops import get_op
+print(','.join(f'{k}={v}' for k, v in get_op(sys.argv[1]).default_sweep[-1].items()))" "$op")
+        timeout 300 python3 -m profiling.nsight --op "$op" --preset source --backends oasr --config "$config" --live \
+          || status=1
+      done
+      python3 -m profiling.nsight.packing reports/h200 || status=1
+      tar czf "$OUT/source_recordings.tgz" reports/h200/profiles/*/source-* && tar tzvf "$OUT/source_recordings.tgz"
       ;;
     *) echo "unknown step $s"; status=2 ;;
   esac

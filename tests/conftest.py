@@ -10,7 +10,11 @@ Families with longer fp32 reductions (norms) document wider ones in their tests.
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
+import tempfile
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -32,6 +36,26 @@ HALF_DTYPES = [torch.float16, torch.bfloat16]
 
 def get_rtol_atol(dtype: torch.dtype) -> tuple[float, float]:
     return DEFAULT_TOLERANCES[dtype_name(dtype)]
+
+
+SESSION_CACHES = ("OASR_JIT_DIR", "OASR_REPORT_CACHE")
+"""The suite's JIT builds and decompressed recordings go to a folder of its own, not the user's ~/.cache/oasr.
+An explicit setting is kept: the H200 scripts name a persistent cache (scripts/device_env.sh), prebuilt once."""
+_session_folder: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _session_folder
+    unset = [name for name in SESSION_CACHES if name not in os.environ]
+    if unset:
+        _session_folder = Path(tempfile.mkdtemp(prefix="oasr-tests-"))
+        for name in unset:  # inherited by the subprocesses and notebook kernels the tests start
+            os.environ[name] = str(_session_folder / name.removeprefix("OASR_").lower())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _session_folder is not None:
+        shutil.rmtree(_session_folder, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

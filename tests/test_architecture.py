@@ -26,7 +26,7 @@ PACKAGES = ("oasr", "profiling", "benchmarks")
 # Lower layers first; a module may import its own layer and the ones before it, never a later one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("oasr",),
-    ("profiling.provenance", "profiling.files", "profiling.units"),
+    ("profiling.provenance", "profiling.files", "profiling.units", "profiling.readable", "profiling.commands"),
     ("profiling.harness",),
     ("profiling.compare",),
     ("profiling.scaleout",),

@@ -311,7 +311,7 @@ NAN, INF = float("nan"), float("inf")
 def test_compare_passes_nan_and_inf_only_where_the_reference_holds_them():
     reference = torch.tensor([1.0, 2.0, NAN, INF, -INF], dtype=torch.float64)
     same = compare(reference.to(torch.float16), reference, 1e-3, 1e-3)
-    assert same == {"max_abs_err": 0.0, "max_rel_err": 0.0, "passed": True}
+    assert same == {"max_abs_err": 0.0, "max_rel_err": 0.0, "err_over_tol": 0.0, "passed": True}
     for bad in (
         [NAN, 2.0, NAN, INF, -INF],  # a poisoned, unwritten output
         [1.0, 2.0, 0.0, INF, -INF],  # a number where the reference is NaN
@@ -327,10 +327,25 @@ def test_compare_tolerance_and_errors_by_hand():
     reference = torch.tensor([1.0, 2.0, -4.0], dtype=torch.float64)
     result = compare(torch.tensor([1.0, 2.01, -4.0], dtype=torch.float64), reference, 1e-3, 1e-3)
     assert not result["passed"]  # 0.01 > 1e-3 + 1e-3 * 2
-    assert result["max_abs_err"] == pytest.approx(0.01) and result["max_rel_err"] == pytest.approx(0.005)
+    assert result["max_abs_err"] == pytest.approx(0.01) and result["max_rel_err"] == pytest.approx(0.01 / 4)
+    assert result["err_over_tol"] == pytest.approx(0.01 / (1e-3 + 1e-3 * 2))  # > 1: what failed
     assert compare(torch.tensor([1.0, 2.01, -4.0]), reference, rtol=0.01, atol=0.0)["passed"]
     empty = compare(torch.empty(0), torch.empty(0, dtype=torch.float64), 1e-3, 1e-3)
-    assert empty == {"max_abs_err": 0.0, "max_rel_err": 0.0, "passed": True}
+    assert empty == {"max_abs_err": 0.0, "max_rel_err": 0.0, "err_over_tol": 0.0, "passed": True}
+
+
+def test_relative_error_is_bounded_on_near_zero_references_and_err_over_tol_decides():
+    """Issue 58: a reference holding 1e-300 made the old element-wise relative error 1e303 on a passing row."""
+    reference = torch.tensor([1e-300, 0.0, 2.0, -4.0], dtype=torch.float64)
+    result = reference + torch.tensor([1e-4, -2e-4, 1e-3, 0.0], dtype=torch.float64)
+    check = compare(result, reference, rtol=1e-3, atol=1e-3)
+    assert check["passed"] and check["max_rel_err"] == pytest.approx(1e-3 / 4)
+    assert check["err_over_tol"] == pytest.approx(1e-3 / (1e-3 + 2e-3)) and check["err_over_tol"] <= 1
+    for tight in (1e-5, 1e-4, 2e-4):
+        strict = compare(result, reference, rtol=0.0, atol=tight)
+        assert strict["passed"] == (strict["err_over_tol"] <= 1)
+    zeros = torch.zeros(3, dtype=torch.float64)
+    assert compare(zeros, zeros, 1e-3, 1e-3)["max_rel_err"] == 0.0
 
 
 def test_parse_dtype_and_dtype_name():

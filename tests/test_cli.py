@@ -15,6 +15,7 @@ import torch
 
 from oasr.jit import __main__ as jit_cli
 from oasr.jit.families import FAMILIES
+from profiling import commands
 from profiling.harness.ops import OPS
 from profiling.nsight import runner, sweep
 
@@ -76,17 +77,17 @@ def test_jit_build_scopes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
         jit_cli.main(["build", "--tests", "--all"])
 
 
-def test_nsight_help_lists_ops_and_every_flag_has_help(capsys: pytest.CaptureFixture[str]) -> None:
-    parser = sweep.build_parser()
+def test_nsight_help_has_every_flag_and_list_shows_the_ops(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = commands.nsight_parser()
     for action in parser._actions:
         assert action.help, f"{action.option_strings} has no help"
-    op = next(a for a in parser._actions if "--op" in a.option_strings)
-    assert list(op.choices) == list(OPS)
     with pytest.raises(SystemExit):
         sweep.main(["--help"])
+    assert "--list" in capsys.readouterr().out
+    assert sweep.main(["--list"]) == 0
     text = capsys.readouterr().out
-    for name in OPS:
-        assert name in text
+    for name, spec in OPS.items():
+        assert re.search(rf"^{name}\s+{','.join(spec.config_fields)}\s", text, re.MULTILINE), text
 
 
 @pytest.mark.parametrize(
@@ -104,9 +105,9 @@ def test_nsight_bad_config_is_one_argparse_line(value: str, expected: str, capsy
 
 
 def test_parse_config() -> None:
-    assert sweep._parse_config("b=16, t=1500,c=1024") == {"b": 16, "t": 1500, "c": 1024}
+    assert commands.parse_config("b=16, t=1500,c=1024") == {"b": 16, "t": 1500, "c": 1024}
     with pytest.raises(argparse.ArgumentTypeError):
-        sweep._parse_config("n=1.5")
+        commands.parse_config("n=1.5")
 
 
 def test_nsight_unknown_op_lists_the_ops(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,6 +18,7 @@ from profiling.harness import timing
 from profiling.harness.measure import measure
 from profiling.harness.ops import get_op
 from profiling.provenance import REPO_ROOT
+from profiling.workbench.notebook import Workbench
 
 
 def _samples(median: float, spread: float, count: int = 120, seed: int = 0) -> list[float]:
@@ -195,3 +196,62 @@ def test_eager_seconds_cycles_the_input_sets_on_cpu() -> None:
     fns = [lambda i=i: calls.append(i) for i in range(3)]
     assert timing.eager_seconds(fns, calls=30, warmup=3) > 0
     assert calls == [0, 1, 2] + [0, 1, 2] * 10
+
+
+def _has_parent() -> bool:
+    try:
+        compare.git("rev-parse", "--verify", "HEAD~1^{commit}")
+    except ValueError:
+        return False
+    return True
+
+
+def _record(monkeypatch, name: str, source_hash: str, median: float, commit: str) -> None:
+    """Samples of scale's default compare configs recorded for ``source_hash`` as state ``name`` at ``commit``."""
+    monkeypatch.setattr(compare.provenance, "collect", lambda: {"git_commit": commit, "date": "2026-12-05T10:00:00"})
+    spec = get_op("scale")
+    keys = [(spec.config_label(c), "float16") for c in spec.default_sweep[-2:]]
+    state = compare.State(name, REPO_ROOT, source_hash)
+    compare.save_samples("h200", "scale", state, {key: {name: _samples(median, 0.005)} for key in keys})
+
+
+@pytest.mark.skipif(not _has_parent(), reason="needs git and a parent commit (a clone deeper than one commit)")
+def test_the_readme_compare_example_runs_in_replay_given_samples(monkeypatch, tmp_path, capsys) -> None:
+    """README: `python -m profiling.compare --op scale --base HEAD~1 --replay` reads the samples recorded for the two
+    states' source hashes (scripts/h200_session.sh compare records them on the H200) and prints a verdict per config."""
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    with compare.checkout("HEAD~1") as parent:
+        _record(monkeypatch, "HEAD~1", compare.state_hash(SCALE, parent), 60e-6, "abc1234")
+    _record(monkeypatch, compare.WORKTREE, compare.state_hash(SCALE, REPO_ROOT), 60e-6, "abc1234")
+    assert compare.main(["--op", "scale", "--base", "HEAD~1", "--replay"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "verdict" in lines[0] and len(lines) == 3 and all(line.split()[-1] == "same" for line in lines[1:])
+
+
+@needs_git
+def test_a_state_without_samples_is_named_with_the_recorded_ones(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    _record(monkeypatch, "HEAD~1", "0123456789abcdef", 60e-6, "abc1234")
+    _record(monkeypatch, compare.WORKTREE, "fedcba9876543210", 60e-6, "abc1234")
+    with pytest.raises(ValueError) as error:
+        compare.compare_states("scale", "HEAD", compare.WORKTREE, live=False)
+    message = str(error.value)
+    assert "recorded there: " in message and "abc1234~1 (0123456789abcdef, " in message
+    assert "the working tree at abc1234 (fedcba9876543210, " in message
+
+
+@pytest.mark.skipif(not _has_parent(), reason="needs git and a parent commit (a clone deeper than one commit)")
+def test_the_replayed_notebook_compares_the_revision_recorded_with_its_tree(monkeypatch, tmp_path) -> None:
+    """In replay, ``wb.compare()`` compares the working tree with the revision whose samples were recorded with it
+    (``C~1`` for this tree timed against its parent at C), not with a HEAD whose sources are the tree's own."""
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    commit = compare.git("rev-parse", "--short=7", "HEAD")
+    with compare.checkout("HEAD~1") as parent:
+        parent_hash = compare.state_hash(SCALE, parent)
+    mine = compare.state_hash(SCALE, REPO_ROOT)
+    _record(monkeypatch, "HEAD~1", parent_hash if parent_hash != mine else "0123456789abcdef", 60e-6, commit)
+    _record(monkeypatch, compare.WORKTREE, mine, 60e-6, commit)
+    table = Workbench(SCALE).compare()
+    assert hasattr(table, "columns"), table.data  # a table, not a "No comparison" note
+    assert set(table["base"]) == {f"{commit}~1"} and set(table["verdict"]) == {"same"}

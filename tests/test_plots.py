@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from functools import cache
 from typing import Any
 
@@ -17,11 +18,13 @@ import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
 from matplotlib.figure import Figure
 
+from oasr.jit.families import FAMILIES
 from profiling.analysis import plots as P
 from profiling.analysis import roofline as RL
 from profiling.nsight import packing
 from profiling.nsight.presets import counter_ceilings
 from profiling.nsight.reader import ReportTables, read_report
+from profiling.workbench.notebook import Workbench
 
 MEASURED = {"copy_bytes_per_s": 4.3e12, "cublas_flop_per_s": 7.9e14, "provenance": {"gpu": "NVIDIA H200"}}
 
@@ -135,13 +138,14 @@ def test_hierarchical_roofline(tables: ReportTables, ceilings: pd.DataFrame) -> 
 
 def test_bandwidth_vs_size(tables: ReportTables, ceilings: pd.DataFrame) -> None:
     launches = RL.expected_work(tables.launches)
-    fig = P.bandwidth_vs_size(launches, copy_ceiling=4.3e12, dram_ceiling=_value(ceilings, "dram"))
+    fig = P.rate_vs_size(launches, copy_ceiling=4.3e12, dram_ceiling=_value(ceilings, "dram"))
     _renders(fig)
     drawn = _by_gid(fig)
+    sizes = sorted(launches["expected_bytes"].unique())
     for (backend, dtype_), rows in launches.groupby(["backend", "dtype"]):
         rows = rows.sort_values("expected_bytes")
         x, y = drawn[f"series:{backend}:{dtype_}"].get_data()
-        np.testing.assert_allclose(x, rows["expected_bytes"])
+        np.testing.assert_allclose(x, [sizes.index(v) for v in rows["expected_bytes"]])  # one position per config
         np.testing.assert_allclose(y, rows["expected_bytes"] / rows["duration_s"])
     np.testing.assert_allclose(drawn["ceiling:copy"].get_ydata(), 4.3e12)
     np.testing.assert_allclose(drawn["ceiling:dram"].get_ydata(), _value(ceilings, "dram"))
@@ -158,11 +162,11 @@ def test_bandwidth_vs_size_reads_timing_tables() -> None:
             "bandwidth_bytes_per_s": [1e9, 2e9, 4.1e12, 4.2e12],
         }
     )
-    drawn = _by_gid(P.bandwidth_vs_size(table))
+    drawn = _by_gid(P.rate_vs_size(table))
     np.testing.assert_allclose(drawn["series:torch:bfloat16"].get_data()[1], [2e9, 4.2e12])
     assert "ceiling:copy" not in drawn
     with pytest.raises(ValueError, match="none of the columns"):
-        P.bandwidth_vs_size(table.drop(columns=["bandwidth_bytes_per_s"]))
+        P.rate_vs_size(table.drop(columns=["bandwidth_bytes_per_s"]))
 
 
 def test_no_pyplot_figures_and_existing_axes(tables: ReportTables, ceilings: pd.DataFrame) -> None:
@@ -171,7 +175,7 @@ def test_no_pyplot_figures_and_existing_axes(tables: ReportTables, ceilings: pd.
     assert plt.get_fignums() == []  # figures are not registered with pyplot
     fig = Figure()
     ax = fig.add_subplot()
-    assert P.bandwidth_vs_size(tables.launches, ax=ax) is fig
+    assert P.rate_vs_size(tables.launches, ax=ax) is fig
 
 
 def test_roofline_numbers_do_not_collide_and_the_key_names_every_config(
@@ -194,7 +198,6 @@ def test_roofline_numbers_do_not_collide_and_the_key_names_every_config(
     assert {a.get_text() for a in numbers} <= {str(i + 1) for i in range(len(sizes))}
     axes_box = fig.axes[0].get_window_extent(renderer)
     assert fig.axes[0].get_legend().get_window_extent(renderer).x0 >= axes_box.x1  # legend outside the data
-    assert any(g.startswith("pair:") for g in drawn)  # each config's oasr and torch points are joined
 
 
 def _timing_table(ops: tuple[str, ...]) -> pd.DataFrame:
@@ -210,7 +213,7 @@ def _timing_table(ops: tuple[str, ...]) -> pd.DataFrame:
 
 def test_bandwidth_of_several_ops_one_axes_each_grouped_legend_outside() -> None:
     ops = ("layer_norm", "rms_norm", "add_layer_norm", "add_rms_norm")
-    fig = P.bandwidth_vs_size(_timing_table(ops), copy_ceiling=4237396824699.987)
+    fig = P.rate_vs_size(_timing_table(ops), copy_ceiling=4237396824699.987)
     _renders(fig)
     drawn = _by_gid(fig)
     assert len(fig.axes) == 4 and [a.get_title() for a in fig.axes] == list(ops)
@@ -233,3 +236,80 @@ def test_one_rounding_for_rates() -> None:
     assert P.format_rate(4237396824699.987, "B/s") == "4.24 TB/s"
     assert P.format_rate(4229118791861.813, "B/s") == "4.23 TB/s"
     assert P.format_rate(6.6e14, "FLOP/s") == "660.00 TFLOP/s" and P.format_rate(float("nan"), "B/s") == "? B/s"
+
+
+# ----------------------------------------------------------------- every figure, read by people
+
+
+def _texts(fig: Figure) -> list[Any]:
+    """Every text drawn on ``fig`` that holds characters (titles, labels, legends, annotations, and the tick
+    labels of the ticks within the axes' limits: matplotlib keeps, but does not draw, the others)."""
+    ticks = {id(t) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis) for t in axis.get_ticklabels(which="both")}
+    drawn = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]:
+                if lo <= tick.get_loc() <= hi:
+                    drawn += [label for label in (tick.label1, tick.label2) if label.get_visible()]
+    others = [t for t in fig.findobj(matplotlib.text.Text) if id(t) not in ticks and t.get_visible()]
+    return [t for t in [*others, *drawn] if t.get_text().strip()]
+
+
+def overlapping_texts(fig: Figure) -> list[tuple[str, str]]:
+    """The pairs of texts on ``fig`` whose boxes overlap, as matplotlib's renderer places them."""
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    boxes = [(t.get_text(), t.get_window_extent(renderer).shrunk(0.98, 0.9)) for t in _texts(fig)]
+    return [(a, b) for i, (a, box) in enumerate(boxes) for b, other in boxes[i + 1 :] if box.overlaps(other)]
+
+
+def test_overlap_check_finds_two_texts_on_one_spot() -> None:
+    fig = Figure()
+    ax = fig.add_subplot()
+    ax.text(0.5, 0.5, "knee 201 FLOP/B")
+    assert overlapping_texts(fig) == []
+    ax.text(0.52, 0.5, "7")
+    assert overlapping_texts(fig) == [("knee 201 FLOP/B", "7")]
+
+
+@cache
+def _family_figures() -> tuple[tuple[str, Figure], ...]:
+    """Each family's notebook figures on the committed recordings (replayed, also on a GPU machine): the rate
+    plot, and per op the roofline and the hierarchical roofline."""
+    previous = os.environ.get("OASR_WORKBENCH_MODE")
+    os.environ["OASR_WORKBENCH_MODE"] = "replay"
+    try:
+        figures = []
+        for family in FAMILIES:
+            bench = Workbench(family)
+            figures.append((f"{family.name} rate", bench.bandwidth_plot(bench.timing())))
+            for op in bench.op_names:
+                result = bench.profile(op)
+                figures.append((f"{op} roofline", bench.roofline_plot(result)))
+                figures.append((f"{op} hierarchical", bench.hierarchical_plot(result)))
+    finally:
+        if previous is None:
+            os.environ.pop("OASR_WORKBENCH_MODE")
+        else:
+            os.environ["OASR_WORKBENCH_MODE"] = previous
+    return tuple(figures)
+
+
+def test_no_text_overlaps_another_on_any_notebook_figure() -> None:
+    """Issue 58: point numbers over knee labels (four families' rooflines before), ticks over ticks; every
+    figure a notebook shows is checked."""
+    found = {name: overlapping_texts(fig) for name, fig in _family_figures()}
+    assert not {name: pairs for name, pairs in found.items() if pairs}
+
+
+def test_figures_read_in_the_families_metric_and_units() -> None:
+    figures = dict(_family_figures())
+    gemm, scale = figures["gemm rate"], figures["scale rate"]
+    assert gemm.axes[0].get_ylabel().startswith("FLOP rate") and "ceiling:cublas" in _by_gid(gemm)
+    assert scale.axes[0].get_ylabel().startswith("bandwidth: bytes the op must move")
+    for fig in figures.values():
+        labels = [t.get_text() for t in _texts(fig)]
+        assert not [label for label in labels if "e+" in label or "_bytes_per_s" in label or "_per_s)" in label]
+    torch = _by_gid(figures["gemm roofline"])["points:torch"]
+    assert "kernels each, summed" in torch.get_label() and len(torch.get_offsets()) == 7  # one point per config

@@ -5,6 +5,7 @@ the committed source-preset recordings (line counts sum to the kernel's), the he
 from __future__ import annotations
 
 import glob
+import io
 import shutil
 import subprocess
 import sys
@@ -306,3 +307,41 @@ def test_limits_cell_on_the_recordings(monkeypatch: pytest.MonkeyPatch) -> None:
     table = wb.limits(wb.profile())
     assert list(table.columns) == ["backend", "config", "dtype", "kernel", "sentence", "ncu_advice"]
     assert table["sentence"].str.startswith("DRAM-bound").any() and table["sentence"].str.startswith("launch").any()
+
+
+IMAGE = "<img src=x onerror=alert(1)>"
+
+
+def _tampered_norm_recording(tmp_path: Path) -> Path:
+    """A copy of the committed layer_norm recordings whose line table gains a row, the hottest of its own file,
+    whose line is markup (the report's SHA-256 header is kept: it binds the table to a report, not to an author)."""
+    folder = tmp_path / "h200" / "profiles" / "layer_norm"
+    shutil.copytree(PROFILES / "layer_norm", folder)
+    (table_path,) = folder.glob("source-*.lines.csv")
+    head, _, body = table_path.read_text().partition("\n")
+    table = pd.read_csv(io.StringIO(body), keep_default_na=False, dtype=str)
+    row = table.loc[pd.to_numeric(table["samples"]).idxmax()].copy()
+    row["file"], row["line"], row["samples"] = "/src/x.cuh", IMAGE, "1e12"
+    table = pd.concat([table, row.to_frame().T], ignore_index=True)
+    table_path.write_text(head + "\n" + table.to_csv(index=False))
+    return table_path
+
+
+def test_a_recorded_line_that_is_markup_reaches_no_html(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Issue 57's stored injection, in replay on the committed norm recording: the line column is parsed as the
+    integer it must be, so the table is refused in one sentence and no handler reaches the notebook's HTML."""
+    table_path = _tampered_norm_recording(tmp_path)
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path))
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    page = Workbench(NORM).hotspots("layer_norm").data
+    assert "<img" not in page
+    assert "is damaged" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    with pytest.raises(ValueError, match=r"column 'line' holds '<img src=x onerror=alert\(1\)>', not an integer"):
+        source.read_lines(table_path.with_name(table_path.name.replace(".lines.csv", ".ncu-rep")))
+
+
+def test_annotated_source_formats_every_count_as_a_number(lines: pd.DataFrame) -> None:
+    hostile = lines.astype({"line": object})
+    hostile.loc[hostile.index[0], ["file", "line"]] = ["/src/x.cuh", IMAGE]
+    with pytest.raises(ValueError):
+        source.annotated_source_html(hostile, file="/src/x.cuh")

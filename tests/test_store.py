@@ -340,7 +340,7 @@ def recordings(tmp_path, monkeypatch):
 def test_replay_is_labelled(recordings):
     result = profile_sweep("scale", configs=CONFIGS[:2], reports_dir=recordings)
     assert result.replayed is True and result.source == "recording" and result.missing == []
-    assert result.banner == "Replayed from recordings made on NVIDIA H200 on 2026-11-20 at commit abc123def456."
+    assert result.banner == "Replayed from recordings made on NVIDIA H200 on 2026-11-20 at commit abc123d."
     assert result.provenance[0]["git_commit"] == "abc123def456"
     assert len(result.launches) == 4 and "Replayed" in repr(result)
 

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from conftest import RECORDINGS
 
-from oasr.jit.families import FAMILIES, GEMM, NORM, SCALE
+from oasr.jit.families import BMM, FAMILIES, GEMM, NORM, SCALE
 from profiling.harness.ops import ops_of
-from profiling.workbench.notebook import Workbench, tensor_bound, timing_headline
+from profiling.workbench import headline, notebook
+from profiling.workbench.notebook import Workbench
 from profiling.workbench.pages import page_of
 from profiling.workbench.tables import load_table, report_gpu_slug, save_table, workbench_mode
 
@@ -76,28 +77,48 @@ def test_recorded_timing_speedups_and_headlines(bench):
     assert "replayed" in figure._suptitle.get_text()
 
 
-def test_headline_of_a_tensor_core_op_is_its_flop_rate_not_copy_bandwidth():
+def test_a_headline_names_the_ceiling_that_bounds_the_case_and_flags_one_above_it():
     gemm, scale = ops_of(GEMM)[0], ops_of(SCALE)[0]
-    assert tensor_bound(gemm, "bfloat16") and not tensor_bound(scale, "float16")
     rows = pd.DataFrame(
         {
-            "config": ["m=8000,n=256,k=256", "m=24000,n=2048,k=512"],
-            "flop": [1.0e9, 5.0e10],
-            "flop_per_s": [2.0e14, 5.6e14],
-            "bytes": [9e6, 7e7],
-            "pct_of_copy": [5.0, 19.0],
+            "backend": ["oasr", "torch", "oasr", "torch"],
+            "config": ["m=8000,n=256,k=256", "m=8000,n=256,k=256", "m=24000,n=2048,k=512", "m=24000,n=2048,k=512"],
+            "m": [8000, 8000, 24000, 24000], "n": [256, 256, 2048, 2048], "k": [256, 256, 512, 512],
+            "flop": [1.0e9, 1.0e9, 5.0e10, 5.0e10],
+            "flop_per_s": [2.0e14, 1.6e14, 5.6e14, 5.6e14],
+            "seconds": [5e-6, 4e-6, 9e-5, 9.09e-5],
+            "bytes": [9e6, 9e6, 7e7, 7e7],
+            "pct_of_copy": [5.0, 4.0, 19.0, 19.0],
         }
-    )
-    speedups = pd.Series([0.8, 1.01])
-    line = timing_headline(gemm, "bfloat16", rows, speedups, 7.0e14)
-    assert line == (
-        "gemm bfloat16: 560 TFLOP/s (80% of cuBLAS's measured 700) at m=24000,n=2048,k=512; "
+    )  # fmt: skip
+    ceilings = headline.Ceilings(copy_bytes_per_s=4.2e12, cublas_flop_per_s=7.0e14)
+    assert headline.op_headline(gemm, "bfloat16", rows, ceilings) == (
+        "gemm bfloat16: 560 TFLOP/s at m=24000,n=2048,k=512 (80% of cuBLAS's measured 700 TFLOP/s); "
         "speedup over torch 0.80x to 1.01x"
     )
-    assert "TFLOP/s at m=24000" in timing_headline(gemm, "bfloat16", rows, speedups, None)  # no ceilings saved
-    assert timing_headline(scale, "float16", rows, speedups, 7.0e14).startswith(
-        "scale float16: 19% of copy bandwidth at 67 MiB;"
-    )
+    above = headline.op_headline(gemm, "bfloat16", rows, headline.Ceilings(4.2e12, 5.5e14))
+    assert "(102% of cuBLAS's measured 550 TFLOP/s: above that measured rate)" in above
+    memory = headline.op_headline(scale, "float16", rows.assign(n=[9e6 / 4] * 4, pct_of_copy=101.0), ceilings)
+    assert memory.startswith("scale float16: 101% of copy bandwidth at 66.8 MiB (above the measured copy bandwidth)")
+    # bmm's largest case moves more bytes at the copy bandwidth than its FLOP take at cuBLAS's rate: memory-bound
+    assert all("% of copy bandwidth at 206 MiB" in line for line in headline.headlines(ops_of(BMM), "h200"))
+
+
+def test_live_and_replayed_headlines_come_from_the_recording_alike(reports, monkeypatch):
+    """The live path stores its timing tables and makes its headlines from them, as a replay of those tables does:
+    the committed index and a replayed one agree."""
+    recorded = {op.name: load_table("h200", op.name, "timing") for op in ops_of(GEMM)}
+    cublas = json.loads((reports / "h200" / "ceilings.json").read_text())["cublas_flop_per_s"]
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "live")
+    monkeypatch.setattr(notebook, "measure", lambda op, *a, **k: recorded[op.name][0])
+    monkeypatch.setattr(notebook.timing, "measure_cublas_tflops", lambda: cublas / 1e12)
+    live = Workbench(GEMM)
+    live.timing()
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    replayed = Workbench(GEMM)
+    replayed.timing()
+    assert live.headlines == headline.headlines(live.ops, live.gpu_slug) == replayed.headlines
+    assert replayed.headlines[0].startswith("gemm float16: 428 TFLOP/s at m=16000,n=2048,k=256 (63% of cuBLAS's")
 
 
 def test_replayed_profile_roofline_and_advice(bench):

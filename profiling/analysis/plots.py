@@ -13,22 +13,23 @@ gid                                artist
 ``knee:<memory>:<compute>``        Line2D marker where a memory roof meets a compute roof
 ``points:<backend>``               PathCollection of launches (``oasr``, ``torch``, ``other``)
 ``point:<level>``                  one level's point in :func:`hierarchical_roofline`
-``series:<backend>:<dtype>``       Line2D of one backend's bandwidth in :func:`bandwidth_vs_size`
+``series:<backend>:<dtype>``       Line2D of one backend's rate in :func:`rate_vs_size`
                                    (``series:<op>:<backend>:<dtype>`` when the table holds several ops)
 ``label:<config>``                 Annotation numbering a config's point on a roofline
-``pair:<config>:<dtype>``          Line2D joining the backends' points of one config
+``knee-label:<memory>:<compute>``  Annotation of a knee's arithmetic intensity
 ``key:configs``                    Text beside a roofline: point number -> config
 =================================  ======================================================
 
-In :func:`bandwidth_vs_size` with several ops, each op has its own axes and the ceiling
+In :func:`rate_vs_size` with several ops, each op has its own axes and the ceiling
 lines of all but the first are ``ceiling:<name>:<op>``.
 
-Legibility: backend is colour (oasr blue, torch orange) everywhere; in bandwidth plots
+Legibility: backend is colour (oasr blue, torch orange) everywhere, oasr's drawn on top; in rate plots
 dtype is line style and marker (float32 solid circles, float16 dashed squares, bfloat16
 dotted triangles); legends sit outside the data. Rates in labels go through
 :func:`format_rate`, one rounding for every plot (``4.24 TB/s``). Roofline points are
-numbered by config (smallest first) with a key beside the plot; a number that would
-overlap another label is left out rather than drawn into a smear.
+one per backend and config (the config's kernels summed), numbered by config (smallest first) with a key
+beside the plot; a number that would overlap another label or a knee's is left out rather than drawn into a
+smear. ``tests/test_plots.py`` renders each figure and checks that no two texts overlap.
 
 Data coordinates are in base units (FLOP/byte, FLOP/s, bytes, bytes/s); axis tick
 labels use engineering prefixes.
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,9 +48,11 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import EngFormatter, FuncFormatter, NullFormatter
+from matplotlib.ticker import EngFormatter
 
 from .. import units
+from ..readable import significant
+from ..units import format_rate
 
 BACKEND_STYLE: dict[str, dict[str, Any]] = {
     "oasr": {"marker": "o", "color": "C0"},
@@ -86,18 +89,14 @@ def _axes(ax: Axes | None, size: tuple[float, float] = (8.0, 5.5)) -> tuple[Figu
     return fig, fig.add_subplot()
 
 
-def format_rate(value: float, unit: str) -> str:
-    """A rate with a decimal prefix and two decimals, ``4237396824699.9`` -> ``"4.24 TB/s"``.
-
-    Every ceiling label (and the workbench's ceilings table) rounds through here, so one
-    value reads the same on every plot.
-    """
-    return units.decimal(value, unit, ".2f", missing="?")
-
-
 def _binary_bytes(value: float) -> str:
     """``8192`` -> ``"8 KiB"``; sizes in sweeps are powers of two."""
     return units.binary(value, lambda v: f"{v:.3g}", lambda v: f"{v:.4g}")
+
+
+def _intensity(value: float) -> str:
+    """An arithmetic intensity to three significant digits, never scientific: ``262530`` -> ``"263,000"``."""
+    return significant(float(f"{value:.3g}"))
 
 
 def _finite(ceilings: pd.DataFrame) -> pd.DataFrame:
@@ -152,8 +151,25 @@ def _draw_roofs(
     for _, row in compute.iterrows():
         peak = float(row["value"])
         ax.plot([peak / bw], [peak], "k|", ms=14, mew=1.5, gid=f"knee:{knee_memory}:{row['name']}")
-        ax.annotate(f"knee {peak / bw:.3g} FLOP/B", (peak / bw, peak), textcoords="offset points",
-                    xytext=(4, -12), fontsize=7)  # fmt: skip
+        ax.annotate(f"knee {_intensity(peak / bw)} FLOP/B", (peak / bw, peak), textcoords="offset points",
+                    xytext=(4, -12), fontsize=7, gid=f"knee-label:{knee_memory}:{row['name']}")  # fmt: skip
+
+
+def per_config(launches: pd.DataFrame, level: str, flop: str) -> pd.DataFrame:
+    """One row per (backend, config, dtype): the FLOP, ``level`` bytes and durations of its kernels summed (torch
+    runs a gemm with its bias as two or three kernels; the op's rate is what they do together), ``kernels`` the
+    count. A launch without a config keeps its kernel name as its label."""
+    if launches.empty:
+        return launches.assign(kernels=pd.Series(dtype=int))
+    df = launches.copy()
+    df["backend"] = df["backend"].astype(object).where(df["backend"].notna(), "other")
+    df["config"] = df["config"].astype(object).where(df["config"].notna(), df["kernel"].astype(str))
+    df["dtype"] = df["dtype"].astype(object).where(df["dtype"].notna(), "?") if "dtype" in df else "?"
+    summed = [c for c in dict.fromkeys([flop, f"{level}_bytes", "dram_bytes", "duration_s"]) if c in df]
+    kept = [c for c in ("op", "kernel", "expected_bytes") if c in df]
+    grouped = df.groupby(["backend", "config", "dtype"], sort=False)
+    table = grouped[summed].sum(min_count=1).join(grouped[kept].first()).join(grouped.size().rename("kernels"))
+    return table.reset_index()
 
 
 def _points(launches: pd.DataFrame, level: str, flop: str) -> pd.DataFrame:
@@ -205,6 +221,10 @@ def _number_points(ax: Axes, pts: pd.DataFrame, order: list[str]) -> None:
     renderer = fig._get_renderer()
     placed = [ax.transData.transform((x, y)) for x, y in zip(pts["_x"], pts["_y"], strict=True)]
     taken = [(px - 4, py - 4, px + 4, py + 4) for px, py in placed]  # the markers themselves
+    for text in ax.texts:  # the knees' labels
+        if str(text.get_gid()).startswith("knee-label:"):
+            box = text.get_window_extent(renderer)
+            taken.append((box.x0 - 1, box.y0 - 1, box.x1 + 1, box.y1 + 1))
     frame = ax.get_window_extent(renderer)
     backends = pts["backend"].fillna("other").astype(str).tolist()
     rows = sorted(range(len(pts)), key=lambda i: (backends[i] != "oasr", number[labels[i]]))
@@ -227,21 +247,6 @@ def _number_points(ax: Axes, pts: pd.DataFrame, order: list[str]) -> None:
                 taken.append(edges)
                 break
             text.remove()
-
-
-def _pair_lines(ax: Axes, pts: pd.DataFrame, backends: pd.Series) -> None:
-    """Faint lines from one backend's point of a config and dtype to the other backends' (one artist per pair set)."""
-    labels = pts["config"].astype(object).where(pts["config"].notna(), pts["kernel"]).astype(str)
-    dtypes = pts["dtype"].astype(object).fillna("?").astype(str) if "dtype" in pts else pd.Series("?", index=pts.index)
-    for (label, dtype), group in pts.groupby([labels, dtypes], sort=False):
-        names = backends[group.index]
-        if names.nunique() < 2:
-            continue
-        hub = group[names == "oasr"].iloc[0] if (names == "oasr").any() else group.iloc[0]
-        spokes = group[names != names[hub.name]]
-        xs = [v for x in spokes["_x"] for v in (hub["_x"], x, math.nan)]
-        ys = [v for y in spokes["_y"] for v in (hub["_y"], y, math.nan)]
-        ax.plot(xs, ys, color="0.65", lw=0.6, zorder=4, gid=f"pair:{label}:{dtype}")
 
 
 def _overlap(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
@@ -284,20 +289,21 @@ def roofline_plot(
     oasr launches are blue circles, torch orange squares, others grey triangles.
     """
     fig, ax = _axes(ax, size=(10.0, 5.5))
-    pts = _points(launches, level, flop)
+    pts = _points(per_config(launches, level, flop), level, flop)
     mem = _memory_ceilings(ceilings, memory)
     comp = _compute_ceilings(ceilings, launches, compute)
     knees = [float(c) / float(m) for c in comp["value"] for m in mem["value"]] or [1.0]
     xs = [*pts["_x"], *knees]
     x_range = (min(xs) / 10.0, max(xs) * 10.0)
     _draw_roofs(ax, mem, comp, x_range, knee_memory=level)
-    backends = pts["backend"].fillna("other").astype(str)
-    _pair_lines(ax, pts, backends)
-    for backend in dict.fromkeys(backends):
+    backends = pts["backend"].astype(str)
+    for backend in dict.fromkeys(sorted(backends, key=lambda b: b != "oasr")):  # oasr's first in the legend
         group = pts[backends == backend]
         style = BACKEND_STYLE.get(backend, OTHER_STYLE)
-        ax.scatter(group["_x"], group["_y"], s=42, zorder=5, edgecolors="k", linewidths=0.5,
-                   gid=f"points:{backend}", label=f"{backend} ({len(group)} launches)", **style)  # fmt: skip
+        most = int(group["kernels"].max())
+        what = f"{len(group)} configs" + (f"; up to {most} kernels each, summed" if most > 1 else "")
+        ax.scatter(group["_x"], group["_y"], s=42, zorder=6 if backend == "oasr" else 5, edgecolors="k",  # oasr on top
+                   linewidths=0.5, gid=f"points:{backend}", label=f"{backend} ({what})", **style)  # fmt: skip
     ax.set_xlim(*x_range)
     _style_axes(ax, f"arithmetic intensity (FLOP per {LEVEL_LABEL.get(level, level)} byte)")
     ax.set_title(_title(title or f"Roofline ({LEVEL_LABEL.get(level, level)} bytes, {flop})"), fontsize=10)
@@ -344,7 +350,7 @@ def hierarchical_roofline(
     _draw_roofs(ax, mem, comp, x_range, knee_memory="dram")
     for level, (x, y) in points.items():
         ax.plot([x], [y], linestyle="none", mec="k", gid=f"point:{level}",
-                label=f"{LEVEL_LABEL[level]} point: AI {x:.3g} FLOP/B", **LEVEL_STYLE[level])  # fmt: skip
+                label=f"{LEVEL_LABEL[level]} point: {_intensity(x)} FLOP per byte", **LEVEL_STYLE[level])  # fmt: skip
     ax.set_xlim(*x_range)
     _style_axes(ax, "arithmetic intensity (FLOP per byte at each level)")
     name = ":".join(str(launch_row.get(k)) for k in ("op", "backend") if pd.notna(launch_row.get(k)))
@@ -355,6 +361,18 @@ def hierarchical_roofline(
 
 X_CANDIDATES = ("expected_bytes", "bytes", "dram_bytes")
 Y_CANDIDATES = ("effective_bw_bytes_per_s", "bandwidth_bytes_per_s", "dram_bw_bytes_per_s")
+Y_LABELS = {
+    "effective_bw_bytes_per_s": "bandwidth: bytes the op must move / time",
+    "bandwidth_bytes_per_s": "bandwidth: bytes the op must move / time",
+    "dram_bw_bytes_per_s": "DRAM bandwidth (counters)",
+    "flop_per_s": "FLOP rate: the op's FLOP / time",
+}
+X_LABELS = {
+    "expected_bytes": "bytes the op must move (one position per config, smallest first)",
+    "bytes": "bytes the op must move (one position per config, smallest first)",
+    "dram_bytes": "DRAM bytes (one position per config, smallest first)",
+    "flop": "FLOP the op does (one position per config, fewest first)",
+}
 
 
 def _first_column(df: pd.DataFrame, candidates: Sequence[str]) -> str:
@@ -364,21 +382,42 @@ def _first_column(df: pd.DataFrame, candidates: Sequence[str]) -> str:
     raise ValueError(f"none of the columns {', '.join(candidates)} has values; have {', '.join(map(str, df.columns))}")
 
 
-def bandwidth_vs_size(
+def _positions(rows: pd.DataFrame, x: str) -> tuple[pd.Series, list[str]]:
+    """Each row's x position, one per config in order of size (configs of equal size side by side, not on one
+    x with a vertical zigzag between them), and the tick labels: the size, and the config where sizes repeat."""
+    sizes = rows[x].astype(float)
+    configs = rows["config"].astype(str) if "config" in rows else sizes.astype(str)
+    # a config in two dtypes moves two sizes: one position each, so every line runs in order of size
+    keys = pd.Series(list(zip(configs, sizes, strict=True)), index=rows.index)
+    order = sorted(set(keys), key=lambda key: (key[1], key[0]))
+    position = {key: i for i, key in enumerate(order)}
+    shown = [_binary_bytes(size) if x != "flop" else units.decimal(size, "FLOP", ".3g") for _, size in order]
+    repeated = pd.Series(shown).duplicated(keep=False).tolist()
+    ticks = [
+        text + (f"\n{label}" if twice else "") for (label, _), text, twice in zip(order, shown, repeated, strict=True)
+    ]
+    return keys.map(position), ticks
+
+
+def rate_vs_size(
     df: pd.DataFrame,
     copy_ceiling: float | None = None,
     *,
     dram_ceiling: float | None = None,
+    flop_ceilings: Mapping[str, float] | None = None,
     x: str = "auto",
     y: str = "auto",
     ax: Axes | None = None,
     title: str = "Bandwidth vs size",
 ) -> Figure:
-    """Achieved bandwidth against problem size, one line per (backend, dtype).
+    """What each op achieves against its problem size, one line per (backend, dtype): bandwidth against the copy
+    ceiling, or, for the ops in ``flop_ceilings``, the FLOP rate against the ceiling given (measured cuBLAS): the
+    metric that bounds the op.
 
     Backend is colour, dtype is line style and marker (:data:`DTYPE_STYLE`); the legend,
-    grouped (backends, dtypes, ceilings), sits outside the data. A table of several ops
-    gets one axes per op (shared y), unless ``ax`` is given.
+    grouped (backends, dtypes, ceilings), sits outside the data. Configs sit at one x position
+    each, in order of size. A table of several ops gets one axes per op (a shared y when they
+    share the metric), unless ``ax`` is given.
 
     Parameters
     ----------
@@ -392,6 +431,9 @@ def bandwidth_vs_size(
         Measured device copy bandwidth (bytes/s), drawn dashed (gid ``ceiling:copy``).
     dram_ceiling : float, optional
         The counter DRAM ceiling (bytes/s), drawn solid (gid ``ceiling:dram``).
+    flop_ceilings : mapping, optional
+        Op -> the FLOP/s ceiling of an op plotted as its FLOP rate (``flop_per_s``), drawn dashed
+        (gid ``ceiling:cublas``).
     title : str
         The figure's title (each op's axes is titled with the op).
 
@@ -400,11 +442,13 @@ def bandwidth_vs_size(
     ValueError
         When none of the candidate columns is present.
     """
+    flop_ceilings = dict(flop_ceilings or {})
     x = _first_column(df, X_CANDIDATES) if x == "auto" else x
     y = _first_column(df, Y_CANDIDATES) if y == "auto" else y
-    data = df[np.isfinite(df[x].astype(float)) & np.isfinite(df[y].astype(float))]
+    data = df[np.isfinite(df[x].astype(float))]
     op = data["op"].fillna("?").astype(str) if "op" in data else pd.Series("?", index=data.index)
     ops = list(dict.fromkeys(op))
+    metric = {o: "flop_per_s" if o in flop_ceilings else y for o in ops}
     several_ops = len(ops) > 1
     if ax is not None or not several_ops:
         fig, ax = _axes(ax, size=(9.0, 5.0))
@@ -412,49 +456,58 @@ def bandwidth_vs_size(
     else:
         cols = 2
         rows = math.ceil(len(ops) / cols)
-        fig = Figure(figsize=(11.0, 3.4 * rows + 0.6), layout="constrained")
-        grid = fig.subplots(rows, cols, sharex=False, sharey=True, squeeze=False).ravel()
+        fig = Figure(figsize=(11.0, 3.6 * rows + 0.8), layout="constrained")
+        shared = len(set(metric.values())) == 1
+        grid = fig.subplots(rows, cols, sharex=False, sharey=shared, squeeze=False).ravel()
         for extra in grid[len(ops) :]:
             extra.remove()
         axes = dict(zip(ops, grid, strict=False))
     backends: list[str] = []
     dtypes: list[str] = []
-    top = 0.0
+    tops: dict[Any, float] = {}
     for o, a in axes.items():
-        rows_of_op = data[op == o]
+        column = metric.get(o, y)
+        rows_of_op = data[(op == o) & np.isfinite(data[column].astype(float))]
+        along = "flop" if column == "flop_per_s" and "flop" in rows_of_op else x  # a FLOP rate against the FLOP
+        positions, ticks = _positions(rows_of_op, along)
         backend = rows_of_op["backend"].fillna("other").astype(str)
         dtype = rows_of_op["dtype"].fillna("?").astype(str)
+        top = tops.get(a, 0.0)
         for (b, d), group in rows_of_op.groupby([backend, dtype], sort=False):
-            group = group.sort_values([x, y])
+            order = positions[group.index].sort_values().index
             backends += [b] if b not in backends else []
             dtypes += [d] if d not in dtypes else []
             name = f"{o}:{b}:{d}" if several_ops else f"{b}:{d}"
             style = DTYPE_STYLE.get(d, OTHER_DTYPE_STYLE)
-            a.plot(group[x].astype(float), group[y].astype(float), color=_backend_color(b), ms=5, lw=1.4,
-                   gid=f"series:{name}", label=name.replace(":", " "), **style)  # fmt: skip
-            top = max(top, float(group[y].astype(float).max()))
+            a.plot(positions[order].astype(float), group.loc[order, column].astype(float), color=_backend_color(b),
+                   ms=5, lw=1.4, zorder=3 if b == "oasr" else 2, gid=f"series:{name}", label=name.replace(":", " "),
+                   **style)  # fmt: skip
+            top = max(top, float(group[column].astype(float).max()))
         first = a is next(iter(axes.values()))
-        for name, value, style, colour in (("copy", copy_ceiling, "--", "k"), ("dram", dram_ceiling, "-", "C3")):
+        lines = [("cublas", flop_ceilings.get(o), "--", "k")] if column == "flop_per_s" else [
+            ("copy", copy_ceiling, "--", "k"), ("dram", dram_ceiling, "-", "C3")]  # fmt: skip
+        for name, value, style, colour in lines:
             if value is not None and math.isfinite(value):
                 gid = f"ceiling:{name}" if first else f"ceiling:{name}:{o}"
                 a.axhline(value, linestyle=style, color=colour, lw=1.2, gid=gid)
                 top = max(top, value)
-        a.set_xscale("log", base=2)
-        sizes = np.unique(rows_of_op[x].astype(float))
-        if 0 < len(sizes) <= 12:
-            a.set_xticks(_spread(sizes))
-        a.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _binary_bytes(v)))
-        a.xaxis.set_minor_formatter(NullFormatter())
-        a.tick_params(axis="x", labelsize=7, labelrotation=30 if len(sizes) > 6 else 0)
-        a.yaxis.set_major_formatter(EngFormatter(unit="B/s"))
-        a.set_xlabel(f"size ({x})", fontsize=8)
-        a.set_ylabel(f"bandwidth ({y})", fontsize=8)
+        tops[a] = top
+        a.set_xticks(range(len(ticks)), ticks)
+        a.set_xlim(-0.5, len(ticks) - 0.5)
+        upright = len(ticks) > 5 or "\n" in "".join(ticks)  # upright labels take a line's width, no more
+        a.tick_params(axis="x", labelsize=7, labelrotation=90 if upright else 0)
+        a.yaxis.set_major_formatter(EngFormatter(unit="FLOP/s" if column == "flop_per_s" else "B/s"))
+        a.set_xlabel(X_LABELS.get(along, along), fontsize=8)
+        a.set_ylabel(Y_LABELS.get(column, column), fontsize=8)
         a.grid(True, alpha=0.3)
         if several_ops:
             a.set_title(o, fontsize=9)
-    for a in set(axes.values()):
+    for a, top in tops.items():
         a.set_ylim(0, top * 1.08 if top > 0 else None)
-    handles = _bandwidth_legend(backends, dtypes, copy_ceiling, dram_ceiling)
+    cublas = next((v for v in flop_ceilings.values() if v is not None and math.isfinite(v)), None)
+    flop_only = all(metric[o] == "flop_per_s" for o in ops)
+    handles = _rate_legend(backends, dtypes, None if flop_only else copy_ceiling, None if flop_only else dram_ceiling,
+                           cublas)  # fmt: skip
     if several_ops and len(set(axes.values())) > 1:
         fig.legend(handles=handles, loc="outside right upper", fontsize=8, frameon=False)
         fig.suptitle(title)
@@ -466,21 +519,16 @@ def bandwidth_vs_size(
     return fig
 
 
-def _spread(sizes: np.ndarray, min_log2_gap: float = 0.3) -> list[float]:
-    """Tick positions at the sizes, leaving out one that sits too close to the last one kept (labels would overlap)."""
-    kept: list[float] = []
-    for size in sorted(sizes):
-        if size > 0 and (not kept or math.log2(size / kept[-1]) >= min_log2_gap):
-            kept.append(float(size))
-    return kept
-
-
 def _backend_color(backend: str) -> Any:
     return BACKEND_STYLE.get(backend, OTHER_STYLE)["color"]
 
 
-def _bandwidth_legend(
-    backends: Sequence[str], dtypes: Sequence[str], copy_ceiling: float | None, dram_ceiling: float | None
+def _rate_legend(
+    backends: Sequence[str],
+    dtypes: Sequence[str],
+    copy_ceiling: float | None,
+    dram_ceiling: float | None,
+    cublas_ceiling: float | None = None,
 ) -> list[Any]:
     """Grouped legend: a heading and entries for backends (colour), dtypes (style), ceilings."""
 
@@ -494,10 +542,11 @@ def _bandwidth_legend(
         Line2D([], [], color="0.3", lw=1.4, ms=5, label=d, **DTYPE_STYLE.get(d, OTHER_DTYPE_STYLE)) for d in dtypes
     ]
     ceilings = [
-        Line2D([], [], color=colour, linestyle=style, lw=1.2, label=f"{text}: {format_rate(value, 'B/s')}")
-        for value, style, colour, text in (
-            (copy_ceiling, "--", "k", "measured copy"),
-            (dram_ceiling, "-", "C3", "DRAM peak (counters)"),
+        Line2D([], [], color=colour, linestyle=style, lw=1.2, label=f"{text}: {format_rate(value, unit)}")
+        for value, style, colour, text, unit in (
+            (copy_ceiling, "--", "k", "measured copy", "B/s"),
+            (dram_ceiling, "-", "C3", "DRAM peak (counters)", "B/s"),
+            (cublas_ceiling, "--", "k", "measured cuBLAS BF16", "FLOP/s"),
         )
         if value is not None and math.isfinite(value)
     ]

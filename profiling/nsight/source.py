@@ -44,7 +44,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..files import atomic_write_text, cached_digest, file_digest
+from ..files import atomic_write_text, cached_digest, file_digest, shown_path
 from . import packing
 from .reader import import_ncu_report
 from .recordings import LINES_SUFFIX
@@ -228,8 +228,31 @@ def read_lines(report: str | Path) -> pd.DataFrame:
     body = _stored(Path(report))
     if body is None:
         return parse_lines(report)
-    table = pd.read_csv(io.StringIO(body), keep_default_na=False, na_values=[])
-    return table.astype({"file": str, "source": str, "kernel": str, "sass": str})
+    table = pd.read_csv(io.StringIO(body), keep_default_na=False, na_values=[], dtype=str)
+    return _typed(table, lines_path(report))
+
+
+TEXT_COLUMNS = ("kernel", "file", "source", "sass")
+"""The line table's text columns; every other column is a count."""
+INTEGER_COLUMNS = ("launch", "line", "pcs")
+
+
+def _typed(table: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """``table`` (read as text) with its counts as numbers; a value that is not one is a damaged table (ValueError
+    naming the file, column and value), never text passed on to the HTML views."""
+    for column in table.columns:
+        if column in TEXT_COLUMNS:
+            continue
+        values = pd.to_numeric(table[column], errors="coerce")
+        wrong = values.isna() | ((values != values.round()) if column in INTEGER_COLUMNS else False)
+        if wrong.any():
+            bad = table.loc[wrong, column].iloc[0]
+            raise ValueError(
+                f"{shown_path(path)} is damaged: its column {column!r} holds {bad[:40]!r}, not "
+                f"{'an integer' if column in INTEGER_COLUMNS else 'a number'}; delete it to parse the report again"
+            )
+        table[column] = values.astype("int64") if column in INTEGER_COLUMNS else values.astype(float)
+    return table
 
 
 def stall_columns(table: pd.DataFrame) -> list[str]:
@@ -267,12 +290,29 @@ def hottest_file(table: pd.DataFrame, by: str = "samples") -> str:
 
 
 HEAT_COLOR = "#d9480f"
+LIBRARIES = ("cutlass", "cuda")
+"""Header libraries named by the folder their ``include/`` sits in on the recording machine."""
+
+
+def shown_file(path: str) -> str:
+    """A recorded source path without the recording machine's folders: relative to its library's root, e.g.
+    ``.../cutlass_library/source/include/cute/arch/copy_sm90.hpp`` -> ``cutlass/include/cute/arch/copy_sm90.hpp``,
+    ``/work/main/include/oasr/norm.cuh`` -> ``include/oasr/norm.cuh`` (this repository's), ``/usr/local/cuda/...
+    /include/cuda_fp16.hpp`` -> ``cuda/include/cuda_fp16.hpp``; a path with no ``include/`` keeps its name only."""
+    head, sep, tail = str(path).replace("\\", "/").rpartition("/include/")
+    if not sep:
+        return str(path).rsplit("/", 1)[-1]
+    if tail.startswith("oasr/"):
+        return f"include/{tail}"
+    library = next((name for name in LIBRARIES if name in head.lower()), head.rstrip("/").rsplit("/", 1)[-1])
+    return f"{library}/include/{tail}"
 
 
 def annotated_source_html(table: pd.DataFrame, file: str | None = None, by: str = "samples") -> str:
     """``file``'s lines in the table (counted lines and their context) with a heat bar per line.
 
-    Every text that comes from the report (file name, source) is HTML-escaped.
+    Every text that comes from the report (file name, source) is HTML-escaped, and every count is formatted as
+    the number it must be (a line number that is not one raises ValueError).
     """
     file = file or hottest_file(table, by)
     rows = table[table["file"] == file].sort_values("line")
@@ -282,17 +322,18 @@ def annotated_source_html(table: pd.DataFrame, file: str | None = None, by: str 
     body = []
     previous = None
     for number, value, pcs, text in rows[["line", by, "pcs", "source"]].itertuples(index=False, name=None):
+        number, value = int(number), float(value)  # counts are numbers (read_lines refuses others), never markup
         if previous is not None and number > previous + 1:
             body.append("<tr><td colspan=4 style='color:#888'>&#8942;</td></tr>")
         previous = number
         bar = f"<div style='background:{HEAT_COLOR};height:.8em;width:{100.0 * value / peak:.1f}%'></div>"
-        shown = f"{value:,.0f}" if pcs else ""
+        shown = f"{value:,.0f}" if float(pcs) else ""
         body.append(
             f"<tr><td style='text-align:right;color:#888'>{number}</td><td style='width:8em'>{bar}</td>"
             f"<td style='text-align:right'>{shown}</td>"
             f"<td style='text-align:left;white-space:pre;font-family:monospace'>{html.escape(str(text))}</td></tr>"
         )
-    caption = html.escape(f"{file}: {by} per line (bar: share of the hottest line)")
+    caption = html.escape(f"{shown_file(file)}: {by} per line (bar: share of the hottest line)")
     head = f"<tr><th>line</th><th>heat</th><th>{html.escape(by)}</th><th>source</th></tr>"
     table_style = "border-collapse:collapse;font-size:90%"
     return f"<table style='{table_style}'><caption>{caption}</caption>{head}{''.join(body)}</table>"

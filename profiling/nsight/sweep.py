@@ -45,8 +45,9 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..files import REPLAY_GPU
-from ..harness.ops import DTYPES, OPS, Config, dtype_name, get_op, parse_dtype
+from .. import commands, readable
+from ..files import REPLAY_GPU, shown_path
+from ..harness.ops import OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
 from ..scaleout import gpus as scaleout_gpus
 from ..scaleout.chunks import Attempt, ChunkLost, host_name, worker_gpu
@@ -101,7 +102,7 @@ class ProfileResult:
         """One line saying where the numbers come from (GPU, date, commit)."""
         made = "; ".join(
             dict.fromkeys(
-                f"{p.get('gpu', '?')} on {str(p.get('date', '?'))[:10]} at commit {p.get('git_commit', '?')}"
+                f"{p.get('gpu', '?')} on {str(p.get('date', '?'))[:10]} at commit {str(p.get('git_commit', '?'))[:7]}"
                 for p in self.provenance
             )
         )
@@ -693,85 +694,22 @@ TABLE_COLUMNS = (
     "backend", "dtype", "kernel", "duration_s", "dram_bytes", "flop", "dram_bw_bytes_per_s", "pct_dram_peak", "profile",
 )  # fmt: skip
 
-CONFIG_FORM = "field=int,... (e.g. n=65536, or b=16,t=1500,c=1024)"
 
-
-def _parse_config(text: str) -> Config:
-    """``"b=16,t=1500,c=1024"`` -> ``{"b": 16, "t": 1500, "c": 1024}``; argparse's error names the flag otherwise."""
-    config: Config = {}
-    for item in text.split(","):
-        name, sep, value = (part.strip() for part in item.partition("="))
-        if not sep or not name.isidentifier():
-            raise argparse.ArgumentTypeError(f"{text!r} is not {CONFIG_FORM}")
-        try:
-            config[name] = int(value)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{text!r}: {name}={value!r} is not an integer; expected {CONFIG_FORM}"
-            ) from None
-    return config
-
-
-def _op_epilog() -> str:
-    lines = ["ops (their config fields; backends):"]
-    for name, spec in OPS.items():
-        lines.append(f"  {name:<16} {','.join(spec.config_fields):<8} {', '.join(spec.backends)}")
-    lines += [
-        "",
-        "Without --live or --replay: live when a CUDA GPU and ncu are present, else replay the",
-        "recordings committed under reports/h200/profiles/. Profiles are cached under",
-        "reports/<gpu>/profiles/ and reused while the kernel sources, preset and ncu settings match.",
-        "",
-        "example: python -m profiling.nsight --op scale --dtypes float16,bfloat16 --config n=1048576 --replay",
-    ]
+def op_table() -> str:
+    """The ops with their config fields and backends (``--list``)."""
+    lines = [f"{'op':<20} {'config fields':<28} backends"]
+    lines += [f"{name:<20} {','.join(spec.config_fields):<28} {', '.join(spec.backends)}" for name, spec in OPS.items()]
     return "\n".join(lines)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The command line of ``python -m profiling.nsight``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m profiling.nsight",
-        description="Profile an op's sweep under Nsight Compute (or replay the recordings without a GPU),\n"
-        "then print its launch table, where the numbers come from, and the report files.",
-        epilog=_op_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--op", required=True, choices=list(OPS), metavar="OP",
-                        help=f"the op to profile, one of: {', '.join(OPS)}")  # fmt: skip
-    parser.add_argument("--preset", default="roofline", choices=tuple(PRESETS),
-                        help="metric set: timing (durations and launch configuration), roofline (+ bytes, "
-                        "FLOP, peaks and ncu's advice), source (+ per-source-line instructions and stall "
-                        "samples), full (every section; for one launch in the ncu GUI); "
-                        "default: %(default)s")  # fmt: skip
-    parser.add_argument("--dtypes", default="float16",
-                        help=f"comma-separated dtypes, from {', '.join(DTYPES)}; default: %(default)s")  # fmt: skip
-    backends = ", ".join(dict.fromkeys(b for spec in OPS.values() for b in spec.backends))
-    parser.add_argument("--backends", default="oasr,torch",
-                        help=f"comma-separated backends, from {backends}; default: %(default)s")  # fmt: skip
-    parser.add_argument("--config", action="append", type=_parse_config, metavar="FIELD=INT,...",
-                        help="one config of the sweep, e.g. n=65536 or b=16,t=1500,c=1024 (the op's fields, "
-                        "listed below); repeat for more; default: the op's default sweep")  # fmt: skip
-    parser.add_argument("--force", action="store_true", help="profile again even where the cache has the entries")
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--live", dest="live", action="store_true", default=None,
-                      help="profile now with ncu (needs a CUDA GPU and Nsight Compute)")  # fmt: skip
-    mode.add_argument("--replay", dest="live", action="store_false",
-                      help="only replay the recordings committed under reports/, never run ncu")  # fmt: skip
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help="limit for the ncu run (finished configs are kept on timeout); "
-                        "default: %(default)s")  # fmt: skip
-    parser.add_argument("--gpus", metavar="all|N|IDS",
-                        help="spread the configs over GPUs, one ncu run per GPU: all, a count, or ids like 0,1 "
-                        "(default: one ncu run on this process's GPU)")  # fmt: skip
-    parser.add_argument("--engine", default="local", choices=ENGINES,
-                        help="with --gpus: a process per GPU (local) or Ray tasks (ray)")  # fmt: skip
-    parser.add_argument("--address", help="with --engine ray: the Ray cluster to join (auto, ray://host:10001)")
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _check_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """What the parser (standard library only, :mod:`profiling.commands`) leaves to the loaded modules."""
+    if args.op not in OPS:
+        parser.error(f"argument --op: invalid choice: {args.op!r} (choose from {', '.join(OPS)})")
+    if args.preset not in PRESETS:
+        parser.error(f"argument --preset: invalid choice: {args.preset!r} (choose from {', '.join(PRESETS)})")
+    if args.engine not in ENGINES:
+        parser.error(f"argument --engine: invalid choice: {args.engine!r} (choose from {', '.join(ENGINES)})")
     fields = list(get_op(args.op).config_fields)
     for config in args.config or ():
         if sorted(config) != sorted(fields):
@@ -781,6 +719,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
     if args.address is not None and args.engine != "ray":
         parser.error("argument --address: joins a Ray cluster, so it needs --engine ray")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m profiling.nsight``: profile (or replay) an op's sweep and print its launches for people."""
+    parser = commands.nsight_parser()
+    args = parser.parse_args(argv)
+    if args.list:
+        print(op_table())
+        return 0
+    _check_names(parser, args)
     if args.live and not gpu_available():
         replay = f"python -m profiling.nsight --op {args.op} --preset {args.preset} --replay"
         print(
@@ -799,7 +747,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             force=args.force,
             live=args.live,
             progress=runner.print_progress,
-            timeout_s=args.timeout,
+            timeout_s=DEFAULT_TIMEOUT_S if args.timeout is None else args.timeout,
             gpus=args.gpus,
             engine=args.engine,
             address=args.address,
@@ -809,12 +757,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, runner.NcuNotFoundError):
             print(f"On the command line: python -m profiling.nsight --op {args.op} --replay", file=sys.stderr)
         return 1
+    fields = list(get_op(args.op).config_fields)
     columns = [c for c in (*TABLE_COLUMNS[:2], *fields, *TABLE_COLUMNS[2:]) if c in result.launches]
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(result.launches[columns].to_string(index=False) if columns else result.launches)
+    print(readable.text(result.launches[columns]) if columns else result.launches)
     print(result.summary())
     for path in result.report_paths:
-        print(f"report: {path}")
+        print(f"report: {shown_path(path if path.is_file() else packing.packed(path))}")  # the file there is
     return 0
 
 

@@ -16,138 +16,15 @@ view as a DataFrame of strings, :func:`to_html` as HTML.
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable
-from typing import Any
 
 import pandas as pd
 
-from .. import units
-from ..analysis.plots import format_rate
+from .. import readable
 from ..harness.ops import get_op
+from ..readable import header
 
-MISSING = "—"
 MAX_HEIGHT = "36em"
-
-INTEGER_COLUMNS = {
-    "launch", "grid_size", "block_size", "registers_per_thread", "samples", "launches_per_sample", "input_sets", "run",
-}  # fmt: skip
-"""Columns that count things: shown as integers even when stored as floats (``128.0``)."""
-
-HEADERS = {
-    "seconds": "time (µs)",
-    "eager_seconds": "eager (µs)",
-    "base_seconds": "base (µs)",
-    "head_seconds": "head (µs)",
-    "p10_seconds": "p10 (µs)",
-    "p90_seconds": "p90 (µs)",
-    "std_seconds": "std (µs)",
-    "duration_s": "duration (µs)",
-    "bandwidth_bytes_per_s": "bandwidth (GB/s)",
-    "dram_bw_bytes_per_s": "DRAM bandwidth (GB/s)",
-    "effective_bw_bytes_per_s": "effective bandwidth (GB/s)",
-    "copy_bytes_per_s": "copy ceiling (GB/s)",
-    "memory_peak_bytes_per_s": "memory roof (GB/s)",
-    "flop_per_s": "TFLOP/s",
-    "compute_peak_flop_per_s": "compute roof (TFLOP/s)",
-    "roof_flop_per_s": "roof (TFLOP/s)",
-    "pct_of_copy": "% of copy",
-    "pct_dram_peak": "% of DRAM peak",
-    "pct_of_roof": "% of roof",
-    "bytes_vs_expected_pct": "bytes vs expected (%)",
-    "flop_vs_expected_pct": "FLOP vs expected (%)",
-    "iqr_rel": "IQR / median",
-    "speedup_vs_torch": "speedup vs torch",
-    "grid_size": "grid",
-    "block_size": "block",
-    "registers_per_thread": "registers",
-    "dram_bytes": "DRAM bytes",
-    "expected_bytes": "expected bytes",
-    "expected_flop": "expected FLOP",
-    "flop": "FLOP",
-    "max_abs_err": "max abs err",
-    "max_rel_err": "max rel err",
-    "knee_flop_per_byte": "knee (FLOP/B)",
-    "oasr_seconds": "oasr (µs)",
-    "torch_seconds": "torch (µs)",
-    "oasr_pct_of_copy": "oasr % of copy",
-    "torch_pct_of_copy": "torch % of copy",
-}
-"""Headers for people; other columns get theirs from :func:`header`'s suffix rules."""
-
-
-def _is_missing(value: Any) -> bool:
-    try:
-        return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-    except TypeError:
-        return False
-
-
-def significant(value: float, digits: int = 3) -> str:
-    """``4055.3`` -> ``"4,055"``, ``14.83`` -> ``"14.8"``, ``0.0123`` -> ``"0.0123"``; never scientific."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:g}"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(value))))
-    return f"{value:,.{decimals}f}"
-
-
-def binary_size(nbytes: float) -> str:
-    """``2**30`` -> ``"1.00 GiB"``, ``16384`` -> ``"16.0 KiB"``, ``512`` -> ``"512 B"``."""
-    return units.binary(nbytes, significant, lambda v: f"{v:.0f}")
-
-
-def _formatter(column: str, values: pd.Series) -> Callable[[Any], str]:
-    """How one column's values read for people, from its name (its unit) and its values."""
-    name = column.lower()
-    if name in ("seconds", "duration_s") or (name.endswith(("_seconds", "_s")) and not name.endswith("_per_s")):
-        return lambda v: significant(v * 1e6)
-    if name.endswith("bytes_per_s"):
-        return lambda v: significant(v / 1e9)
-    if name.endswith("flop_per_s"):
-        return lambda v: significant(v / 1e12)
-    if name.endswith("_hz"):
-        return lambda v: f"{v / 1e9:.3f}"
-    if name == "bytes" or name.endswith("_bytes"):
-        return binary_size
-    if name.startswith("pct_") or name.endswith("_pct") or "_pct_" in name:
-        signed = "_vs_" in name
-        return lambda v: f"{v:+.1f}" if signed else f"{v:.1f}"
-    if name.startswith("speedup"):
-        return lambda v: f"{v:.2f}×"
-    if name == "iqr_rel":
-        return lambda v: f"{100 * v:.1f}%"
-    if name.endswith("flop_per_byte"):
-        return lambda v: significant(v)
-    if name in ("rtol", "atol") or name.endswith("_err"):
-        return lambda v: f"{v:.2e}"
-    if name == "flop" or name.startswith(("flop_", "expected_flop")):
-        return lambda v: f"{v:,.0f}"
-    numeric = pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
-    if name in INTEGER_COLUMNS or (numeric and _integral(values)):
-        return lambda v: f"{v:.0f}"
-    if numeric:
-        return lambda v: significant(float(v), 4)
-    return str
-
-
-def _integral(values: pd.Series) -> bool:
-    present = pd.to_numeric(values, errors="coerce").dropna()
-    return bool(len(present)) and bool((present == present.round()).all())
-
-
-def header(column: Any) -> str:
-    """The header people read for a base-unit column: ``seconds`` -> ``time (µs)``."""
-    name = str(column)
-    if name in HEADERS:
-        return HEADERS[name]
-    for suffix, unit in (("_bytes_per_s", "GB/s"), ("_flop_per_s", "TFLOP/s"), ("_seconds", "µs"), ("_hz", "GHz")):
-        if name.endswith(suffix):
-            return f"{name[: -len(suffix)].replace('_', ' ')} ({unit})"
-    if name.endswith("_flop_per_byte"):
-        return f"{name[: -len('_flop_per_byte')].replace('_', ' ').replace('ai ', 'AI ')} (FLOP/B)"
-    if name.endswith("_pct"):
-        return f"{name[:-4].replace('_', ' ')} (%)"
-    return name.replace("_", " ") if name.endswith("_bytes") else name
 
 
 def config_in_op_order(df: pd.DataFrame) -> pd.DataFrame:
@@ -180,36 +57,9 @@ def config_in_op_order(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _rate_by_unit(values: pd.Series, units: pd.Series) -> list[str]:
-    """A ceilings table's ``value`` column, each in its row's unit (``byte/s`` or ``FLOP/s``)."""
-    return [
-        MISSING if _is_missing(v) else format_rate(float(v), "B/s" if str(u).startswith("byte") else str(u))
-        for v, u in zip(values, units, strict=True)
-    ]
-
-
 def people(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` as text for people: units in the headers, values formatted, ``—`` where missing."""
-    df = config_in_op_order(df)
-    out = pd.DataFrame(index=df.index)
-    rates = "value" in df and "unit" in df  # a ceilings table: each value in its own unit, so no unit column
-    for column in df.columns:
-        values = df[column]
-        if rates and column == "unit":
-            continue
-        if rates and column == "value":
-            out[header(column)] = _rate_by_unit(values, df["unit"])
-            continue
-        fmt = _formatter(str(column), values)
-        out[header(column)] = [MISSING if _is_missing(v) else _safe(fmt, v) for v in values]
-    return out
-
-
-def _safe(fmt: Callable[[Any], str], value: Any) -> str:
-    try:
-        return fmt(value)
-    except (TypeError, ValueError):
-        return str(value)
+    """``df`` as text for people (:func:`profiling.readable.people`), configs in each op's field order."""
+    return readable.people(config_in_op_order(df))
 
 
 _CSS = [
@@ -217,11 +67,20 @@ _CSS = [
     {
         "selector": "th",
         "props": "position:sticky;top:0;background:#f5f5f5;text-align:right;padding:3px 8px;"
-        "border-bottom:1px solid #bbb;white-space:normal;vertical-align:bottom",
+        "border-bottom:1px solid #bbb;white-space:normal;vertical-align:bottom;min-width:4em",
     },
-    {"selector": "td", "props": "padding:2px 8px;white-space:nowrap;border-bottom:1px solid #eee"},
+    {"selector": "td", "props": "padding:2px 8px;border-bottom:1px solid #eee;vertical-align:top"},
     {"selector": "tbody tr:hover", "props": "background:#f0f6ff"},
 ]
+NUMBER_CELL = {"text-align": "right", "white-space": "nowrap"}
+"""A number is never broken across lines (nor cut: the box scrolls sideways instead)."""
+TEXT_CELL = {"text-align": "left", "white-space": "nowrap"}
+"""Short text (a config, a dtype) stays on its line."""
+LONG_TEXT_CELL = {"text-align": "left", "white-space": "normal", "overflow-wrap": "anywhere"}
+LONG_TEXT_CELL |= {"min-width": "14em", "max-width": "28em"}
+"""Long text (kernel names, flags, paths, ncu's messages) wraps within a column of readable width."""
+LONG_TEXT = 28
+"""A text column holding a value longer than this many characters wraps."""
 
 
 def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MAX_HEIGHT) -> str:
@@ -229,7 +88,16 @@ def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MA
 
     ``index``: show the index (default: only when it is not a plain range). Index labels are
     repeated on every row, so a row read in the middle of a scrolled box still names its op.
+    A column without a single value is left out and named beneath the table, with the notes in
+    ``df.attrs["notes"]`` (why values are missing, what a column means).
     """
+    empty = [c for c in df.columns if len(df) and df[c].isna().all()]
+    notes = [str(note) for note in df.attrs.get("notes", [])]
+    explained = " ".join(notes)
+    unexplained = [header(c) for c in empty if header(c) not in explained]
+    if unexplained:
+        notes.append(f"no value recorded (column left out): {', '.join(unexplained)}")
+    df = df.drop(columns=empty)
     shown = people(df)
     if index is None:
         index = not isinstance(df.index, pd.RangeIndex)
@@ -237,15 +105,20 @@ def to_html(df: pd.DataFrame, *, index: bool | None = None, max_height: str = MA
         header(c) for c in df.columns if pd.api.types.is_numeric_dtype(df[c]) and not pd.api.types.is_bool_dtype(df[c])
     ]
     styler = shown.style.format(escape="html").format_index(escape="html", axis=0).format_index(escape="html", axis=1)
-    styler = styler.set_table_styles(_CSS).set_properties(**{"text-align": "left"})
+    styler = styler.set_table_styles(_CSS).set_properties(**TEXT_CELL)
+    unbroken = {header("config")}  # a config is read whole: its box scrolls rather than split a field
+    long = [c for c in shown.columns if c not in numeric and c not in unbroken and shown[c].str.len().max() > LONG_TEXT]
+    if long:
+        styler = styler.set_properties(subset=long, **LONG_TEXT_CELL)
     if numeric:
-        styler = styler.set_properties(subset=[c for c in numeric if c in shown], **{"text-align": "right"})
+        styler = styler.set_properties(subset=[c for c in numeric if c in shown], **NUMBER_CELL)
     if not index:
         styler = styler.hide(axis="index")
     rows = f"{len(df)} rows" if len(df) != 1 else "1 row"
+    foot = "; ".join([rows, *notes])
     return (
         f"<div class='oasr-table' style='max-height:{max_height};max-width:100%;overflow:auto'>"
-        f"{styler.to_html(sparse_index=False)}</div><div style='font-size:11px;color:#666'>{html.escape(rows)}</div>"
+        f"{styler.to_html(sparse_index=False)}</div><div style='font-size:11px;color:#666'>{html.escape(foot)}</div>"
     )
 
 

@@ -28,9 +28,11 @@ from ..analysis import limiter, plots, roofline
 from ..files import ShownPath, atomic_write_text, shown_path
 from ..harness import correctness, timing
 from ..harness.measure import measure
-from ..harness.ops import Config, OpSpec, ops_of, parse_dtype
+from ..harness.ops import Config, OpSpec, get_op, ops_of
 from ..nsight import runner, source
 from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
+from ..readable import header
+from . import headline
 from .display import Table, config_in_op_order
 from .pages import page_of
 from .tables import REPLAY, load_table, report_gpu_slug, save_table, summary_path, workbench_mode
@@ -65,8 +67,10 @@ class Workbench:
         info = dict(provenance.collect())
         try:
             info["ncu"] = str(runner.find_ncu())
-        except runner.NcuNotFoundError as exc:  # shown, not raised: replay needs no ncu
-            info["ncu"] = f"not found ({type(exc).__name__})"
+        except runner.NcuNotFoundError:  # shown, not raised: replay needs no ncu
+            info["ncu"] = (
+                "not found (replay needs none)" if self.replayed else "not found: profiling needs Nsight Compute"
+            )
         info["target archs"] = " ".join(CompilationContext().arch_names())
         info["nvcc path"] = shutil.which("nvcc") or "not found"
         info["mode"] = self.mode
@@ -80,7 +84,7 @@ class Workbench:
         meta = self._recorded_meta()
         made = html.escape(  # provenance is data: escaped before it reaches HTML
             f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), "
-            f"commit {meta.get('git_commit', '?')}, {meta.get('date', '?')}"
+            f"commit {str(meta.get('git_commit', '?'))[:7]}, {meta.get('date', '?')}"
             if meta
             else f"no recording found in reports/{self.gpu_slug}"
         )
@@ -115,12 +119,12 @@ class Workbench:
         row = {
             "module": info.name,
             "cache": "hit" if info.cache_hit else "miss (compiled)",
-            "seconds": round(info.seconds, 3),
+            "build_seconds": info.seconds,
             "key": info.key,
-            "library": shown_path(info.library),
+            "library": str(shown_path(info.library)),
             "nvcc flags": " ".join(f for f in info.nvcc_flags if not f.startswith("-I")),
         }
-        return pd.DataFrame([row])
+        return Table([row])
 
     # ------------------------------------------------------------ correctness
 
@@ -137,7 +141,15 @@ class Workbench:
             frames.append(df)
         table = pd.concat(frames, ignore_index=True)
         self.recorded["correctness_passed"] = bool(table["passed"].all())
-        return Table(table)
+        shown = Table(table.reindex(columns=correctness.COLUMNS))
+        older = [f.loc[0, "op"] for f in frames if correctness.RECORDED_BEFORE_SCALED_REL_ERR not in f]
+        if older:  # their max_rel_err divided by each element's reference: 1e303 next to a near-zero one
+            shown = Table(shown.assign(max_rel_err=shown["max_rel_err"].where(shown["err_over_tol"].notna())))
+            shown.attrs["notes"] = [
+                f"{header('max_rel_err')} and {header('err_over_tol')}: not in the recordings of {', '.join(older)}, "
+                "made when the relative error was taken element by element (it blew up on near-zero references)"
+            ]
+        return shown
 
     # ------------------------------------------------------------ timing
 
@@ -150,15 +162,22 @@ class Workbench:
             else:
                 df = measure(op, configs or op.default_sweep, dtypes or op.dtypes)
                 copy_bytes_per_s = float(df["copy_bytes_per_s"].iloc[0])
+                cublas_flop_per_s = timing.measure_cublas_tflops() * 1e12
                 meta = {**provenance.collect(), "copy_bytes_per_s": copy_bytes_per_s}
-                save_table(df, self.gpu_slug, op.name, "timing", meta)
+                save_table(df, self.gpu_slug, op.name, "timing", {**meta, "cublas_flop_per_s": cublas_flop_per_s})
                 roofline.save_measured_ceilings(
-                    self.gpu_slug, copy_bytes_per_s, timing.measure_cublas_tflops() * 1e12, provenance.collect()
+                    self.gpu_slug, copy_bytes_per_s, cublas_flop_per_s, provenance.collect()
                 )
-            frames.append(df if "eager_seconds" in df else df.assign(eager_seconds=float("nan")))  # older recordings
+            frames.append(df)
         table = pd.concat(frames, ignore_index=True)
-        self._timing_headlines(table)
-        return Table(table)
+        self.headlines += headline.headlines(self.ops, self.gpu_slug)  # from the recordings, live or replayed
+        older = [f.loc[0, "op"] for f in frames if f.get("eager_seconds", pd.Series(dtype=float)).isna().all()]
+        shown = Table(table if "eager_seconds" in table else table.assign(eager_seconds=float("nan")))
+        if older:  # the timing cell shows the column: its missing values are said, not left as dashes alone
+            shown.attrs["notes"] = [
+                f"eager (µs): not in the recordings of {', '.join(older)}, made before the eager latency was timed"
+            ]
+        return shown
 
     @staticmethod
     def speedup_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -177,22 +196,21 @@ class Workbench:
         )
 
     def bandwidth_plot(self, table: pd.DataFrame) -> Any:
-        """Bandwidth against size per op; the copy line is the GPU's one measured copy ceiling (as on the roofline)."""
+        """Each op's rate against size: bandwidth against the GPU's one measured copy ceiling (as on the roofline),
+        or, for an op whose largest case is compute-bound (its headline's metric), TFLOP/s against cuBLAS's."""
         saved = roofline.load_measured_ceilings(self.gpu_slug)
         copy = float(saved["copy_bytes_per_s"]) if saved else float(table["copy_bytes_per_s"].iloc[0])
-        figure = plots.bandwidth_vs_size(table, copy_ceiling=copy, title="")
-        title = "Bandwidth vs size" + (f", replayed from {self.gpu_slug} recordings" if self.replayed else "")
+        flop_ceilings = {}
+        for op in self.ops:
+            rows, meta = table[table["op"] == op.name], load_table(self.gpu_slug, op.name, "timing")[1]
+            ceilings = headline.recorded_ceilings(meta, self.gpu_slug)
+            if ceilings.cublas_flop_per_s and headline.largest_is_compute_bound(op, rows, ceilings):
+                flop_ceilings[op.name] = ceilings.cublas_flop_per_s
+        figure = plots.rate_vs_size(table, copy_ceiling=copy, flop_ceilings=flop_ceilings, title="")
+        what = "FLOP rate" if len(flop_ceilings) == len(self.ops) else "Bandwidth" if not flop_ceilings else "Rate"
+        title = f"{what} vs size" + (f", replayed from {self.gpu_slug} recordings" if self.replayed else "")
         figure.suptitle(title, fontsize=10, color="#b06000" if self.replayed else "k")
         return figure
-
-    def _timing_headlines(self, table: pd.DataFrame) -> None:
-        speedups = self.speedup_table(table).reset_index()
-        saved = roofline.load_measured_ceilings(self.gpu_slug)
-        cublas = float(saved["cublas_flop_per_s"]) if saved else None
-        specs = {op.name: op for op in self.ops}
-        for (op, dtype), group in speedups.groupby(["op", "dtype"], sort=False):
-            rows = table[(table["op"] == op) & (table["dtype"] == dtype) & (table["backend"] == "oasr")]
-            self.headlines.append(timing_headline(specs[op], dtype, rows, group["speedup"], cublas))
 
     # ------------------------------------------------------------ Nsight Compute
 
@@ -214,6 +232,8 @@ class Workbench:
             "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof",
         ]  # fmt: skip
         launches = config_in_op_order(self.analyze(result))
+        if launches["op"].nunique() == 1:  # the section's heading names it
+            columns.remove("op")
         return Table(launches[[c for c in columns if c in launches]])
 
     def ceilings(self, result: Any) -> pd.DataFrame:
@@ -237,7 +257,7 @@ class Workbench:
         launches, keys = result.launches, ["profile", "launch"]
         largest = launches.loc[launches.groupby("backend")["dram_bytes"].idxmax(), keys]
         columns = [c for c in ("backend", "kernel", "config", "dtype", "title", "message") if c in result.advice]
-        table = result.advice.merge(largest, on=keys)[columns]
+        table = config_in_op_order(result.advice.merge(largest, on=keys))[columns]
         styled = table.style.format(escape="html").format_index(escape="html", axis=1)  # ncu's text is data
         return styled.set_properties(subset=["message"], **{"text-align": "left", "white-space": "pre-wrap"})
 
@@ -265,28 +285,54 @@ class Workbench:
                 f"`python -m profiling.nsight --op {spec.name} --preset source --backends oasr --config {flags}`, "
                 "then commit `reports/`.*"
             )
-        lines = source.result_lines(result.launches, result.report_paths)
+        try:
+            lines = source.result_lines(result.launches, result.report_paths)
+        except ValueError as exc:  # a damaged line table: said in one line, nothing of it shown
+            return HTML(f"<p><b>No hotspots of {html.escape(spec.name)}:</b> {html.escape(str(exc))}</p>")
         launch = result.launches.loc[result.launches["duration_s"].idxmax()]  # the op's main kernel
         mine = lines[(lines["launch"] == launch["launch"]) & (lines["profile"] == launch["profile"])]
         verdict = limiter.limit(launch, limiter.stall_shares(mine))
-        head = html.escape(f"{spec.name} {launch['config']} {launch['dtype']} ({launch['kernel']}): {verdict.sentence}")
+        shown = config_in_op_order(pd.DataFrame([launch]))["config"].iloc[0]
+        head = html.escape(f"{spec.name} {shown} {launch['dtype']} ({launch['kernel']}): {verdict.sentence}")
         page = f"<p><b>{head}</b><br><small>{html.escape(result.banner)}</small></p>"
         try:
             annotated = source.annotated_source_html(mine)
         except ValueError as exc:  # no line information in this launch
             return HTML(page + f"<p>{html.escape(str(exc))}</p>")
-        return HTML(page + Table(source.top_lines(mine, count=count).drop(columns="file"))._repr_html_() + annotated)
+        top = source.top_lines(mine, count=count).rename(columns={"samples": "warp_samples"})
+        top["file"] = top["file"].map(source.shown_file)
+        if top["file"].nunique() == 1:  # one file: named once, in the heading
+            page += f"<p><small>Top lines, all in {html.escape(top['file'].iloc[0])}:</small></p>"
+            top = top.drop(columns="file")
+        return HTML(page + Table(top)._repr_html_() + annotated)
 
-    def compare(self, base: str = "HEAD", head: str = compare.WORKTREE, op: str | None = None) -> Any:
+    def compare(self, base: str | None = None, head: str = compare.WORKTREE, op: str | None = None) -> Any:
         """``op``'s kernel at revision ``base`` against ``head`` (default: the working tree, so an edit made in
         this session is compared with the last commit): per config both times, the ratio and the verdict
-        (:mod:`profiling.compare`). Replay compares the recorded samples of the two source states."""
+        (:mod:`profiling.compare`). Replay compares the recorded samples of the two source states; there the
+        default ``base`` is the revision recorded against this tree's sources (``scripts/record_compare.sh``),
+        else HEAD."""
         name = op or self.op_names[0]
         try:
+            base = base or (self._recorded_base(name) if self.replayed else None) or "HEAD"
             table = compare.compare_states(name, base, head, live=not self.replayed)
         except (ValueError, timing.NoGPUError) as exc:
             return Markdown(f"*No comparison of `{name}`: {exc}*")
         return Table(table)
+
+    def _recorded_base(self, op: str) -> str | None:
+        """The revision whose samples were recorded with this working tree's (``C~1`` for a compare of C against
+        its parent recorded at C), None when none was."""
+        with compare.checkout(compare.WORKTREE) as root:
+            mine = compare.state_hash(get_op(op).family, root)
+        states = compare.recorded_states(self.gpu_slug, op)
+        here = next((s for s in states if s["hash"] == mine), None)
+        if here is None:
+            return None
+        with_it = [
+            s for s in states if s["commit"] == here["commit"] and s["hash"] != mine and s["state"] != "WORKTREE"
+        ]
+        return with_it[0]["revision"] if with_it else None
 
     # ------------------------------------------------------------ summary
 
@@ -316,28 +362,3 @@ def correctness_configs(op: OpSpec) -> list[Config]:
     """Tiny, odd and large sizes from the op's sweep (first, second and last)."""
     sweep = list(op.default_sweep)
     return [sweep[0], sweep[1], sweep[-1]] if len(sweep) > 2 else sweep
-
-
-def tensor_bound(op: OpSpec, dtype: str) -> bool:
-    """Whether ``op``'s work model counts tensor-core FLOP (a gemm, not a memory-bound map)."""
-    work = op.work(op.default_sweep[0], parse_dtype(dtype))
-    return any(kind.startswith("tensor_") and flop > 0 for kind, flop in work.flops.items())
-
-
-def timing_headline(
-    op: OpSpec, dtype: str, rows: pd.DataFrame, speedups: pd.Series, cublas_flop_per_s: float | None
-) -> str:
-    """One line of the index for ``op`` in ``dtype`` from its oasr timing ``rows``: a tensor-core op's
-    FLOP rate at its largest case (and its share of the measured cuBLAS rate), else its share of the
-    copy bandwidth at its largest case; then its speedups over torch."""
-    if tensor_bound(op, dtype):
-        largest = rows.loc[rows["flop"].idxmax()]
-        rate = f"{largest['flop_per_s'] / 1e12:.0f} TFLOP/s"
-        if cublas_flop_per_s:
-            share = 100 * largest["flop_per_s"] / cublas_flop_per_s
-            rate += f" ({share:.0f}% of cuBLAS's measured {cublas_flop_per_s / 1e12:.0f})"
-        where = f"{rate} at {largest['config']}"
-    else:
-        largest = rows.loc[rows["bytes"].idxmax()]
-        where = f"{largest['pct_of_copy']:.0f}% of copy bandwidth at {largest['bytes'] / 2**20:.0f} MiB"
-    return f"{op.name} {dtype}: {where}; speedup over torch {speedups.min():.2f}x to {speedups.max():.2f}x"

@@ -41,10 +41,11 @@ from ..harness.measure import measure
 from ..harness.ops import OpSpec, parse_dtype
 from ..nsight import recordings
 from ..nsight.sweep import profile_sweep
+from ..readable import binary_size
 from ..scaleout.engine import check_engine
 from ..scaleout.gpus import GpuSpec, resolve
 from ..scaleout.timing import measure_sweep
-from .display import binary_size, to_html
+from .display import to_html
 from .notebook import Workbench
 from .tables import load_table
 

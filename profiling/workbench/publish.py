@@ -27,7 +27,11 @@ left out), each page titled after its family with a link back to its index.
 
 from __future__ import annotations
 
-import argparse
+from .. import commands
+
+if __name__ == "__main__":
+    commands.starting(commands.publish_parser())  # --help, usage errors and an early Ctrl-C before torch loads
+
 import asyncio
 import copy
 import html
@@ -61,8 +65,7 @@ from .tables import LIVE, output_dir, output_root, report_gpu_slug, summary_path
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 CELL_TIMEOUT_S = 600
-EXIT_INTERRUPTED = 130
-"""Exit status after Ctrl-C (128 + SIGINT), as a shell reports it."""
+EXIT_INTERRUPTED = commands.EXIT_INTERRUPTED
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
@@ -340,7 +343,7 @@ def run_notebooks(
     mode = workbench_mode()
     finished: dict[Path, NotebookRun] = {}
     total_cells = sum(_count_code_cells(p) for p in paths)
-    with tqdm(total=total_cells, desc="notebooks", unit="cell", file=sys.stderr) as bar:
+    with _progress(total_cells) as bar:
 
         def one(path: Path, gpu: str | None) -> bool:
             """Run and export one notebook; False when Ctrl-C stopped it (nothing of it is kept)."""
@@ -354,6 +357,7 @@ def run_notebooks(
             export_html(notebook, out_dir / f"{path.stem}.no-input.html", True, title=title, index=index)
             run.summary = _settle_summary(summary_path(path.stem, out_dir), run, title, mode, start_ns)
             finished[path] = run
+            bar.write(f"{path.name}: {'ok' if run.ok else 'FAILED'} in {run.seconds:.1f} s", file=sys.stderr)
             return True
 
         if gpus is not None and len(gpus) > 1:
@@ -371,6 +375,36 @@ def run_notebooks(
                 if not one(path, gpu):
                     break
     return [finished[p] for p in paths if p in finished]
+
+
+class _Lines:
+    """The progress bar's form where it goes to a file (a log, a pipe): plain lines, no carriage returns."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.n = total, 0
+
+    def __enter__(self) -> _Lines:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.write(f"notebooks: {self.n}/{self.total} cells run")
+
+    def update(self, count: int = 1) -> None:
+        self.n += count
+
+    def set_postfix_str(self, text: str) -> None:
+        self.write(f"notebooks: {self.n}/{self.total} cells run; now {text}")
+
+    @staticmethod
+    def write(text: str, file: Any = None) -> None:
+        print(text, file=file or sys.stderr, flush=True)
+
+
+def _progress(total_cells: int) -> Any:
+    """A progress bar on a terminal, else plain lines (:class:`_Lines`)."""
+    if sys.stderr.isatty():
+        return tqdm(total=total_cells, desc="notebooks", unit="cell", file=sys.stderr)
+    return _Lines(total_cells)
 
 
 def _in_parallel(
@@ -442,7 +476,7 @@ def _provenance_text(provenance_: dict) -> str:
     if provenance_.get("cuda_runtime"):
         parts.append(f"CUDA {provenance_['cuda_runtime']}")
     if provenance_.get("git_commit"):
-        parts.append(f"commit {provenance_['git_commit']}")
+        parts.append(f"commit {str(provenance_['git_commit'])[:7]}")  # one length in the index: git's short hash
     if provenance_.get("date"):
         parts.append(str(provenance_["date"]))
     return html.escape(", ".join(parts) or "-")
@@ -537,18 +571,40 @@ def _print_summary(runs: Sequence[NotebookRun], index: Path) -> None:
     print(f"\nindex: {shown_path(index)}")
 
 
+def notebook_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be run as a notebook (one sentence), or None when it can."""
+    shown = shown_path(path)
+    if not path.exists():
+        return f"{shown} does not exist"
+    if path.is_dir():
+        return f"{shown} is a folder, not a notebook (.ipynb file)"
+    if path.suffix != ".ipynb":
+        return f"{shown} is not a notebook (.ipynb file)"
+    try:
+        if path.stat().st_size == 0:
+            return f"{shown} is empty, not a notebook"
+        notebook = nbformat.read(path, as_version=4)
+        nbformat.validate(notebook)
+    except OSError as exc:
+        return f"{shown} cannot be read ({exc.strerror or exc})"
+    except (ValueError, TypeError, AttributeError, KeyError, RecursionError, nbformat.ValidationError) as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+        return f"{shown} is not a valid notebook ({reason})"
+    if not any(cell.get("cell_type") == "code" for cell in notebook.cells):
+        return f"{shown} has no code cells: nothing to run"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profiling.workbench.publish", description=__doc__.splitlines()[0])
-    parser.add_argument("notebooks", nargs="*", type=Path, help="notebooks to run (default: notebooks/*.ipynb)")
-    parser.add_argument("--gpus", metavar="all|N|IDS", help="live: run one notebook per GPU at a time on these "
-                        "(all, a count, or ids like 0,1; default: all; 1 runs them one after the other)")  # fmt: skip
-    parser.add_argument("--jobs", type=int, default=1, metavar="N",
-                        help="replay: run N notebooks at a time (default: 1, one after the other)")  # fmt: skip
+    parser = commands.publish_parser()
     args = parser.parse_args(argv)
     if args.jobs < 1:
         parser.error(f"argument --jobs: must be at least 1, got {args.jobs}")
+    for problem in map(notebook_problem, (Path(p) for p in args.notebooks)):
+        if problem is not None:
+            parser.error(f"argument notebooks: {problem}")
 
-    paths = [p.resolve() for p in args.notebooks] or sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
+    paths = [Path(p).resolve() for p in args.notebooks] or sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb"))
     os.environ.setdefault("PYTHONPATH", str(REPO_ROOT))
     mode, out_dir = workbench_mode(), output_dir()
     gpus = None
@@ -587,4 +643,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main())  # the start-up Ctrl-C handler stays until main installs the one that stops notebooks
