@@ -1,14 +1,19 @@
 # Sourced by the H200 scripts, from the repo root: installs the carried wheels (.whl/ from
-# ../shared/device/fetch-wheels.sh, or the folder named by $1) into .site/, and puts .site/ (also one a
-# warm machine kept from an earlier call) and the repo on the paths.
+# ../shared/device/fetch-wheels.sh, or the folder named by $1) outside the tree, where a warm machine keeps them for
+# the next call (the tree itself is copied afresh each call), and puts them and the repo on the paths.
 wheels=${1:-.whl}
+site=${OASR_DEVICE_SITE:-/tmp/oasr-site}
 if [ -d "$wheels" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target .site "$wheels"/*.whl \
-    || exit 1
+  stamp="$site/.wheels-$(ls "$wheels" | md5sum | cut -c1-12)"
+  if [ ! -f "$stamp" ]; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+      "$wheels"/*.whl || exit 1
+    touch "$stamp"
+  fi
 fi
-if [ -d .site ]; then
-  export PYTHONPATH=$PWD:$PWD/.site${PYTHONPATH:+:$PYTHONPATH} PATH=$PWD/.site/bin:$PATH
-  export JUPYTER_PATH=$PWD/.site/share/jupyter
+if [ -d "$site" ]; then
+  export PYTHONPATH=$PWD:$site${PYTHONPATH:+:$PYTHONPATH} PATH=$site/bin:$PATH
+  export JUPYTER_PATH=$site/share/jupyter
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 fi

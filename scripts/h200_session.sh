@@ -5,23 +5,27 @@
 # and the main command live, which records the profiles and tables that replay uses.
 # Logs, CSVs and the reports/ tree go to $OUT. Set OASR_GIT_COMMIT when the tree has no .git.
 #   bash scripts/h200_session.sh [steps...]
-#   (default: all; steps: tests sanitize crosscheck conformer overhead reports; and, asked for by name,
+#   (default: all; steps: tests sanitize crosscheck conformer overhead reports; build, the first half of tests, for
+#   a call of its own; and, asked for by name,
 #   compare (each family's first op at this tree and at its parent: the samples a replayed compare reads)
 #   and source (the source preset of the ops without one: the hotspots that replay shows))
 #   bash scripts/h200_session.sh peers   # a call of its own, carrying .whl-peers alone (see the step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/oasr-out}; mkdir -p "$OUT"
-source scripts/device_env.sh .whl  # named: a sourced script would take our first argument for its folder
+source scripts/device_env.sh "${OASR_WHEELS:-.whl}"  # named: a sourced script would take our first argument
 steps=${*:-tests sanitize crosscheck conformer overhead reports}
 status=0
 step() { echo; echo "=== $1 ($(date +%T))"; }
 for s in $steps; do
   case $s in
-    tests)
+    build|tests)
       step "JIT build of every module the tests take (cold cache), in parallel"
-      # Built inside the tests, one at a time, the CUTLASS configurations alone take longer than a device call.
-      /usr/bin/time -f "%e s" python3 -m oasr.jit build --tests --jobs "$(nproc)" | tail -1
+      # Built inside the tests, one at a time, the CUTLASS configurations alone take longer than a device call; a
+      # module not built when BUILD_TIMEOUT ends is built by the next call into the same cache (a warm machine).
+      timeout "${BUILD_TIMEOUT:-3000}" python3 -m oasr.jit build --tests --jobs "$(nproc)" 2>&1 \
+        | tee "$OUT/build.log" | tail -3 || status=1
+      [ "$s" = build ] && continue
       step "pytest (GPU tests included), kernels and the rest in two processes at once"
       # The kernel files (with torch.compile's inductor builds) take as long as all the rest.
       kernels="tests/test_scale.py tests/test_activation.py tests/test_norm.py tests/test_compile.py tests/test_checks.py"
@@ -29,9 +33,11 @@ for s in $steps; do
       rest=$(ls tests/test_*.py | grep -v -x -F -f <(tr ' ' '\n' <<< "$kernels"))
       # The rest holds the property tests (tests/test_properties.py): their statistics give
       # the number of cases each op ran.
-      python3 -m pytest -q -ra -p no:cacheprovider --durations=10 $kernels > "$OUT/pytest-kernels.log" 2>&1 &
+      limit=${PYTEST_TIMEOUT:-3000}
+      timeout "$limit" python3 -m pytest -q -ra -p no:cacheprovider --durations=10 $kernels \
+        > "$OUT/pytest-kernels.log" 2>&1 &
       kernels_pid=$!
-      python3 -m pytest -q -ra -p no:cacheprovider --durations=10 --hypothesis-show-statistics $rest \
+      timeout "$limit" python3 -m pytest -q -ra -p no:cacheprovider --durations=10 --hypothesis-show-statistics $rest \
         > "$OUT/pytest-rest.log" 2>&1 || status=1
       wait $kernels_pid || status=1
       tail -n 25 "$OUT/pytest-kernels.log" "$OUT/pytest-rest.log"
@@ -64,10 +70,13 @@ for s in $steps; do
       python3 benchmarks/host_overhead.py 2>&1 | tee "$OUT/overhead.txt" || status=1
       ;;
     reports)
-      step "main command, live, cold JIT cache"
-      OASR_JIT_DIR=$(mktemp -d) python3 -m profiling.workbench.publish ${NOTEBOOKS:-} || status=1
-      # The device tool brings back files of up to 16 MiB: parts, joined by `cat reports.tgz.* | tar xz`.
-      tar czf - --exclude=reports/replay reports | split -b 15M - "$OUT/reports.tgz."
+      step "main command, live, cold JIT cache (REPORTS_JIT_DIR: a warm one)"
+      stamp=$(mktemp) && sleep 1
+      OASR_JIT_DIR=${REPORTS_JIT_DIR:-$(mktemp -d)} timeout "${REPORTS_TIMEOUT:-3000}" \
+        python3 -m profiling.workbench.publish ${NOTEBOOKS:-} 2>&1 | tee "$OUT/reports.log" || status=1
+      # What the run wrote (the device tool brings back files of up to 16 MiB: parts, joined by
+      # `cat reports.tgz.* | tar xz`).
+      find reports -newer "$stamp" -type f -not -path "reports/replay/*" | tar czf - -T - | split -b 15M - "$OUT/reports.tgz."
       ;;
     peers)
       budget=${PEERS_BUDGET:-300}
