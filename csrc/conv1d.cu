@@ -65,6 +65,7 @@ void check_launch(cudaError_t status, const oasr::conv1d::staged::LaunchInfo& in
 
 void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t pad_left,
                       int64_t pad_right, Optional mask, OptionalName activation) {
+  const oasr::Activation act = conv1d_activation(activation);
   const int64_t channels = input.ndim() == 3 ? input.size(2) : -1;
   check_view(input, "input", input, channels);
   check_view(output, "output", input, channels);
@@ -82,7 +83,6 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
                    m.size(0) == batch && m.size(1) == frames)
         << "`mask` must be a [B, T] tensor of 8-bit values";
   }
-  const oasr::Activation act = conv1d_activation(activation);
 
   cudaStream_t stream = get_stream(input.device());
   DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {
@@ -107,6 +107,7 @@ void depthwise_conv1d(TensorView output, TensorView input, TensorView weight, Op
 
 void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state, TensorView weight, Optional bias,
                            OptionalName activation) {
+  const oasr::Activation act = conv1d_activation(activation);
   const int64_t channels = input.ndim() == 3 ? input.size(2) : -1;
   check_view(input, "input", input, channels);
   check_view(output, "output", input, channels);
@@ -117,7 +118,6 @@ void depthwise_conv1d_step(TensorView output, TensorView input, TensorView state
                  output.size(0) == batch && output.size(1) == chunk_len)
       << "`state` must be [B, K-1, C] and `output` [B, L, C]";
   TVM_FFI_ICHECK(chunk_len + k < INT32_MAX && batch < INT32_MAX && channels < INT32_MAX);
-  const oasr::Activation act = conv1d_activation(activation);
 
   cudaStream_t stream = get_stream(input.device());
   DISPATCH_DLPACK_DTYPE_TO_CTYPE_FP16(input.dtype(), c_type, [&] {

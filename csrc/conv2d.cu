@@ -21,6 +21,7 @@ void icheck_packed(TensorView t, TensorView input, const char* name, int ndim) {
 // output [N, P, Q, K], input [N, H, W, C] (channels contiguous), weight [K, R, S, C], bias [K] or none.
 void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optional bias, int64_t stride_h,
                    int64_t stride_w, int64_t pad_h, int64_t pad_w, OptionalName activation) {
+  const oasr::Activation act = activation_from_name(activation, {oasr::Activation::kRelu, oasr::Activation::kSilu});
   TVM_FFI_ICHECK(input.ndim() == 4 && (input.size(3) <= 1 || input.stride(3) == 1))
       << "`input` must be [N, H, W, C] with contiguous channels";
   icheck_packed(weight, input, "weight", 4);
@@ -35,7 +36,6 @@ void conv2d_direct(TensorView output, TensorView input, TensorView weight, Optio
       << "too many output pixels (the Python API splits the batch)";
   TVM_FFI_ICHECK(oasr::conv2d::DirectConv2dFits(static_cast<int>(r), static_cast<int>(s), static_cast<int>(c)))
       << "the filter is too large for the direct kernel (R * S * C above 12288)";
-  const oasr::Activation act = activation_from_name(activation, {oasr::Activation::kRelu, oasr::Activation::kSilu});
   if (bias.has_value()) {
     icheck_packed(bias.value(), input, "bias", 1);
     TVM_FFI_ICHECK(bias.value().size(0) == k) << "`bias` must be [K]";

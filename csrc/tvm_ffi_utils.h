@@ -33,10 +33,12 @@ using OptionalName = tvm::ffi::Optional<tvm::ffi::String>;
 
 // An activation's name as the Python API passes it (oasr/_checks.py's check_activation has refused unknown ones; an
 // op that lacks one says so with `supported`).
-inline oasr::Activation activation_from_name(const OptionalName& name, std::initializer_list<oasr::Activation> supported) {
+inline oasr::Activation activation_from_name(const OptionalName& name,
+                                             std::initializer_list<oasr::Activation> supported) {
   oasr::Activation a = oasr::Activation::kNone;
   if (name.has_value()) {
-    const std::string_view n(name.value().data(), name.value().size());
+    const tvm::ffi::String held = name.value();  // (value() returns a copy: the view must not outlive it)
+    const std::string_view n(held.data(), held.size());
     if (n == "relu") {
       a = oasr::Activation::kRelu;
     } else if (n == "gelu") {
@@ -51,7 +53,8 @@ inline oasr::Activation activation_from_name(const OptionalName& name, std::init
   }
   bool ok = a == oasr::Activation::kNone;
   for (oasr::Activation s : supported) ok = ok || s == a;
-  TVM_FFI_ICHECK(ok) << "this kernel has no activation '" << (name.has_value() ? name.value().c_str() : "") << "'";
+  TVM_FFI_ICHECK(ok) << "this kernel has no activation '" << (name.has_value() ? std::string(name.value()) : "")
+                      << "'";
   return a;
 }
 

@@ -112,6 +112,16 @@ def test_cpp_entry_refuses_cpu_tensors():
         module.depthwise_conv1d(torch.empty(2, 6, 4), x, w, None, 0, 0, None, None)
     with pytest.raises(Exception, match="CUDA"):
         module.depthwise_conv1d_step(torch.empty(2, 8, 4), x, torch.zeros(2, 2, 4), w, None, None)
+    # Names are read first: every one the op takes reaches the tensors' checks, others are refused by name.
+    for name in ("silu", "relu", "gelu"):
+        with pytest.raises(Exception, match="CUDA"):
+            module.depthwise_conv1d(torch.empty(2, 6, 4), x, w, None, 0, 0, None, name)
+        with pytest.raises(Exception, match="CUDA"):
+            module.depthwise_conv1d_step(torch.empty(2, 8, 4), x, torch.zeros(2, 2, 4), w, None, name)
+    with pytest.raises(Exception, match="unknown activation 'swish'"):
+        module.depthwise_conv1d(torch.empty(2, 6, 4), x, w, None, 0, 0, None, "swish")
+    with pytest.raises(Exception, match="this kernel has no activation 'gelu_tanh'"):
+        module.depthwise_conv1d(torch.empty(2, 6, 4), x, w, None, 0, 0, None, "gelu_tanh")
 
 
 # ---------------------------------------------------------------------------

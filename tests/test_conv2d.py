@@ -83,6 +83,13 @@ def test_direct_module_builds_and_exports_its_launchers():
     # The shared-memory plan of the issue's front end (T = 1500, F = 80, D = 256) fits an H100/H200 block.
     assert 0 < module.conv2d_subsampling_smem_bytes(19, 256) <= 227 * 1024
     assert module.conv2d_subsampling_smem_bytes(127, 256) <= 227 * 1024  # F = 512, the largest tested
+    # The activation's name is read first: each the kernel takes reaches the tensors' checks, others are refused.
+    x, w = torch.zeros(1, 5, 5, 1, dtype=torch.bfloat16), torch.zeros(8, 3, 3, 1, dtype=torch.bfloat16)
+    for name in (None, "relu", "silu"):
+        with pytest.raises(Exception, match="CUDA"):
+            module.conv2d_direct(torch.empty(1, 3, 3, 8, dtype=torch.bfloat16), x, w, None, 1, 1, 0, 0, name)
+    with pytest.raises(Exception, match="this kernel has no activation 'gelu'"):
+        module.conv2d_direct(torch.empty(1, 3, 3, 8, dtype=torch.bfloat16), x, w, None, 1, 1, 0, 0, "gelu")
 
 
 @pytest.mark.parametrize("tile", [conv2d_config.DEFAULT, conv2d_config.WIDE], ids=["one_consumer", "two_consumers"])

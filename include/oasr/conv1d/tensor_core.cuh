@@ -37,6 +37,7 @@
 
 #include <cstdint>
 
+#include "oasr/common/activation.cuh"
 #include "oasr/common/mma.cuh"
 #include "oasr/conv1d/staged.cuh"
 

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "oasr/common/activation.cuh"
 #include "oasr/common/cutlass_launch.cuh"
 #include "oasr/common/math.cuh"
 
