@@ -9,7 +9,8 @@ Skipped unless the PyPI package ``espnet`` is importable (the test command does 
 (``--no-deps``: the encoder's modules import torch, typeguard and humanfriendly only; ESPnet's full dependency set
 pins other torch versions.) Both encoders load one state_dict, strictly, so the key names are the same. Full-length
 batches match to float64 rounding; on a padded batch (the latest form) each utterance's valid frames match ESPnet's
-output for that utterance alone (ESPnet's convolution module reads padded frames, the reference's does not: ``reference.py``).
+output for that utterance alone (ESPnet's convolution module reads padded frames, the reference's does not:
+``reference.py``).
 """
 
 from __future__ import annotations

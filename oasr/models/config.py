@@ -69,12 +69,13 @@ class ConformerConfig:
     max_len: int = 5000
 
     def __post_init__(self) -> None:
+        error = "ConformerConfig: `{}` must be {}, got {!r}"
         for name in ("input_dim", "d_model", "heads", "ff_dim", "layers", "kernel_size", "max_len"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ConformerConfig: `{name}` must be an int >= 1, got {value!r}")
+                raise ValueError(error.format(name, "an int >= 1", value))
         if self.d_model % 2:
-            raise ValueError(f"ConformerConfig: `d_model` must be even (sin and cos columns), got {self.d_model}")
+            raise ValueError(error.format("d_model", "even (sin and cos columns)", self.d_model))
         if self.d_model % self.heads:
             raise ValueError(
                 f"ConformerConfig: `d_model` ({self.d_model}) must be a multiple of `heads` ({self.heads})"
@@ -84,7 +85,7 @@ class ConformerConfig:
                 f"ConformerConfig: `kernel_size` must be odd (a centred convolution), got {self.kernel_size}"
             )
         if self.position not in POSITION_FORMS:
-            raise ValueError(f"ConformerConfig: `position` must be one of {POSITION_FORMS}, got {self.position!r}")
+            raise ValueError(error.format("position", f"one of {POSITION_FORMS}", self.position))
         if self.subsampled_features < 1:
             raise ValueError(
                 f"ConformerConfig: `input_dim` must be >= 7 (two 3x3 stride-2 convolutions), got {self.input_dim}"

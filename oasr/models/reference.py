@@ -242,6 +242,17 @@ def check_features(name: str, feats: object, lengths: object, input_dim: int) ->
         raise ValueError(f"{name}: `lengths` is on {lengths.device}, `feats` on {feats.device}: put them on one device")
 
 
+def check_chunks(name: str, chunk_size: object, left_chunks: object) -> None:
+    """``chunk_size`` None or an int >= 1 (output frames); ``left_chunks`` None or an int (< 0: all), with a chunk."""
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"{name}: `chunk_size` must be None or an int >= 1 (output frames), got {chunk_size!r}")
+    if left_chunks is not None:
+        if isinstance(left_chunks, bool) or not isinstance(left_chunks, int):
+            raise TypeError(f"{name}: `left_chunks` must be None or an int (< 0: every chunk), got {left_chunks!r}")
+        if chunk_size is None:
+            raise ValueError(f"{name}: `left_chunks` needs `chunk_size` (the chunk mask's chunk, in output frames)")
+
+
 class ReferenceConformerEncoder(nn.Module):
     """The Conformer encoder in plain torch (inference): ``forward(feats, lengths) -> (out, out_lengths)``.
 
@@ -251,11 +262,15 @@ class ReferenceConformerEncoder(nn.Module):
         The hyper-parameters (``oasr.models.CONFIGS`` has the named ones).
     """
 
+    Subsampling: type[nn.Module] = Conv2dSubsampling4
+    Layer: type[nn.Module] = ConformerLayer
+    """The parts (the oasr encoder's are subclasses of these)."""
+
     def __init__(self, config: ConformerConfig) -> None:
         super().__init__()
         self.config = config
-        self.embed = Conv2dSubsampling4(config)
-        self.encoders = nn.ModuleList(ConformerLayer(config) for _ in range(config.layers))
+        self.embed = self.Subsampling(config)
+        self.encoders = nn.ModuleList(self.Layer(config) for _ in range(config.layers))
         self.after_norm = nn.LayerNorm(config.d_model, eps=config.norm_eps)
         self.requires_grad_(False)
 
@@ -283,6 +298,7 @@ class ReferenceConformerEncoder(nn.Module):
             ``[B, T', d]`` and the int64 ``[B]`` valid output frames.
         """
         check_features("ReferenceConformerEncoder", feats, lengths, self.config.input_dim)
+        check_chunks("ReferenceConformerEncoder", chunk_size, left_chunks)
         frames = subsampled_length(feats.shape[1])
         full = torch.full((feats.shape[0],), feats.shape[1], device=feats.device)
         out_lengths = output_lengths(full if lengths is None else lengths.to(torch.int64))
@@ -321,6 +337,8 @@ __all__ = [
     "ReferenceConformerEncoder",
     "RelPositionAttention",
     "attention_mask",
+    "check_chunks",
+    "check_features",
     "chunk_mask",
     "key_mask",
     "output_lengths",
