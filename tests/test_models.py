@@ -21,11 +21,12 @@ import sys
 
 import pytest
 import torch
-from test_compile import TorchLaunchers
+from conftest import RecordingLaunchers
+from test_compile import KERNEL_OPS, TorchLaunchers
 
 import oasr
 from oasr import _checks
-from oasr.jit.families import FAMILIES, PerVariant
+from oasr.jit.families import FAMILIES, NORM, PerVariant
 from oasr.models import (
     CONFIGS,
     ConformerConfig,
@@ -92,15 +93,19 @@ def assert_layer_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torc
 
 @pytest.fixture
 def poisoned_allocations(monkeypatch):
-    """Every tensor the ops and the encoder allocate through ``torch.empty``/``empty_like`` starts as NaN, so an
-    element no kernel writes reaches the output."""
-    empty, empty_like = torch.empty, torch.empty_like
+    """Every output an op allocates (all the encoder's tensors) starts as NaN, so an element no kernel writes reaches
+    the encoder's output."""
 
-    def poison(t: torch.Tensor) -> torch.Tensor:
-        return t.fill_(math.nan) if t.is_floating_point() else t
+    def poisoned(allocate):
+        def allocate_poisoned(*args):
+            out = allocate(*args)
+            return out.fill_(math.nan) if out.is_floating_point() else out
 
-    monkeypatch.setattr(torch, "empty", lambda *a, **k: poison(empty(*a, **k)))
-    monkeypatch.setattr(torch, "empty_like", lambda *a, **k: poison(empty_like(*a, **k)))
+        return allocate_poisoned
+
+    for op in KERNEL_OPS:
+        scope = getattr(oasr, op).__globals__  # the declared op's own namespace (oasr/_op.py)
+        monkeypatch.setitem(scope, "allocate", poisoned(scope["allocate"]))
 
 
 # ---------------------------------------------------------------------------
@@ -210,6 +215,11 @@ def test_rel_shift_reads_position_i_minus_j():
 # ---------------------------------------------------------------------------
 # CPU, stand-in launchers
 # ---------------------------------------------------------------------------
+
+
+def test_poisoned_allocations_reach_the_output(stand_ins, poisoned_allocations):
+    NORM.use_module(RecordingLaunchers())  # launches nothing
+    assert oasr.layer_norm(torch.ones(2, 8), torch.ones(8)).isnan().all()
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)

@@ -165,8 +165,7 @@ class ConformerLayer(reference.ConformerLayer):
         """``x`` ``[B, T, d]`` to the layer's output; ``cache``: a streaming step's caches (updated)."""
         eps, norm = self.eps, self.norm_ff_macaron
         f = self._feed_forward(self.feed_forward_macaron, layer_norm(x, norm.weight, norm.bias, eps))
-        residual = torch.empty_like(x)
-        norm = self.norm_mha
+        residual, norm = f, self.norm_mha  # the sum goes where f was; x, the caller's, stays
         h = add_layer_norm(f, x, norm.weight, norm.bias, eps, 0.5, residual_out=residual)
         a = self._attention(h, context, cache)
         norm = self.norm_conv
