@@ -8,7 +8,8 @@ no float32), against the reference in float64 on the same state_dict. Tolerances
   a layer rounds about 15 intermediate results once each;
 - the whole encoder: the relative error (Frobenius) at most 1.25x that of the reference itself run in the same
   dtype (torch's own rounding; measured ratios 0.93-0.96), and under 2e-3 (fp16) or 1.5e-2 (bf16);
-- two oasr paths that compute the same frames with other shapes (a padded batch, streaming, compiled): 2 ulps.
+- two oasr paths that compute the same frames with other shapes (a padded batch, streaming, compiled): 2 ulps on
+  CPU; 4 on the GPU, where other shapes take other gemm tiles.
 
 The ESPnet comparison of the reference is ``tests/test_models_espnet.py``. GPU tests (``gpu``) run the real kernels
 in bfloat16 with the whole-encoder tolerance above.
@@ -454,7 +455,7 @@ def test_graphed_runner_matches_eager(device):
         out, out_lengths = runner(feats, lengths)
         expected, expected_lengths = encoder(feats, lengths)
         assert torch.equal(out_lengths, expected_lengths)
-        rtol = atol = 2 * ULP[torch.bfloat16]
+        rtol = atol = 4 * ULP[torch.bfloat16]  # (other batch and time sizes: other gemm tiles, another rounding)
         actual, expected = valid_frames(out, out_lengths), valid_frames(expected, out_lengths)
         torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
 
@@ -466,7 +467,7 @@ def test_compiled_encoder_on_the_gpu(device):
     feats, lengths = features(2, 300).to(device), torch.tensor([300, 123], device=device)
     expected, out_lengths = encoder(feats, lengths)
     out, _ = torch.compile(encoder, fullgraph=True)(feats, lengths)
-    rtol = atol = 2 * ULP[torch.bfloat16]
+    rtol = atol = 4 * ULP[torch.bfloat16]  # (inductor compiles the torch ops between the oasr ones)
     actual, expected = valid_frames(out, out_lengths), valid_frames(expected, out_lengths)
     torch.testing.assert_close(actual, expected, rtol=rtol, atol=atol)
 
