@@ -154,6 +154,11 @@ def test_loading_weights_packs_them_once():
     half = encoder.to(torch.bfloat16)
     assert half.encoders[1].qkv_weight.dtype == torch.bfloat16
     assert set(half.state_dict()) == set(state)
+    # New weights are packed into the same memory (a CUDA graph captured before reads them).
+    before = {name: buffer.data_ptr() for name, buffer in half.named_buffers()}
+    half.load_state_dict(random_state_dict(SMALL, seed=6))
+    assert {name: buffer.data_ptr() for name, buffer in half.named_buffers()} == before
+    assert not torch.equal(half.encoders[1].qkv_weight, torch.cat([q, k, v]).bfloat16())
 
 
 def test_from_config_builds_the_named_configurations():

@@ -65,6 +65,17 @@ def _prepared(module: torch.nn.Module, incompatible_keys: object) -> None:
     module.prepare()
 
 
+def _derive(module: torch.nn.Module, name: str, value: Tensor) -> None:
+    """Set the derived (non-persistent) buffer ``name``: in place when it exists with ``value``'s shape, dtype and
+    device, so that CUDA graphs captured before new weights were loaded read the new ones."""
+    current = module._buffers.get(name)
+    layout = (value.shape, value.dtype, value.device)
+    if current is not None and (current.shape, current.dtype, current.device) == layout:
+        current.copy_(value)
+    else:
+        module.register_buffer(name, value, persistent=False)
+
+
 class Conv2dSubsampling4(reference.Conv2dSubsampling4):
     """WeNet's front end: ``oasr.conv2d_subsampling`` (d a multiple of 16 up to 256; two ``oasr.conv2d`` otherwise),
     the ``out`` projection by ``oasr.gemm`` and ``x * sqrt(d)`` by ``oasr.scale``."""
@@ -81,14 +92,14 @@ class Conv2dSubsampling4(reference.Conv2dSubsampling4):
         """Pack the convolutions' weights (and, unfused, the projection's columns) for the kernels."""
         first, second, linear = self.conv[0], self.conv[2], self.out[0]
         if self.fused:
-            self.register_buffer("weight2", pack_subsampling_weight2(second.weight).contiguous(), persistent=False)
+            _derive(self, "weight2", pack_subsampling_weight2(second.weight).contiguous())
             return
         # NHWC convolutions give [B, T', F', d]; the projection was trained on torch's [B, T', d, F'] order.
         d, f = first.weight.shape[0], linear.weight.shape[1] // first.weight.shape[0]
-        self.register_buffer("weight1", first.weight.permute(0, 2, 3, 1).contiguous(), persistent=False)
-        self.register_buffer("weight2", second.weight.permute(0, 2, 3, 1).contiguous(), persistent=False)
+        _derive(self, "weight1", first.weight.permute(0, 2, 3, 1).contiguous())
+        _derive(self, "weight2", second.weight.permute(0, 2, 3, 1).contiguous())
         columns = linear.weight.view(d, d, f).transpose(1, 2).reshape(d, f * d)
-        self.register_buffer("projection", columns, persistent=False)
+        _derive(self, "projection", columns)
 
     def subsample(self, feats: Tensor) -> Tensor:
         """``[B, T, F]`` features (the model's dtype) to ``x * sqrt(d)`` ``[B, T', d]``."""
@@ -123,17 +134,17 @@ class ConformerLayer(reference.ConformerLayer):
         """The packed QKV projection, the pointwise convolutions as ``[N, K]`` weights, the BatchNorm folded."""
         attn, conv = self.self_attn, self.conv_module
         projections = (attn.linear_q, attn.linear_k, attn.linear_v)
-        self.register_buffer("qkv_weight", torch.cat([m.weight for m in projections]), persistent=False)
-        self.register_buffer("qkv_bias", torch.cat([m.bias for m in projections]), persistent=False)
-        self.register_buffer("pw1_weight", conv.pointwise_conv1.weight.squeeze(2), persistent=False)
-        self.register_buffer("pw2_weight", conv.pointwise_conv2.weight.squeeze(2), persistent=False)
+        _derive(self, "qkv_weight", torch.cat([m.weight for m in projections]))
+        _derive(self, "qkv_bias", torch.cat([m.bias for m in projections]))
+        _derive(self, "pw1_weight", conv.pointwise_conv1.weight.squeeze(2))
+        _derive(self, "pw2_weight", conv.pointwise_conv2.weight.squeeze(2))
         depthwise, norm = conv.depthwise_conv, conv.norm
         taps = depthwise.weight.squeeze(1).t()  # [K, d]
         weight, bias = fold_batch_norm(
             taps, depthwise.bias, norm.running_mean, norm.running_var, norm.weight, norm.bias, norm.eps
         )
-        self.register_buffer("dw_weight", weight.contiguous(), persistent=False)
-        self.register_buffer("dw_bias", bias, persistent=False)
+        _derive(self, "dw_weight", weight.contiguous())
+        _derive(self, "dw_bias", bias)
 
     def _feed_forward(self, module: reference.FeedForward, h: Tensor) -> Tensor:
         return gemm(gemm(h, module.w_1.weight, module.w_1.bias, "silu"), module.w_2.weight, module.w_2.bias)

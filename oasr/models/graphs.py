@@ -34,7 +34,8 @@ class GraphedEncoder:
     Parameters
     ----------
     encoder : ConformerEncoder
-        On a CUDA device; its weights must not be replaced afterwards (the graphs read them where they are).
+        On a CUDA device. The graphs read the weights where they are: ``load_state_dict`` writes new ones there,
+        ``.to()`` moves them elsewhere (make a new runner then).
     max_batch : int
         Rows of every graph.
     buckets : tuple of int
