@@ -84,7 +84,7 @@ def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
 
 
 def valid_frames(x: torch.Tensor, out_lengths: torch.Tensor) -> torch.Tensor:
-    return x[torch.arange(x.shape[1]) < out_lengths.unsqueeze(1)]
+    return x[torch.arange(x.shape[1], device=x.device) < out_lengths.unsqueeze(1)]
 
 
 def assert_layer_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
@@ -314,6 +314,18 @@ def test_one_output_frame_and_one_utterance(stand_ins, frames):
         expected, _ = reference(feats.double())
     assert out.shape == (1, 1, 128) and out_lengths.tolist() == [1]
     torch.testing.assert_close(out.double(), expected, rtol=ENCODER_RTOL[dtype], atol=4 * ULP[dtype])
+
+
+def test_an_empty_batch_and_utterances_too_short_for_a_frame(stand_ins, poisoned_allocations):
+    encoder, reference = pair(SMALL.replace(layers=1), torch.bfloat16)
+    out, out_lengths = encoder(features(0, 20), torch.zeros(0, dtype=torch.int64))
+    assert out.shape == (0, 4, 128) and out_lengths.shape == (0,)
+    feats, lengths = features(2, 20), torch.tensor([0, 6])  # no valid frame: every key hidden, the conv input zero
+    out, out_lengths = encoder(feats, lengths)
+    with torch.no_grad():
+        expected, _ = reference(feats.double(), lengths)
+    assert out_lengths.tolist() == [0, 0] and not out.isnan().any()
+    torch.testing.assert_close(out.double(), expected, rtol=4 * ULP[torch.bfloat16], atol=4 * ULP[torch.bfloat16])
 
 
 def test_the_encoder_compiles_into_one_graph_of_oasr_ops(stand_ins):

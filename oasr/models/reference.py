@@ -170,7 +170,7 @@ class RelPositionAttention(nn.Module):
         q, k, v = self.linear_q(x).view(heads), self.linear_k(x).view(heads), self.linear_v(x).view(heads)
         p = self.linear_pos(pos_emb).view(-1, self.heads, self.head_dim)
         context = rel_pos_attention(q, k, v, p, self.pos_bias_u, self.pos_bias_v, mask, self.form)
-        return self.linear_out(context.reshape(b, t, -1))
+        return self.linear_out(context.reshape(b, t, self.heads * self.head_dim))
 
 
 class ConvolutionModule(nn.Module):
