@@ -110,7 +110,7 @@ def backends(
     }
     graph = {"oasr graph": eager["oasr eager"], "torch graph": eager["torch eager"]}
     for label in compile_modes:
-        compiled = torch.compile(reference, mode=COMPILE_MODES[label])
+        compiled = torch.compile(reference, mode=COMPILE_MODES[label], dynamic=False)  # (static shapes, per workload)
         eager[f"torch.compile {label} eager"] = graph[f"torch.compile {label} graph"] = lambda compiled=compiled: (
             compiled(feats, lengths)
         )
