@@ -28,5 +28,8 @@ from .norm import layer_norm as layer_norm
 from .norm import rms_norm as rms_norm
 from .scale import scale as scale
 
+# isort: split
+from . import models as models  # (the encoder composes the ops above)
+
 __version__ = "0.1.0"
 __all__ = [op for family in FAMILIES for op in family.ops]
