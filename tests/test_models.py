@@ -22,12 +22,12 @@ import sys
 
 import pytest
 import torch
-from conftest import RecordingLaunchers
+from conftest import RecordingLaunchers, standing_in
 from test_compile import KERNEL_OPS, TorchLaunchers
 
 import oasr
 from oasr import _checks
-from oasr.jit.families import FAMILIES, NORM, PerVariant
+from oasr.jit.families import FAMILIES, NORM
 from oasr.models import (
     CONFIGS,
     ConformerConfig,
@@ -37,6 +37,7 @@ from oasr.models import (
 )
 from oasr.models import reference as ref_module
 from oasr.models.config import subsampled_length
+from profiling.compare import PerVariant
 
 HALF = [torch.float16, torch.bfloat16]
 ULP = {torch.float16: 2.0**-10, torch.bfloat16: 2.0**-7}
@@ -52,14 +53,12 @@ def stand_ins(monkeypatch):
     also count as sm90 for ``oasr.conv2d``, so that channels that are multiples of 8 take its implicit-GEMM launcher
     (whose stand-in is the direct one's)."""
     for family in FAMILIES:
-        family.use_module(PerVariant(TorchLaunchers))
         _checks.ready_devices(family).add(torch.device("cpu"))
     conv2d_module = sys.modules["oasr.conv2d"]  # (the module, which `oasr.conv2d` the op shadows)
     capability = conv2d_module.compute_capability
     monkeypatch.setattr(conv2d_module, "compute_capability", lambda d: (9, 0) if d.type == "cpu" else capability(d))
-    yield
-    for family in FAMILIES:
-        family.use_module(None)
+    with standing_in(PerVariant(TorchLaunchers)):
+        yield
     _checks.forget_devices()
 
 
@@ -224,8 +223,8 @@ def test_rel_shift_reads_position_i_minus_j():
 
 
 def test_poisoned_allocations_reach_the_output(stand_ins, poisoned_allocations):
-    NORM.use_module(RecordingLaunchers())  # launches nothing
-    assert oasr.layer_norm(torch.ones(2, 8), torch.ones(8)).isnan().all()
+    with standing_in(RecordingLaunchers(), [NORM]):  # launches nothing
+        assert oasr.layer_norm(torch.ones(2, 8), torch.ones(8)).isnan().all()
 
 
 @pytest.mark.parametrize("dtype", HALF, ids=str)
