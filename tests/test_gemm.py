@@ -83,6 +83,14 @@ def test_default_instantiation_builds_for_sm90a_and_exports_gemm():
     assert "u" not in kinds.values()
 
 
+def test_a_fused_cutlass_instantiation_builds_for_sm90a():
+    """CUTLASS's bias + SiLU epilogue (oasr's SiLU functor, include/oasr/common/activation.cuh): the fused modules'
+    own code, which the default (plain) module does not compile."""
+    spec = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.FUSED_NARROW))
+    assert "-DOASR_GEMM_EPILOGUE=kSilu" in spec.nvcc_flags and spec.sources[0].name == "gemm.cu"
+    assert callable(spec.build_and_load().gemm)
+
+
 def test_the_tail_kernel_builds_for_sm90a():
     """The gemm family's own one-wave kernel (``gemm_config.TAIL``): CUTLASS's headers, none of its kernels."""
     spec = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.TAIL))
