@@ -22,7 +22,6 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 from torch._subclasses.fake_tensor import FakeTensor
-from torch.compiler import is_compiling
 
 from .jit.families import Family
 
@@ -255,29 +254,40 @@ def check_placement(
     ``reads`` are the tensors read, ``input`` first (its device is the op's); ``writes`` those written
     (``out``, ``residual_out``, a state updated in place); None entries are absent arguments. A written
     tensor must not overlap itself, another written one, or a read one, except that it may be exactly
-    (same memory, shape and strides) a read named in ``in_place``. Skipped while ``torch.compile`` traces:
-    the op's real run, in the compiled graph, checks.
+    (same memory, shape and strides) a read named in ``in_place``.
     """
-    if is_compiling():
-        return
-    for name, t in (*reads, *writes):
-        if t is not None and t.layout is not _STRIDED:
-            raise TypeError(
-                f"oasr.{op}: `{name}` is a {t.layout} tensor; Oasr kernels take dense tensors (`{name}.to_dense()`)"
-            )
     first, input = reads[0]
+    if input.layout is not _STRIDED:
+        raise _not_dense(op, first, input)
     device = input.device
-    if device not in ready:
+    if device not in ready:  # (a first call on the device: every tensor's layout before the device's verdict)
+        for named in (reads, writes):
+            for name, t in named:
+                if t is not None and t.layout is not _STRIDED:
+                    raise _not_dense(op, name, t)
         check_device(op, family, device, first)
-    for name, t in (*reads[1:], *writes):
-        if t is not None and t.device != device:
-            raise other_device(op, name, t, device, first)
-    if writes:
+    for name, t in reads[1:]:
+        if t is not None and (t.layout is not _STRIDED or t.device != device):
+            raise _not_dense(op, name, t) if t.layout is not _STRIDED else other_device(op, name, t, device, first)
+    written = False
+    for name, t in writes:
+        if t is not None:
+            written = True
+            if t is not input and (t.layout is not _STRIDED or t.device != device):
+                raise _not_dense(op, name, t) if t.layout is not _STRIDED else other_device(op, name, t, device, first)
+    if written:
         _check_memory(op, reads, writes, in_place)
     if torch.is_grad_enabled():
-        for name, t in (*reads, *writes):
-            if t is not None and t.requires_grad:
-                raise requires_grad(op, name)
+        for named in (reads, writes):
+            for name, t in named:
+                if t is not None and t.requires_grad:
+                    raise requires_grad(op, name)
+
+
+def _not_dense(op: str, name: str, t: Tensor) -> TypeError:
+    return TypeError(
+        f"oasr.{op}: `{name}` is a {t.layout} tensor; Oasr kernels take dense tensors (`{name}.to_dense()`)"
+    )
 
 
 _STRIDED = torch.strided

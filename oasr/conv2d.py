@@ -26,7 +26,6 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.compiler import is_compiling
 
 from ._checks import (
     HALF_DTYPES,
@@ -166,7 +165,7 @@ def _check_subsampling(
         raise ValueError(f"oasr.{op}: `out` must be contiguous, got strides {out.stride()}")
     reads = (("input", input), ("weight1", weight1), ("bias1", bias1), ("weight2", weight2), ("bias2", bias2))
     check_placement(op, CONV2D, _READY, reads, (("out", out),))
-    if not is_compiling() and input.device.type == "cuda" and (cc := compute_capability(input.device)) != (9, 0):
+    if input.device.type == "cuda" and (cc := compute_capability(input.device)) != (9, 0):
         raise ValueError(
             f"oasr.{op}: the fused kernel runs on wgmma (compute capability 9.0: H100, H200); `input` is on a GPU "
             f"of compute capability {cc[0]}.{cc[1]}; run oasr.conv2d twice there"

@@ -28,13 +28,8 @@ _READY = ready_devices(NORM)
 _INF = math.inf
 
 
-def _check_vector(op: str, name: str, t: object, dtype: object, vector: tuple[int]) -> None:
-    if not (isinstance(t, Tensor) and t.dtype is dtype and t.shape == vector):
-        raise bad_tensor(op, name, t, dtype, vector)
-
-
 def _check_scalar(op: str, name: str, value: object, low: float) -> None:
-    """A real ``value`` in [``low``, inf) (``low`` -inf: any finite value)."""
+    """A real ``value`` in [``low``, inf) (``low`` -inf: any finite value); raises naming ``name`` otherwise."""
     if type(value) is not float:
         value = check_real_scalar(op, name, value)
     if not low <= value < _INF or value == -_INF:
@@ -63,11 +58,13 @@ def _check_norm(
     if fused and not (isinstance(residual, Tensor) and residual.dtype is dtype and residual.shape == shape):
         raise bad_tensor(op, "residual", residual, dtype, shape)
     vector = (shape[-1],)
-    _check_vector(op, "weight", weight, dtype, vector)
-    if bias is not None:
-        _check_vector(op, "bias", bias, dtype, vector)
-    _check_scalar(op, "eps", eps, 0.0)
-    if fused:
+    if not (isinstance(weight, Tensor) and weight.dtype is dtype and weight.shape == vector):
+        raise bad_tensor(op, "weight", weight, dtype, vector)
+    if bias is not None and not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == vector):
+        raise bad_tensor(op, "bias", bias, dtype, vector)
+    if not (type(eps) is float and 0.0 <= eps < _INF):  # (the usual call: one comparison)
+        _check_scalar(op, "eps", eps, 0.0)
+    if fused and not (type(alpha) is float and -_INF < alpha < _INF):
         _check_scalar(op, "alpha", alpha, -_INF)
     if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
         raise bad_tensor(op, "out", out, dtype, shape)
