@@ -141,6 +141,44 @@ def test_builds_from_a_checkout_under_an_odd_path(tmp_path: Path, monkeypatch: p
         assert "a$ b$:c" in ninja  # a path in a build line, escaped for ninja
 
 
+def _scale_checkout(root: Path) -> None:
+    """The scale family's sources and the headers they reach, laid out as a checkout under ``root``."""
+    for name in ("scale.cu", "scale_jit_binding.cu", "tvm_ffi_utils.h"):
+        (root / "csrc").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / "csrc" / name, root / "csrc" / name)
+    shutil.copytree(REPO / "include" / "oasr" / "common", root / "include" / "oasr" / "common")
+    shutil.copyfile(REPO / "include" / "oasr" / "scale.cuh", root / "include" / "oasr" / "scale.cuh")
+
+
+def test_a_command_in_the_checkout_path_is_never_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvcc resolves symlinks and passes the real path through its own shell (``--orig_src_path_name``)."""
+    root = tmp_path / "checkout `touch PWNED` $(touch PWNED2)"
+    _scale_checkout(root)
+    monkeypatch.setattr(env, "OASR_CSRC_DIR", root / "csrc")
+    monkeypatch.setattr(env, "OASR_INCLUDE_DIR", root / "include")
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # nvcc's and the build's temporary files, to be searched
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.chdir(tmp_path)
+    spec = SCALE.jit_spec()
+    info = spec.build()
+    assert not info.cache_hit and spec.library_problem() is None
+    assert not [p for p in tmp_path.rglob("PWNED*")], sorted(str(p) for p in tmp_path.rglob("PWNED*"))
+    assert callable(spec.load().run)
+
+
+def test_a_command_in_tmpdir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvcc names its intermediate files under TMPDIR to its shell."""
+    temp = tmp_path / "tmp `touch PWNED`"
+    temp.mkdir()
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(JitCompileError, match=r"the temporary folder .* set TMPDIR to a plain path"):
+        gen_jit_spec("scale_tmpdir", SCALE.sources).build()
+    assert not list(tmp_path.rglob("PWNED"))
+
+
 def test_ninja_escaping() -> None:
     assert core._ninja_path("/a b/c:d$e.cu") == "/a$ b/c$:d$$e.cu"
     assert core._ninja_value("x $y") == "x $$y"

@@ -11,8 +11,11 @@ Reliability: a build records its library's size and SHA-256 in
 ``oasr-build.json``; a library that no longer matches (truncated, emptied,
 overwritten) is rebuilt with one line on stderr instead of being loaded. Every
 path and flag is escaped for ninja and for the shell ninja runs commands
-through; paths that nvcc itself would hand to a shell unquoted (``$``, a
-backtick, quotes, a backslash) reach it through plain-named symlinks. ninja runs
+through. nvcc itself hands paths to a shell inside double quotes, and resolves a
+source's symlinks first: a folder whose path holds ``$``, a backtick, a quote or a
+backslash reaches it through a plain-named symlink, and a source under one through a
+one-line file in the build folder that includes it by that link (the preprocessor
+opens includes as named). Such a CUDA toolkit or TMPDIR is refused. ninja runs
 in its own session, killed with everything it started on Ctrl-C, on a timeout
 or when Python dies. The key also hashes ``NVCC_PREPEND_FLAGS``,
 ``NVCC_APPEND_FLAGS``, ``NVCC_CCBIN`` and the host compiler's path and version.
@@ -325,7 +328,8 @@ class JitSpec:
             else:
                 stale.unlink(missing_ok=True)
         # nvcc hands its cwd and paths to a shell inside double quotes: build where that is harmless.
-        work = build_dir if _nvcc_safe(str(build_dir)) else _safe_work_dir()
+        temp = _plain_temp_dir()
+        work = build_dir if _nvcc_safe(str(build_dir)) else Path(tempfile.mkdtemp(prefix="oasr-jit-", dir=temp))
         try:
             ninja_text, output = self._ninja_file(work)
             (build_dir / "build.ninja").write_text(ninja_text)
@@ -357,8 +361,10 @@ class JitSpec:
         """build.ninja's text (run in ``work``) and the library's name there.
 
         Every path and flag is shell-quoted, then escaped for ninja (``$$``; ``$ `` and
-        ``$:`` in build lines). A path nvcc cannot pass through its own shell reaches
-        it through a symlink in ``work`` with a plain name.
+        ``$:`` in build lines). A folder nvcc cannot pass through its own shell reaches
+        it through a symlink in ``work`` with a plain name; a source in one, through a
+        file in ``work`` that includes it by that link (nvcc would resolve a link to the
+        source itself and hand the real path to its shell).
         """
         flags = [*default_cuda_cflags(), *self.extra_cuda_cflags, *self.extra_ldflags]
         for flag in flags:
@@ -380,9 +386,14 @@ class JitSpec:
             return links[path]
 
         cuda_home = find_cuda_home()
+        if not _nvcc_safe(str(cuda_home)):  # nvcc derives its own tools' paths from it
+            raise JitCompileError(
+                f"oasr JIT: the CUDA toolkit's folder {cuda_home} contains a character nvcc passes to a shell "
+                "unescaped ($, `, quotes, backslash or a newline); link it from a plain path and set CUDA_HOME to that."
+            )
         nvcc = str(cuda_home / "bin" / "nvcc")
         cflags = [*default_cuda_cflags(), *self.extra_cuda_cflags, *(f"-I{safe(p)}" for p in self._includes())]
-        ldflags = ["-shared", f"-L{safe(cuda_home / 'lib64')}", "-lcudart", *self.extra_ldflags]
+        ldflags = ["-shared", f"-L{cuda_home / 'lib64'}", "-lcudart", *self.extra_ldflags]
         lines = [
             "# oasr JIT build (oasr/jit/core.py)",
             "ninja_required_version = 1.3",
@@ -403,7 +414,11 @@ class JitSpec:
             stem = source.stem if re.fullmatch(r"[\w.+-]+", source.stem) else f"source{index}"
             obj = f"{index}_{stem}.o"
             objects.append(obj)
-            src = f"{safe(source.parent)}/{source.name}"
+            folder = safe(source.parent)
+            src = f"{folder}/{source.name}"
+            if folder != str(source.parent):
+                src = f"oasr_source_{index}{source.suffix}"
+                (work / src).write_text(f'#include "{folder}/{source.name}"\n')
             lines.append(f"build {_ninja_path(obj)}: run {_ninja_path(str(source))}")
             lines.append(f"  cmd = {_ninja_value(shlex.join([nvcc, *cflags, '-c', src, '-o', obj]))}")
             lines.append(f"  desc = {_ninja_value('nvcc ' + source.name)}")
@@ -460,14 +475,16 @@ def _check_module_name(name: str) -> None:
         raise JitCompileError(f"oasr JIT: {name!r} cannot name a module (it becomes a folder of the cache).")
 
 
-def _safe_work_dir() -> Path:
+def _plain_temp_dir() -> Path:
+    """The temporary folder (nvcc writes its intermediate files under TMPDIR and names them to its shell)."""
     base = Path(tempfile.gettempdir())
-    if not _nvcc_safe(str(base)):
-        raise JitCompileError(
-            f"oasr JIT: the temporary folder {base} contains a character nvcc passes to a shell unescaped; "
-            "set TMPDIR to a plain path."
-        )
-    return Path(tempfile.mkdtemp(prefix="oasr-jit-", dir=base))
+    for folder in (str(base), os.environ.get("TMPDIR", "")):
+        if not _nvcc_safe(folder):
+            raise JitCompileError(
+                f"oasr JIT: the temporary folder {folder} contains a character nvcc passes to a shell unescaped; "
+                "set TMPDIR to a plain path."
+            )
+    return base
 
 
 def _env_flags(variable: str) -> list[str]:
