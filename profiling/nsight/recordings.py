@@ -39,7 +39,8 @@ deletes older ones of the same preset and settings whose every entry it covers.
 
 Nothing read back is trusted: a sidecar that is not a JSON object of the shape
 above (a list, a missing field, a string where a number belongs) and a report
-whose size or SHA-256 no longer match its sidecar are left out with one
+whose size or SHA-256 no longer match its sidecar (a packed one is unpacked no
+further than that size) are left out with one
 :class:`DamagedRecordingWarning` naming the file. The sweep
 (:mod:`profiling.nsight.sweep`) also reads each report before storing it and
 before using it: one that cannot be read, or lacks a launch for an entry its
@@ -206,9 +207,9 @@ class ProfileStore:
     @staticmethod
     def _report_problem(report: Path, meta: Mapping[str, Any]) -> str | None:
         try:
-            report = packing.readable(report)
-        except (OSError, EOFError) as exc:
-            return f"its packed report {packing.packed(report).name} cannot be unpacked ({exc})"
+            report = packing.readable(report, meta.get("report_bytes"))
+        except packing.UnpackError as exc:
+            return f"its packed report {exc}"
         try:
             stat = report.stat()
         except OSError:
