@@ -329,6 +329,34 @@ def test_a_tampered_sidecar_is_skipped_with_a_warning(two_recordings, case):
     assert len(damaged_warnings(caught, large.sidecar)) == 2  # once per call, naming the sidecar
 
 
+DEEP = 1000
+"""Nesting past Python's recursion limit (json's parser and repr recurse per level)."""
+NESTED_TEXT = {
+    "the whole sidecar nested": lambda meta: "[" * DEEP + "]" * DEEP,
+    "its settings nested": lambda meta: json.dumps(meta | {"settings": "DEEP"}).replace(
+        '"DEEP"', "[" * 900 + "]" * 900
+    ),
+    "its provenance nested": lambda meta: json.dumps(meta | {"provenance": {"date": "DEEP"}}).replace(
+        '"DEEP"', "[" * 900 + "]" * 900
+    ),
+    "an entry's config nested": lambda meta: json.dumps(meta | {"entries": "DEEP"}).replace(
+        '"DEEP"', '[{"backend": "oasr", "dtype": "float16", "config": ' + '{"n": ' * 900 + "1" + "}" * 901 + "]"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NESTED_TEXT))
+def test_a_deeply_nested_sidecar_is_skipped_with_a_warning(two_recordings, case):
+    root, (_, large) = two_recordings
+    large.sidecar.write_text(NESTED_TEXT[case](json.loads(large.sidecar.read_text())))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = profile_sweep("scale", configs=SIZES[:5], reports_dir=root)
+    assert result.replayed and len(result.launches) == 2 * 5 and result.missing == []
+    (message,) = damaged_warnings(caught, large.sidecar)
+    assert len(message) < 1000, message  # the value is shown cut short, not whole
+
+
 def test_a_tampered_sidecar_does_not_stop_live_profiling(live):
     live.profile()
     (saved,) = live.store().profiles()
