@@ -27,6 +27,7 @@ import pytest
 from profiling.harness.ops import get_op
 from profiling.nsight import packing, sweep
 from profiling.nsight import recordings as store
+from profiling.nsight.reader import import_ncu_report
 from profiling.nsight.recordings import DamagedRecordingWarning
 from profiling.nsight.runner import NcuFailedError
 from profiling.nsight.sweep import MissingRecordingWarning, NoRecordingError, profile_sweep
@@ -160,6 +161,21 @@ def test_a_damaged_report_from_ncu_is_never_cached(live, damage):
     assert result.source == "live" and len(result.launches) == 2 * len(SIZES)
 
 
+def test_a_report_cut_short_is_damaged_though_it_holds_the_launches_asked_for(live):
+    """A third of the committed report still holds the first sizes' launches: its own structure says it is cut."""
+    data = live.source.read_bytes()
+    third = live.tmp_path / "third.ncu-rep"
+    third.write_bytes(data[: len(data) // 3])
+    live.writes(third)
+    asked = SIZES[:2]
+    kept = import_ncu_report().load_report(str(third))  # NVIDIA's reader takes the whole blocks it finds
+    assert sum(len(kept.range_by_idx(i)) for i in range(kept.num_ranges())) >= 2 * len(asked)
+    with pytest.raises(NcuFailedError, match="damaged: it is cut short") as info:
+        profile_sweep("scale", configs=asked, reports_dir=live.reports)
+    assert "Nothing was stored" in str(info.value)
+    assert live.store().profiles() == []
+
+
 def test_a_stored_profile_records_its_size_and_hash(live):
     result = live.profile()
     report = result.report_paths[0]
@@ -253,7 +269,7 @@ def test_replay_of_an_old_sidecar_without_a_hash_checks_the_launches(tmp_path, m
         with pytest.raises(NoRecordingError, match="damaged"):
             profile_sweep("scale", configs=SIZES, reports_dir=tmp_path)
     (message,) = damaged_warnings(caught, report)
-    assert "none for" in message and "entries it claims" in message
+    assert "it is cut short" in message
 
 
 def test_replay_of_a_recording_holding_no_launch_raises_no_keyerror(tmp_path, monkeypatch):

@@ -43,8 +43,10 @@ whose size or SHA-256 no longer match its sidecar (a packed one is unpacked no
 further than that size) are left out with one
 :class:`DamagedRecordingWarning` naming the file. The sweep
 (:mod:`profiling.nsight.sweep`) also reads each report before storing it and
-before using it: one that cannot be read, or lacks a launch for an entry its
-sidecar claims, is damaged too (re-profiled live, left out in replay).
+before using it: one that is not whole (cut short: its blocks run past its end,
+:func:`profiling.nsight.reader.container_problem`), cannot be read, or lacks a
+launch for an entry its sidecar claims, is damaged too (re-profiled live, left
+out in replay).
 """
 
 from __future__ import annotations
