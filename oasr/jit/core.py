@@ -54,7 +54,7 @@ BUILD_TIMEOUT_S = 1500
 KEY_HEX_DIGITS = 20
 """A module's cache key: this many hex digits of a SHA-256 (the name of its build folder)."""
 MANIFEST_NAME = "oasr-build.json"
-"""The record each build leaves beside its library: module, key, library size and SHA-256."""
+"""The record each build leaves beside its library: module, key, library size and SHA-256, the files it made."""
 PID_NAME = "ninja.pid"
 """Present while a build runs: ninja's process (and session) id, so a later build can stop a leftover one."""
 COMMON_NVCC_FLAGS = (
