@@ -157,7 +157,9 @@ def test_the_working_tree_state_is_the_library_module(monkeypatch: pytest.Monkey
     assert spec.name == f"scale_{edited.hash[:12]}" and spec.include_dir == root / "include"
 
 
-def test_compare_from_recordings_and_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.fixture
+def recorded_states(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, compare.State]:
+    """Two checkouts, "old" and "new" (10% slower), as revisions, each with its samples of scale n=2048 recorded."""
     monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
     roots = {"old": _tree(tmp_path, "old", "\n// old\n"), "new": _tree(tmp_path, "new")}
 
@@ -166,11 +168,15 @@ def test_compare_from_recordings_and_what_is_missing(monkeypatch: pytest.MonkeyP
         yield roots[revision]
 
     monkeypatch.setattr(compare, "checkout", fake_checkout)
-    config, key = {"n": 2048}, ("n=2048", "float16")
     states = {name: compare.State(name, root, compare.state_hash(SCALE, root)) for name, root in roots.items()}
-    samples = {key: {"old": _samples(60e-6, 0.005), "new": _samples(66e-6, 0.005, seed=5)}}
+    samples = {("n=2048", "float16"): {"old": _samples(60e-6, 0.005), "new": _samples(66e-6, 0.005, seed=5)}}
     for state in states.values():
         compare.save_samples("h200", "scale", state, samples)
+    return states
+
+
+def test_compare_from_recordings_and_what_is_missing(recorded_states: dict[str, compare.State]) -> None:
+    states, config = recorded_states, {"n": 2048}
     assert compare.recording_path("h200", "scale", states["old"].hash).is_file()
     table = compare.compare_states("scale", "old", "new", [config], live=False)
     assert list(table["verdict"]) == ["slower"] and table.loc[0, "ratio"] == pytest.approx(1.1, abs=0.01)
@@ -205,20 +211,8 @@ TAMPERED_TIMINGS = {
 
 
 @pytest.mark.parametrize("case", list(TAMPERED_TIMINGS))
-def test_a_tampered_timings_file_is_one_sentence_naming_it(monkeypatch, tmp_path, capsys, case: str) -> None:
-    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
-    roots = {"old": _tree(tmp_path, "old", "\n// old\n"), "new": _tree(tmp_path, "new")}
-
-    @contextlib.contextmanager
-    def fake_checkout(revision: str):
-        yield roots[revision]
-
-    monkeypatch.setattr(compare, "checkout", fake_checkout)
-    states = {name: compare.State(name, root, compare.state_hash(SCALE, root)) for name, root in roots.items()}
-    samples = {("n=2048", "float16"): {"old": _samples(60e-6, 0.005), "new": _samples(66e-6, 0.005, seed=5)}}
-    for state in states.values():
-        compare.save_samples("h200", "scale", state, samples)
-    tampered = compare.recording_path("h200", "scale", states["old"].hash)
+def test_a_tampered_timings_file_is_one_sentence_naming_it(recorded_states, capsys, case: str) -> None:
+    tampered = compare.recording_path("h200", "scale", recorded_states["old"].hash)
     tampered.write_text(TAMPERED_TIMINGS[case])
     assert compare.main(["--op", "scale", "--base", "old", "--head", "new", "--replay", "--config", "n=2048"]) == 1
     err = capsys.readouterr().err
