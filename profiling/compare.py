@@ -71,6 +71,9 @@ ALPHA = 0.01
 LEVEL = 0.99
 """Confidence level of the bootstrap interval of the ratio."""
 RESAMPLES = 2000
+BOOTSTRAP_BLOCK = 1 << 20
+"""The bootstrap draws this many values at a time (8 MiB), so its memory does not grow with samples x resamples
+(a million samples would take 16 GB a side at once)."""
 COMPARE_COLUMNS = (
     "op", "config", "dtype", "base", "head", "base_seconds", "head_seconds", "ratio", "ci_low", "ci_high",
     "p_value", "threshold", "verdict", "base_samples", "head_samples",
@@ -102,12 +105,19 @@ def ratio_interval(
 ) -> tuple[float, float]:
     """Bootstrap (percentile) interval of median(head) / median(base) at ``level``."""
     rng = np.random.default_rng(seed)
-    base, head = np.asarray(base, float), np.asarray(head, float)
-    b = np.median(rng.choice(base, (resamples, len(base))), axis=1)
-    h = np.median(rng.choice(head, (resamples, len(head))), axis=1)
+    b = _resampled_medians(rng, np.asarray(base, float), resamples)
+    h = _resampled_medians(rng, np.asarray(head, float), resamples)
     tail = 100 * (1 - level) / 2
     low, high = np.percentile(h / b, [tail, 100 - tail])
     return float(low), float(high)
+
+
+def _resampled_medians(rng: np.random.Generator, samples: np.ndarray, resamples: int) -> np.ndarray:
+    """The medians of ``resamples`` resamples (with replacement) of ``samples``, :data:`BOOTSTRAP_BLOCK` values
+    drawn at a time."""
+    rows = max(1, BOOTSTRAP_BLOCK // len(samples))
+    blocks = (min(rows, resamples - start) for start in range(0, resamples, rows))
+    return np.concatenate([np.median(rng.choice(samples, (count, len(samples))), axis=1) for count in blocks])
 
 
 def relative_iqr(samples: Sequence[float]) -> float:
@@ -143,10 +153,16 @@ def compare_samples(
     Raises
     ------
     ValueError
-        When a side has fewer than 5 samples or a non-positive one.
+        When a side has fewer than 5 samples, or one that is not finite (NaN, infinity) or not positive.
     """
     for name, samples in (("base", base), ("head", head)):
-        if len(samples) < 5 or min(samples) <= 0:
+        values = np.asarray(samples, float)
+        if not np.isfinite(values).all():
+            raise ValueError(
+                f"{name}: {int((~np.isfinite(values)).sum())} of {len(values)} samples are not finite (NaN or "
+                "infinity), and no verdict can be drawn from them; time the state again"
+            )
+        if len(values) < 5 or values.min() <= 0:
             raise ValueError(f"{name}: need at least 5 positive samples to compare, got {len(samples)}")
     ratio = float(np.median(head) / np.median(base))
     low, high = ratio_interval(base, head, resamples=resamples, seed=seed)
@@ -352,11 +368,47 @@ def save_samples(
 
 
 def load_samples(gpu: str, op: str, source: str) -> dict[tuple[str, str], list[float]]:
-    """{(config, dtype): samples} recorded for the source hash ``source`` ({} when none)."""
+    """{(config, dtype): samples} recorded for the source hash ``source`` ({} when none).
+
+    Raises
+    ------
+    ValueError
+        When the file is not readable JSON of the shape :func:`save_samples` writes (one sentence naming it).
+    """
     path = recording_path(gpu, op, source)
     if not path.is_file():
         return {}
-    return {(c["config"], c["dtype"]): list(c["samples_s"]) for c in json.loads(path.read_text())["cases"]}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # RecursionError: nesting too deep
+        problem: str | None = f"it is not readable JSON: {type(exc).__name__}: {str(exc)[:120]}"
+    else:
+        problem = timings_problem(data)
+    if problem is not None:
+        raise ValueError(
+            f"{shown_path(path)} is not a timings file of profiling.compare ({problem}); delete it and time "
+            f"the state again on a GPU (`python -m profiling.compare --op {op} --base ...`)"
+        )
+    return {(c["config"], c["dtype"]): list(c["samples_s"]) for c in data["cases"]}
+
+
+def timings_problem(data: Any) -> str | None:
+    """What is wrong with a timings file's content (None when it has the shape :func:`save_samples` writes)."""
+    if not isinstance(data, dict):
+        return f"it holds a JSON {type(data).__name__}, not an object"
+    if not isinstance(data.get("cases"), list):
+        return "its 'cases' are not a list"
+    for case in data["cases"]:
+        if not isinstance(case, dict) or not all(isinstance(case.get(k), str) for k in ("config", "dtype")):
+            return "a case is not an object with a config and a dtype string"
+        samples = case.get("samples_s")
+        if not isinstance(samples, list) or not all(_is_seconds(v) for v in samples):
+            return f"the samples of {case['config'][:80]},dtype={case['dtype'][:20]} are not positive finite seconds"
+    return None
+
+
+def _is_seconds(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value) and value > 0
 
 
 def compare_states(

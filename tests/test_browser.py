@@ -74,7 +74,7 @@ CHROMIUM_ARGS = [
 SERVER_START_S = 90  # JupyterLab answering /api/status
 NOTEBOOK_RUN_S = 240  # Run All Cells until every cell has run (the JIT build is cached by the suite)
 KERNEL_START_S = 60  # the notebook opened until its kernel is idle
-PANEL_RUN_S = 60  # Run pressed until the panel's table has grown
+PANEL_RUN_S = 180  # Run pressed until the panel shows what the run brings (its rows, figure or note)
 PAGE_LOAD_S = 60
 PUBLISH_S = 300  # the main command rendering every notebook (about 25 s here)
 RUN_LABEL = re.compile(r"^\s*Run\s*$")  # the panel's Run button (its description)
@@ -331,22 +331,41 @@ def _wait_kernel_idle(lab: Lab) -> None:
         time.sleep(0.25)
 
 
-def _run_panel(page: Any, panel: Any, run_button: Any, shot: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Press Run; the panel's state before, and after its table has grown (bounded wait)."""
+# What a Run must bring, as conditions on the panel's state before (``was``) and now (``now``) the Run.
+GREW = ("a new table row", "now.rows > was.rows")
+NEW_FIGURE = ("a new figure (an image not shown before)", "now.images.some(i => !was.images.includes(i))")
+NOTE = ("a note", "now.notes.length > 0")
+
+
+def _gone(images: list[str], what: str) -> tuple[str, str]:
+    return (f"{what} to go", f"!now.images.some(i => {json.dumps(images)}.includes(i))")
+
+
+def _run_panel(
+    page: Any, panel: Any, run_button: Any, shot: str, awaited: tuple[tuple[str, str], ...]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Press Run and wait (up to PANEL_RUN_S, polling) until every ``awaited`` condition holds; the panel's
+    state before and after. A timeout names the conditions still unmet and what the panel shows."""
     root = panel.element_handle()
     before = page.evaluate(_PANEL_STATE_JS, root)
+    every = " && ".join(f"({condition})" for _, condition in awaited)
     run_button.click()
     try:
         page.wait_for_function(
-            f"(root) => ({_PANEL_STATE_JS})(root).rows > {before['rows']}",
-            arg=root,
+            f"([root, was]) => {{ const now = ({_PANEL_STATE_JS})(root); return {every}; }}",
+            arg=[root, before],
             timeout=PANEL_RUN_S * 1000,
             polling=250,
         )
-        page.wait_for_timeout(500)  # the image follows the table in the same update
     except Exception as exc:
-        text = page.evaluate(_PANEL_STATE_JS, root)["text"]
-        raise AssertionError(f"no new table rows {PANEL_RUN_S} s after Run; the panel shows:\n{text}") from exc
+        now = page.evaluate(_PANEL_STATE_JS, root)
+        unmet = [
+            what for what, condition in awaited if not page.evaluate(f"([now, was]) => {condition}", [now, before])
+        ]
+        raise AssertionError(
+            f"{PANEL_RUN_S} s after Run, still waiting for {', '.join(unmet) or 'nothing (it came at the end)'} "
+            f"({before['rows']} -> {now['rows']} rows, {len(now['images'])} images); it shows:\n{now['text']}"
+        ) from exc
     finally:
         panel.scroll_into_view_if_needed()
         _shot(panel, shot)
@@ -402,21 +421,16 @@ def test_notebook_panel_in_jupyterlab(browser: Any, lab: Lab) -> None:
             dtype.select_option(value=others[0])
         dtype.select_option(value=float16)
 
-        before, after = _run_panel(page, panel, run_button, "03_panel_after_run_float16")
-        assert after["rows"] > before["rows"], f"no new table rows after Run ({before['rows']} -> {after['rows']})"
+        before, after = _run_panel(page, panel, run_button, "03_panel_after_run_float16", (GREW, NEW_FIGURE))
         new_images = [i for i in after["images"] if i not in before["images"]]
-        assert new_images, f"no new image in the panel after Run:\n{after['text']}"
 
         # A dtype the panel marks in its label (replay: "not profiled" or the like): the run
         # must still add rows, say why in a note, and not leave the float16 figure behind.
         marked = [v for v in others if " " in v.strip()]
         if marked:
             dtype.select_option(value=marked[0])
-            _, second = _run_panel(page, panel, run_button, "04_panel_after_run_marked_dtype")
-            assert second["rows"] > after["rows"], f"no new table rows after Run with {marked[0]!r}"
-            assert second["notes"], f"no note in the panel after Run with {marked[0]!r}:\n{second['text']}"
-            stale = [i for i in second["images"] if i in new_images]
-            assert not stale, f"the float16 figure is still shown after Run with {marked[0]!r} (stale)"
+            awaited = (GREW, NOTE, _gone(new_images, "the float16 figure"))
+            _run_panel(page, panel, run_button, "04_panel_after_run_marked_dtype", awaited)
         else:  # live: every dtype is offered as is; a note is only shown when there is something to say
             assert after["notes"] or after["images"], "neither a note nor an image after Run"
         _shot(page, "05_notebook_after_panel_runs")

@@ -4,7 +4,10 @@ states (hashes, git worktrees, builds), the recordings keyed by source hash, and
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import shutil
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +62,25 @@ def test_too_few_or_bad_samples() -> None:
         compare.compare_samples([1.0, 1.0], [1.0] * 10)
     with pytest.raises(ValueError, match="head: need at least 5"):
         compare.compare_samples([1.0] * 10, [1.0, 0.0, 1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf], ids=["nan", "inf"])
+def test_samples_that_are_not_numbers_reach_no_verdict(bad: float) -> None:
+    with pytest.raises(ValueError, match=r"base: 3 of 120 samples are not finite"):
+        compare.compare_samples(_samples(60e-6, 0.005)[:-3] + [bad] * 3, _samples(60e-6, 0.005, seed=1))
+
+
+def test_the_bootstrap_holds_a_block_of_resamples_at_a_time() -> None:
+    """A million samples must not take samples x resamples of memory (16 GB a side at 2000 resamples)."""
+    base, head = _samples(60e-6, 0.005, count=10_000), _samples(66e-6, 0.005, count=10_000, seed=1)
+    tracemalloc.start()
+    try:
+        low, high = compare.ratio_interval(base, head)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert 1.09 < low < 1.1 < high < 1.11
+    assert peak < 4 * compare.BOOTSTRAP_BLOCK * 8, f"{peak / 2**20:.0f} MiB"  # not 2000 x 10000 x 8 B = 153 MiB
 
 
 def test_mann_whitney_agrees_with_scipy() -> None:
@@ -145,7 +167,9 @@ def test_the_working_tree_state_is_the_library_module(monkeypatch: pytest.Monkey
     assert spec.name == f"scale_{edited.hash[:12]}" and spec.include_dir == root / "include"
 
 
-def test_compare_from_recordings_and_what_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.fixture
+def recorded_states(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, compare.State]:
+    """Two checkouts, "old" and "new" (10% slower), as revisions, each with its samples of scale n=2048 recorded."""
     monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path / "reports"))
     roots = {"old": _tree(tmp_path, "old", "\n// old\n"), "new": _tree(tmp_path, "new")}
 
@@ -154,17 +178,56 @@ def test_compare_from_recordings_and_what_is_missing(monkeypatch: pytest.MonkeyP
         yield roots[revision]
 
     monkeypatch.setattr(compare, "checkout", fake_checkout)
-    config, key = {"n": 2048}, ("n=2048", "float16")
     states = {name: compare.State(name, root, compare.state_hash(SCALE, root)) for name, root in roots.items()}
-    samples = {key: {"old": _samples(60e-6, 0.005), "new": _samples(66e-6, 0.005, seed=5)}}
+    samples = {("n=2048", "float16"): {"old": _samples(60e-6, 0.005), "new": _samples(66e-6, 0.005, seed=5)}}
     for state in states.values():
         compare.save_samples("h200", "scale", state, samples)
+    return states
+
+
+def test_compare_from_recordings_and_what_is_missing(recorded_states: dict[str, compare.State]) -> None:
+    states, config = recorded_states, {"n": 2048}
     assert compare.recording_path("h200", "scale", states["old"].hash).is_file()
     table = compare.compare_states("scale", "old", "new", [config], live=False)
     assert list(table["verdict"]) == ["slower"] and table.loc[0, "ratio"] == pytest.approx(1.1, abs=0.01)
     assert list(table.columns) == list(compare.COMPARE_COLUMNS)
     with pytest.raises(ValueError, match=r"no recorded samples of scale at old .* for n=8192,dtype=float16"):
         compare.compare_states("scale", "old", "new", [{"n": 8192}], live=False)
+
+
+def _one_case(samples: object) -> dict:
+    return {"op": "scale", "cases": [{"config": "n=2048", "dtype": "float16", "samples_s": samples}]}
+
+
+DEEP = 1000
+TAMPERED_TIMINGS = {
+    "not JSON": "{",
+    "a JSON list": "[]",
+    "no cases": json.dumps({"op": "scale"}),
+    "cases as an object": json.dumps({"cases": {"n=2048": [1e-6]}}),
+    "a case that is a number": json.dumps({"cases": [7]}),
+    "a case without samples": json.dumps({"cases": [{"config": "n=2048", "dtype": "float16"}]}),
+    "a case without a config": json.dumps({"cases": [{"dtype": "float16", "samples_s": [1e-6] * 10}]}),
+    "a config that is a number": json.dumps({"cases": [{"config": 2048, "dtype": "float16", "samples_s": [1e-6]}]}),
+    "samples as a string": json.dumps(_one_case("fast")),
+    "a sample that is a string": json.dumps(_one_case([1e-6] * 9 + ["1e-6"])),
+    "a sample that is null": json.dumps(_one_case([1e-6] * 9 + [None])),
+    "a sample that is true": json.dumps(_one_case([1e-6] * 9 + [True])),
+    "a NaN sample": json.dumps(_one_case([1e-6] * 9 + [math.nan])),
+    "a negative sample": json.dumps(_one_case([1e-6] * 9 + [-1e-6])),
+    "the whole file nested": "[" * DEEP + "]" * DEEP,
+    "samples nested": json.dumps(_one_case("DEEP")).replace('"DEEP"', "[" * DEEP + "]" * DEEP),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED_TIMINGS))
+def test_a_tampered_timings_file_is_one_sentence_naming_it(recorded_states, capsys, case: str) -> None:
+    tampered = compare.recording_path("h200", "scale", recorded_states["old"].hash)
+    tampered.write_text(TAMPERED_TIMINGS[case])
+    assert compare.main(["--op", "scale", "--base", "old", "--head", "new", "--replay", "--config", "n=2048"]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and len(err) < 600, err
+    assert err.startswith(f"error: {tampered} is not a timings file of profiling.compare") and "delete it" in err, err
 
 
 @needs_git

@@ -89,6 +89,7 @@ def poisoned(shape, dtype, device="cuda"):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the conv1d module, a minute's build here: the full tier
 def test_module_builds_and_loads():
     spec = families.CONV1D.jit_spec()
     info = spec.build()
@@ -105,6 +106,7 @@ def test_family_declares_the_ops():
         assert callable(getattr(conv1d, op))
 
 
+@pytest.mark.slow  # builds the conv1d module: the full tier
 def test_cpp_entry_refuses_cpu_tensors():
     module = families.CONV1D.jit_spec().build_and_load()
     x, w = torch.randn(2, 8, 4), torch.randn(3, 4)

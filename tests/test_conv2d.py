@@ -77,6 +77,7 @@ def assert_close(actual, expected, dtype, depth):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the conv2d module: the full tier
 def test_direct_module_builds_and_exports_its_launchers():
     module = CONV2D.jit_spec().build_and_load()
     assert callable(module.conv2d_direct) and callable(module.conv2d_subsampling)
@@ -92,6 +93,7 @@ def test_direct_module_builds_and_exports_its_launchers():
         module.conv2d_direct(torch.empty(1, 3, 3, 8, dtype=torch.bfloat16), x, w, None, 1, 1, 0, 0, "gelu")
 
 
+@pytest.mark.slow  # two CUTLASS instantiations: the full tier
 @pytest.mark.parametrize("tile", [conv2d_config.DEFAULT, conv2d_config.WIDE], ids=["one_consumer", "two_consumers"])
 def test_implicit_gemm_instantiations_build_for_sm90a(tile):
     spec = CONV2D.jit_spec(variant=conv2d_config.implicit_gemm_variant("bfloat16", "relu", tile))

@@ -68,6 +68,7 @@ def assert_close(actual, expected, dtype, k):
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a CUTLASS instantiation: the full tier
 def test_default_instantiation_builds_for_sm90a_and_exports_gemm():
     spec = GEMM.jit_spec()
     assert "-gencode=arch=compute_90a,code=sm_90a" in spec.nvcc_flags and "-DNDEBUG" in spec.nvcc_flags
@@ -83,6 +84,7 @@ def test_default_instantiation_builds_for_sm90a_and_exports_gemm():
     assert "u" not in kinds.values()
 
 
+@pytest.mark.slow  # a gemm build: the full tier
 def test_a_fused_cutlass_instantiation_builds_for_sm90a():
     """CUTLASS's bias + SiLU epilogue (oasr's SiLU functor, include/oasr/common/activation.cuh): the fused modules'
     own code, which the default (plain) module does not compile."""
@@ -91,6 +93,7 @@ def test_a_fused_cutlass_instantiation_builds_for_sm90a():
     assert callable(spec.build_and_load().gemm)
 
 
+@pytest.mark.slow  # a gemm build: the full tier
 def test_the_tail_kernel_builds_for_sm90a():
     """The gemm family's own one-wave kernel (``gemm_config.TAIL``): CUTLASS's headers, none of its kernels."""
     spec = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "silu", gemm_config.TAIL))

@@ -82,6 +82,7 @@ SIZES = {
 # ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # a CUTLASS instantiation: the full tier
 def test_a_cutlass_instantiation_builds_for_sm90a_and_exports_group_gemm():
     """One of CUTLASS's grouped kernels (test_jit.py's every-module test builds the default, the direct kernel)."""
     spec = GROUP_GEMM.jit_spec(variant=gemm_config.group_gemm_variant("bfloat16", gemm_config.GROUP_WIDE))

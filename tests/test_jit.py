@@ -288,6 +288,7 @@ def _jit_cli(*args: str, **env: str) -> str:
     ).stdout
 
 
+@pytest.mark.slow  # every module, three of them CUTLASS instantiations: the full tier
 def test_every_module_compiles_for_sm90a_and_loads():
     """Every family's current module, in the cache the notebooks and the other tests use: the CLI's `build` compiles
     what it lacks in parallel (on CI's cold cache all of them, the suite's costliest step, so done in one place), then

@@ -6,6 +6,7 @@ stops a build long before it finishes.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,6 +143,44 @@ def test_builds_from_a_checkout_under_an_odd_path(tmp_path: Path, monkeypatch: p
         assert "a$ b$:c" in ninja  # a path in a build line, escaped for ninja
 
 
+def _scale_checkout(root: Path) -> None:
+    """The scale family's sources and the headers they reach, laid out as a checkout under ``root``."""
+    for name in ("scale.cu", "scale_jit_binding.cu", "tvm_ffi_utils.h"):
+        (root / "csrc").mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO / "csrc" / name, root / "csrc" / name)
+    shutil.copytree(REPO / "include" / "oasr" / "common", root / "include" / "oasr" / "common")
+    shutil.copyfile(REPO / "include" / "oasr" / "scale.cuh", root / "include" / "oasr" / "scale.cuh")
+
+
+def test_a_command_in_the_checkout_path_is_never_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvcc resolves symlinks and passes the real path through its own shell (``--orig_src_path_name``)."""
+    root = tmp_path / "checkout `touch PWNED` $(touch PWNED2)"
+    _scale_checkout(root)
+    monkeypatch.setattr(env, "OASR_CSRC_DIR", root / "csrc")
+    monkeypatch.setattr(env, "OASR_INCLUDE_DIR", root / "include")
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))  # nvcc's and the build's temporary files, to be searched
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.chdir(tmp_path)
+    spec = SCALE.jit_spec()
+    info = spec.build()
+    assert not info.cache_hit and spec.library_problem() is None
+    assert not [p for p in tmp_path.rglob("PWNED*")], sorted(str(p) for p in tmp_path.rglob("PWNED*"))
+    assert callable(spec.load().run)
+
+
+def test_a_command_in_tmpdir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """nvcc names its intermediate files under TMPDIR to its shell."""
+    temp = tmp_path / "tmp `touch PWNED`"
+    temp.mkdir()
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(JitCompileError, match=r"the temporary folder .* set TMPDIR to a plain path"):
+        gen_jit_spec("scale_tmpdir", SCALE.sources).build()
+    assert not list(tmp_path.rglob("PWNED"))
+
+
 def test_ninja_escaping() -> None:
     assert core._ninja_path("/a b/c:d$e.cu") == "/a$ b/c$:d$$e.cu"
     assert core._ninja_value("x $y") == "x $$y"
@@ -168,15 +208,25 @@ def _fake_cache(root: Path) -> tuple[list[Path], list[Path]]:
         build.mkdir(parents=True)
         (build / "build.ninja").write_text("# oasr JIT build\n")
         (build / f"{module}.so").write_bytes(b"\0" * 64)
-        (build / core.MANIFEST_NAME).write_text("{}")
+        files = ["build.ninja", f"{module}.so"]
+        record = {"module": module, "key": key, "library": f"{module}.so", "size": 64, "sha256": "0", "files": files}
+        (build / core.MANIFEST_NAME).write_text(json.dumps(record))
         (root / module / f"{key}.lock").write_text("")
         made += [build, root / module / f"{key}.lock"]
     unrelated = [root / "notes.txt", root / "scale" / "mine.txt", root / "photos" / "cat.jpg"]
     unrelated.append(root / "scale" / "not_a_key_folder" / "build.ninja")
+    # Shaped like a build, but no record of the cache's says it built them.
+    unrelated.append(root / "photos" / "0123456789abcdef0123" / "build.ninja")
+    unrelated.append(root / "scale" / "00000000000000000000" / "build.ninja")
+    (root / "scale" / "11111111111111111111").mkdir()
+    unrelated.append(root / "scale" / "11111111111111111111" / core.MANIFEST_NAME)  # another key's record
+    other = {"module": "scale", "key": "0123456789abcdef0123", "library": "scale.so", "files": ["thesis.tex"]}
+    unrelated.append(root / "scale" / "11111111111111111111" / "thesis.tex")
     for path in unrelated:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("keep me")
-    return made, unrelated
+    (root / "scale" / "11111111111111111111" / core.MANIFEST_NAME).write_text(json.dumps(other))
+    return made, unrelated[:-2] + unrelated[-1:]
 
 
 def test_clear_removes_builds_and_locks_and_keeps_everything_else(
@@ -217,6 +267,82 @@ def test_clear_refuses_a_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, c
 def test_clear_of_a_real_build_leaves_no_folder(jit_dir: Path) -> None:
     assert jit_cli.main(["clear"]) == 0
     assert not jit_dir.exists()
+
+
+def test_clear_keeps_a_file_its_build_did_not_make(jit_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = SCALE.jit_spec()
+    (spec.build_dir / "mine.txt").write_text("keep me")
+    assert jit_cli.main(["clear"]) == 0
+    assert (spec.build_dir / "mine.txt").read_text() == "keep me"
+    assert sorted(p.name for p in spec.build_dir.iterdir()) == ["mine.txt"]
+    assert "other files in it were kept" in capsys.readouterr().out
+
+
+def _gated_compiler(folder: Path, gate: Path, started: Path) -> Path:
+    """A host compiler that says it started, then waits for ``gate`` before compiling for real."""
+    wait = f'touch "{started}"\nwhile [ ! -e "{gate}" ]; do sleep 0.1; done\nexec /usr/bin/g++ "$@"'
+    return _fake_compiler(folder, "g++ (Gated) 1.0", wait)
+
+
+def test_clear_keeps_a_build_in_progress_which_then_succeeds(tmp_path: Path) -> None:
+    gate, started = tmp_path / "go", tmp_path / "started"
+    compiler = _gated_compiler(tmp_path / "bin", gate, started)
+    root = tmp_path / "jit"
+    script = textwrap.dedent(
+        f"""
+        from oasr.jit import gen_jit_spec
+        from oasr.jit.families import SCALE
+        spec = gen_jit_spec("scale_busy", SCALE.sources, extra_cuda_cflags=["-ccbin", {str(compiler)!r}])
+        print(spec.build().library)
+        """
+    )
+    environment = _subprocess_env(OASR_JIT_DIR=str(root), OASR_CUDA_ARCH_LIST="9.0a")
+    build = subprocess.Popen([sys.executable, "-c", script], env=environment, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not started.exists() and build.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert started.exists(), build.communicate()[1][-2000:]
+        cleared = subprocess.run([sys.executable, "-m", "oasr.jit", "clear"], env=environment, capture_output=True,
+                                 text=True, timeout=60)  # fmt: skip
+        gate.write_text("")
+        out, err = build.communicate(timeout=300)
+    finally:
+        gate.write_text("")
+        if build.poll() is None:
+            build.kill()
+    assert cleared.returncode == 0 and "Traceback" not in cleared.stderr, cleared.stderr
+    assert build.returncode == 0 and "Traceback" not in err, err[-3000:]
+    assert "1 being built" in cleared.stdout, cleared.stdout
+    library = Path(out.strip())
+    assert library.is_file() and core._check_library(library, library.parent / core.MANIFEST_NAME) is None
+
+
+def test_a_lock_file_deleted_while_held_is_taken_again(tmp_path: Path) -> None:
+    """clear deletes a lock file holding it: a build that waited on the deleted file must not hold it beside
+    the build that took the new one."""
+    path = tmp_path / "scale" / f"{'0' * core.KEY_HEX_DIGITS}.lock"
+    held: list[str] = []
+
+    def wait_for_the_lock() -> None:
+        with core.build_lock(path, timeout_s=60):
+            held.append("waiter")
+
+    with core.build_lock(path, timeout_s=0):
+        waiter = threading.Thread(target=wait_for_the_lock)
+        waiter.start()
+        time.sleep(0.5)  # the waiter now polls the first file
+        path.unlink()
+        newcomer = core.build_lock(path, timeout_s=0)
+        newcomer.__enter__()  # a new file at the same path
+    try:
+        time.sleep(1.0)  # the first file is free: a waiter that kept it would hold it now
+        assert held == []
+    finally:
+        newcomer.__exit__(None, None, None)
+    waiter.join(timeout=30)
+    assert held == ["waiter"]
 
 
 # --- class 8: the cache key sees nvcc's environment and the host compiler ----------------------------------
@@ -413,6 +539,80 @@ def test_unusable_cache_folder_is_one_sentence(tmp_path, monkeypatch, kind) -> N
     assert isinstance(info.value, env.JitCacheDirError)
     assert len(message.splitlines()) == 1 and f"OASR_JIT_DIR={target}" in message
     assert "set OASR_JIT_DIR to a folder you can write to" in message
+
+
+@pytest.mark.parametrize("value", ["", "   "], ids=["empty", "blank"])
+def test_an_empty_cache_folder_setting_is_refused(tmp_path, monkeypatch, value: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OASR_JIT_DIR", value)
+    with pytest.raises(env.JitCacheDirError) as info:
+        SCALE.jit_spec().build()
+    message = str(info.value)
+    assert len(message.splitlines()) == 1 and "OASR_JIT_DIR is set but empty" in message and "unset it" in message
+    for command in ("list", "clear", "build"):
+        result = subprocess.run([sys.executable, "-m", "oasr.jit", command], env=_subprocess_env(OASR_JIT_DIR=value),
+                                cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert result.returncode == 1 and result.stderr.strip() == message, result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("where", ["key", "module"])
+def test_a_file_where_a_cache_folder_should_be_is_one_sentence(tmp_path, monkeypatch, where: str) -> None:
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    spec = SCALE.jit_spec()
+    blocking = spec.build_dir if where == "key" else spec.build_dir.parent
+    blocking.parent.mkdir(parents=True)
+    blocking.write_text("keep me")
+    with pytest.raises(env.JitCacheDirError) as info:
+        spec.build()
+    message = str(info.value)
+    assert len(message.splitlines()) == 1, message
+    assert message.startswith(f"oasr JIT: {blocking} is a file where the cache keeps a folder"), message
+    assert "delete it" in message
+    assert blocking.read_text() == "keep me"
+
+
+def test_a_full_disk_is_named_when_the_linker_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ld's own words on a full disk (ENOSPC writing the library), from a host compiler that fails the link so."""
+    full = 'echo "/usr/bin/ld: final link failed: No space left on device" >&2'
+    fail = 'echo "collect2: error: ld returned 1 exit status" >&2; exit 1'
+    body = f'case "$*" in *module.partial.so*) {full}; {fail};; esac'
+    _fake_compiler(tmp_path / "bin", "g++ (Full disk) 1.0", f'{body}\nexec /usr/bin/g++ "$@"')
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv("NVCC_CCBIN", raising=False)
+    monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
+    spec = SCALE.jit_spec()
+    with pytest.raises(JitCompileError) as info:
+        spec.build()
+    first = str(info.value).splitlines()[0]
+    assert "failed: no space left on device in the build folder" in first and str(spec.build_dir) in first, first
+    assert "OASR_JIT_DIR" in first and "MiB free" in first
+
+
+def test_a_full_disk_while_recording_the_build_is_one_sentence(jit_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    def full(spec: object, library: Path) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(library))
+
+    spec = SCALE.jit_spec()
+    spec.library_path.unlink()
+    monkeypatch.setattr(core, "_write_manifest", full)
+    with pytest.raises(JitCompileError, match=r"^oasr JIT: building module 'scale' failed: no space left on device in"):
+        spec.build()
+    assert not spec.library_path.exists()
+
+
+def test_cli_build_with_a_bad_arch_list_is_one_line(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "oasr.jit", "build"],
+        env=_subprocess_env(OASR_JIT_DIR=str(tmp_path / "jit"), OASR_CUDA_ARCH_LIST="9.0a sm_100"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        "OASR_CUDA_ARCH_LIST entry 'sm_100' is not a CUDA architecture; expected entries such as '8.0 9.0a 10.0a'."
+    ]
 
 
 def test_cli_build_with_an_unusable_cache_folder_is_one_line(tmp_path: Path) -> None:

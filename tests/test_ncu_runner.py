@@ -150,6 +150,20 @@ def test_ncu_version(tmp_path, monkeypatch):
     assert runner.ncu_version(exe) == "2025.3.1.0"
 
 
+def test_a_hanging_ncu_version_is_stopped_soon_and_said(tmp_path):
+    exe = tmp_path / "ncu"
+    pid_file = tmp_path / "ncu.pid"
+    exe.write_text(f'#!/bin/sh\necho $$ > "{pid_file}"\nexec sleep 600\n')
+    exe.chmod(0o755)
+    start = time.monotonic()
+    with pytest.warns(runner.NcuVersionWarning) as caught:
+        assert runner.ncu_version(exe) == "unknown"
+    assert time.monotonic() - start < runner.VERSION_TIMEOUT_S + 5 <= 20
+    (message,) = [str(w.message) for w in caught]
+    assert message.startswith(f"`{exe} --version` did not answer within") and "unknown" in message
+    assert not alive(int(pid_file.read_text()))
+
+
 def test_build_command():
     cmd = runner.build_command("/x/ncu", "/t/spec.json", "/r/out.ncu-rep", preset="roofline")
     assert cmd[0] == "/x/ncu"

@@ -27,6 +27,7 @@ import pytest
 from profiling.harness.ops import get_op
 from profiling.nsight import packing, sweep
 from profiling.nsight import recordings as store
+from profiling.nsight.reader import import_ncu_report
 from profiling.nsight.recordings import DamagedRecordingWarning
 from profiling.nsight.runner import NcuFailedError
 from profiling.nsight.sweep import MissingRecordingWarning, NoRecordingError, profile_sweep
@@ -160,6 +161,21 @@ def test_a_damaged_report_from_ncu_is_never_cached(live, damage):
     assert result.source == "live" and len(result.launches) == 2 * len(SIZES)
 
 
+def test_a_report_cut_short_is_damaged_though_it_holds_the_launches_asked_for(live):
+    """A third of the committed report still holds the first sizes' launches: its own structure says it is cut."""
+    data = live.source.read_bytes()
+    third = live.tmp_path / "third.ncu-rep"
+    third.write_bytes(data[: len(data) // 3])
+    live.writes(third)
+    asked = SIZES[:2]
+    kept = import_ncu_report().load_report(str(third))  # NVIDIA's reader takes the whole blocks it finds
+    assert sum(len(kept.range_by_idx(i)) for i in range(kept.num_ranges())) >= 2 * len(asked)
+    with pytest.raises(NcuFailedError, match="damaged: it is cut short") as info:
+        profile_sweep("scale", configs=asked, reports_dir=live.reports)
+    assert "Nothing was stored" in str(info.value)
+    assert live.store().profiles() == []
+
+
 def test_a_stored_profile_records_its_size_and_hash(live):
     result = live.profile()
     report = result.report_paths[0]
@@ -253,7 +269,7 @@ def test_replay_of_an_old_sidecar_without_a_hash_checks_the_launches(tmp_path, m
         with pytest.raises(NoRecordingError, match="damaged"):
             profile_sweep("scale", configs=SIZES, reports_dir=tmp_path)
     (message,) = damaged_warnings(caught, report)
-    assert "none for" in message and "entries it claims" in message
+    assert "it is cut short" in message
 
 
 def test_replay_of_a_recording_holding_no_launch_raises_no_keyerror(tmp_path, monkeypatch):
@@ -327,6 +343,34 @@ def test_a_tampered_sidecar_is_skipped_with_a_warning(two_recordings, case):
     assert result.replayed and len(result.launches) == 2 * 5 and result.missing == []
     assert [p.name for p in listed] == [small.name]
     assert len(damaged_warnings(caught, large.sidecar)) == 2  # once per call, naming the sidecar
+
+
+DEEP = 1000
+"""Nesting past Python's recursion limit (json's parser and repr recurse per level)."""
+NESTED_TEXT = {
+    "the whole sidecar nested": lambda meta: "[" * DEEP + "]" * DEEP,
+    "its settings nested": lambda meta: json.dumps(meta | {"settings": "DEEP"}).replace(
+        '"DEEP"', "[" * 900 + "]" * 900
+    ),
+    "its provenance nested": lambda meta: json.dumps(meta | {"provenance": {"date": "DEEP"}}).replace(
+        '"DEEP"', "[" * 900 + "]" * 900
+    ),
+    "an entry's config nested": lambda meta: json.dumps(meta | {"entries": "DEEP"}).replace(
+        '"DEEP"', '[{"backend": "oasr", "dtype": "float16", "config": ' + '{"n": ' * 900 + "1" + "}" * 901 + "]"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(NESTED_TEXT))
+def test_a_deeply_nested_sidecar_is_skipped_with_a_warning(two_recordings, case):
+    root, (_, large) = two_recordings
+    large.sidecar.write_text(NESTED_TEXT[case](json.loads(large.sidecar.read_text())))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = profile_sweep("scale", configs=SIZES[:5], reports_dir=root)
+    assert result.replayed and len(result.launches) == 2 * 5 and result.missing == []
+    (message,) = damaged_warnings(caught, large.sidecar)
+    assert len(message) < 1000, message  # the value is shown cut short, not whole
 
 
 def test_a_tampered_sidecar_does_not_stop_live_profiling(live):

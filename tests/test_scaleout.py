@@ -392,6 +392,9 @@ def slow_child(chunk: int, gpu: str, stop: threading.Event) -> dict:
 # ---------------------------------------------------------------------------
 
 
+RAY = pytest.mark.slow  # a local Ray cluster takes ~25 s to start: the full tier
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
@@ -407,6 +410,7 @@ def local_ray():
     ray.shutdown()
 
 
+@RAY
 def test_ray_engine_runs_each_chunk_on_one_gpu(local_ray):
     seen = []
     run = run_chunks(slow_square, list(range(6)), gpus="all", engine="ray", timeout_s=120,
@@ -419,6 +423,7 @@ def test_ray_engine_runs_each_chunk_on_one_gpu(local_ray):
     assert "ray engine: 6 of 6 chunks done" in run.summary()
 
 
+@RAY
 def test_ray_engine_worker_killed_mid_sweep_loses_only_its_chunk(local_ray, tmp_path):
     marker = tmp_path / "killed"
     run = run_chunks(die_once, [(i, str(marker)) for i in range(6)], gpus=2, engine="ray", timeout_s=120)
@@ -430,6 +435,7 @@ def test_ray_engine_worker_killed_mid_sweep_loses_only_its_chunk(local_ray, tmp_
     assert "chunk 3 lost" in run.summary()
 
 
+@RAY
 def test_ray_engine_rejects_more_gpus_than_the_cluster_has(local_ray):
     with pytest.raises(ValueError, match="gpus=3, but the Ray cluster has 2"):
         run_chunks(square, [1], gpus=3, engine="ray")

@@ -153,6 +153,7 @@ def test_tables_round_trip_with_provenance(reports):
         load_table("testgpu", "scale", "correctness")
 
 
+@pytest.mark.slow  # builds the norm module in a private cache: the full tier
 def test_build_builds_the_familys_one_module(reports, tmp_path, monkeypatch):
     monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
     norms = Workbench(NORM)
@@ -169,6 +170,7 @@ def test_kernel_source_shows_the_family_headers(bench):
     assert "ScaleOp" in text and "MapKernel" in text
 
 
+@pytest.mark.slow  # builds the scale module in a private cache: the full tier
 def test_build_reports_cache_state(bench, tmp_path, monkeypatch):
     monkeypatch.setenv("OASR_JIT_DIR", str(tmp_path / "jit"))
     first, second = bench.build(), bench.build()

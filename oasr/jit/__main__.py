@@ -7,11 +7,11 @@ import contextlib
 import datetime as dt
 import os
 import re
-import shutil
 import sys
 from pathlib import Path
 
 from . import core, env
+from .compilation_context import ArchListError
 from .families import FAMILIES
 
 DESCRIPTION = """\
@@ -27,7 +27,8 @@ OASR_CUDA_ARCH_LIST chooses the target architectures. `list` marks with '*',
 per family, the build that matches the current sources and flags (the one a
 call would load); the others are older builds. A cached library whose size or
 hash no longer matches its build record is rebuilt on next use. `clear`
-deletes only the build folders and lock files the cache made.
+deletes only the files each build's record (oasr-build.json) lists, holding
+the lock a build holds: a build in progress, and anything else, is kept.
 """
 
 
@@ -69,8 +70,8 @@ _KEY = re.compile(rf"^[0-9a-f]{{{core.KEY_HEX_DIGITS}}}$")
 
 
 def _cache_entries(root: Path) -> tuple[list[Path], list[Path]]:
-    """What the cache made under ``root``: build folders (``<module>/<key>/`` holding the cache's
-    ``build.ninja`` or ``oasr-build.json``) and lock files (``<module>/<key>.lock``)."""
+    """What may be the cache's under ``root``: key-named folders (``<module>/<key>/``, a build when its record
+    says so, checked under the lock) and lock files (``<module>/<key>.lock``)."""
     builds: list[Path] = []
     locks: list[Path] = []
     for module in sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink()):
@@ -78,11 +79,42 @@ def _cache_entries(root: Path) -> tuple[list[Path], list[Path]]:
             if entry.is_symlink():
                 continue
             if entry.is_dir() and _KEY.match(entry.name):
-                if (entry / core.MANIFEST_NAME).is_file() or (entry / "build.ninja").is_file():
-                    builds.append(entry)
+                builds.append(entry)
             elif entry.is_file() and entry.suffix == ".lock" and _KEY.match(entry.stem):
                 locks.append(entry)
     return builds, locks
+
+
+def _remove_build(build: Path) -> str:
+    """Delete, holding its build lock, the files ``build``'s record lists, then the folder and the lock when
+    nothing else is left: "cleared", "busy" (a build holds the lock), "unrecorded" or "kept" (other files)."""
+    lock = build.parent / f"{build.name}.lock"
+    if core.recorded_files(build) is None and not lock.is_file():  # not the cache's: make no lock file beside it
+        return "unrecorded"
+    try:
+        with core.build_lock(lock, timeout_s=0):
+            files = core.recorded_files(build)
+            if files is None:
+                return "unrecorded"
+            for name in files:
+                path = build / name
+                if path.is_symlink() or not path.is_dir():
+                    path.unlink(missing_ok=True)
+            try:
+                build.rmdir()
+            except OSError:
+                return "kept"
+            lock.unlink()  # held: a build waiting for it takes a new one
+            return "cleared"
+    except TimeoutError:
+        return "busy"
+
+
+def _remove_lock(lock: Path) -> None:
+    """Delete a lock file no build folder has, when it is empty (as the cache makes it) and no build holds it."""
+    with contextlib.suppress(TimeoutError, OSError), core.build_lock(lock, timeout_s=0):
+        if lock.stat().st_size == 0 and not (lock.parent / lock.stem).exists():
+            lock.unlink()
 
 
 def _clear() -> int:
@@ -96,29 +128,38 @@ def _clear() -> int:
             file=sys.stderr,
         )
         return 1
-    builds, locks = _cache_entries(root)
-    if not builds and not locks:
-        if any(root.iterdir()):
-            print(
-                f"python -m oasr.jit clear: {root} does not look like an Oasr JIT cache (no <module>/<key>/ "
-                "build folders in it), so nothing was deleted; check OASR_JIT_DIR.",
-                file=sys.stderr,
-            )
-            return 1
+    if not any(root.iterdir()):
         print(f"nothing to clear: {root} is empty")
         return 0
-    for build in builds:
-        shutil.rmtree(build)
+    candidates, locks = _cache_entries(root)
+    outcomes = [_remove_build(build) for build in candidates]
+    if not locks and set(outcomes) <= {"unrecorded"}:
+        print(
+            f"python -m oasr.jit clear: {root} does not look like an Oasr JIT cache (no <module>/<key>/ build "
+            f"folders with the cache's {core.MANIFEST_NAME} record in it), so nothing was deleted; check OASR_JIT_DIR.",
+            file=sys.stderr,
+        )
+        return 1
     for lock in locks:
-        lock.unlink(missing_ok=True)
+        if lock.exists():
+            _remove_lock(lock)
     # Module folders, and the cache folder itself, go only when nothing else is left in them.
-    for folder in sorted({p.parent for p in builds + locks}):
+    for folder in sorted({p.parent for p in candidates + locks}):
         with contextlib.suppress(OSError):
             folder.rmdir()
     with contextlib.suppress(OSError):
         root.rmdir()
-    kept = " (other files in it were kept)" if root.exists() else ""
-    print(f"cleared {root}: {len(builds)} builds{kept}")
+    said = [f"cleared {root}: {outcomes.count('cleared') + outcomes.count('kept')} builds"]
+    if outcomes.count("busy"):
+        said.append(f"kept {outcomes.count('busy')} being built now (run clear again when they end)")
+    if outcomes.count("unrecorded"):
+        said.append(
+            f"kept {outcomes.count('unrecorded')} folders with no build record (a build that failed or was stopped; "
+            "the next build of that key replaces it)"
+        )
+    if root.exists() and len(said) == 1:
+        said.append("other files in it were kept")
+    print("; ".join(said))
     return 0
 
 
@@ -140,11 +181,7 @@ def _prebuilt(scope: str) -> list[core.JitSpec]:
 
 
 def _build(scope: str = "default", jobs: int | None = None) -> int:
-    try:
-        env.ensure_jit_cache_dir()
-    except env.JitCacheDirError as exc:
-        print(exc, file=sys.stderr)
-        return 1
+    env.ensure_jit_cache_dir()
     specs = _prebuilt(scope)
     # nvcc runs in subprocesses, one core and up to ~2 GB (CUTLASS) each: a job per core.
     return 1 if core.build_in_parallel(specs, jobs or min(len(specs), os.cpu_count() or 1)) else 0
@@ -184,9 +221,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parsers["build"].add_argument("--jobs", type=int, help="builds at a time (default: one per core)")
     args = parser.parse_args(argv)
-    if args.command == "build":
-        return _build(args.scope or "default", args.jobs)
-    return COMMANDS[args.command][0]()
+    try:
+        if args.command == "build":
+            return _build(args.scope or "default", args.jobs)
+        return COMMANDS[args.command][0]()
+    except (env.JitCacheDirError, ArchListError) as exc:  # a setting to change: its sentence, not a traceback
+        print(exc, file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

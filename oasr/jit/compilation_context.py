@@ -24,18 +24,22 @@ _ARCH_PATTERN = re.compile(r"^(\d+)\.(\d+[af]?)$")
 _warned_default = False
 
 
+class ArchListError(ValueError):
+    """``OASR_CUDA_ARCH_LIST`` is not a list of CUDA architectures; the message says what to write."""
+
+
 def parse_arch_list(text: str) -> set[tuple[int, str]]:
     """Parse ``"8.0 9.0a"`` (spaces, commas or semicolons between entries).
 
     Raises
     ------
-    ValueError
+    ArchListError
         When an entry is not of the form ``MAJOR.MINOR`` with an optional
         ``a``/``f`` suffix, or when the list is empty.
     """
     entries = [e for e in re.split(r"[\s,;]+", text.strip()) if e]
     if not entries:
-        raise ValueError(
+        raise ArchListError(
             "OASR_CUDA_ARCH_LIST is set but empty; give architectures such as "
             "'8.0 9.0a', or unset it to detect the GPUs present."
         )
@@ -43,7 +47,7 @@ def parse_arch_list(text: str) -> set[tuple[int, str]]:
     for entry in entries:
         match = _ARCH_PATTERN.match(entry)
         if match is None:
-            raise ValueError(
+            raise ArchListError(
                 f"OASR_CUDA_ARCH_LIST entry {entry!r} is not a CUDA architecture; "
                 "expected entries such as '8.0 9.0a 10.0a'."
             )

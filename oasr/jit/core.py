@@ -4,15 +4,19 @@ A module's cache key hashes everything that can change the binary: its sources,
 the headers of ``include/`` and ``csrc/`` they reach (``included_headers``: editing
 one family's header rebuilds that family's modules, not every CUTLASS module), the
 compiler flags (architectures included), the nvcc version and the tvm-ffi version.
-A build lives in ``<cache>/<name>/<key>/`` and is made once, under a file lock,
-however many processes ask for it at the same time.
+A build lives in ``<cache>/<name>/<key>/`` and is made once, under a file lock
+(:func:`build_lock`, which ``python -m oasr.jit clear`` takes too), however many
+processes ask for it at the same time; its record lists the files it made there.
 
 Reliability: a build records its library's size and SHA-256 in
 ``oasr-build.json``; a library that no longer matches (truncated, emptied,
 overwritten) is rebuilt with one line on stderr instead of being loaded. Every
 path and flag is escaped for ninja and for the shell ninja runs commands
-through; paths that nvcc itself would hand to a shell unquoted (``$``, a
-backtick, quotes, a backslash) reach it through plain-named symlinks. ninja runs
+through. nvcc itself hands paths to a shell inside double quotes, and resolves a
+source's symlinks first: a folder whose path holds ``$``, a backtick, a quote or a
+backslash reaches it through a plain-named symlink, and a source under one through a
+one-line file in the build folder that includes it by that link (the preprocessor
+opens includes as named). Such a CUDA toolkit or TMPDIR is refused. ninja runs
 in its own session, killed with everything it started on Ctrl-C, on a timeout
 or when Python dies. The key also hashes ``NVCC_PREPEND_FLAGS``,
 ``NVCC_APPEND_FLAGS``, ``NVCC_CCBIN`` and the host compiler's path and version.
@@ -22,6 +26,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import errno
+import fcntl
 import functools
 import hashlib
 import json
@@ -34,12 +40,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from filelock import FileLock, Timeout
 
 from . import env
 from .compilation_context import current_compilation_context
@@ -50,7 +54,7 @@ BUILD_TIMEOUT_S = 1500
 KEY_HEX_DIGITS = 20
 """A module's cache key: this many hex digits of a SHA-256 (the name of its build folder)."""
 MANIFEST_NAME = "oasr-build.json"
-"""The record each build leaves beside its library: module, key, library size and SHA-256."""
+"""The record each build leaves beside its library: module, key, library size and SHA-256, the files it made."""
 PID_NAME = "ninja.pid"
 """Present while a build runs: ninja's process (and session) id, so a later build can stop a leftover one."""
 COMMON_NVCC_FLAGS = (
@@ -273,18 +277,16 @@ class JitSpec:
             _check_module_name(self.name)
             env.ensure_jit_cache_dir()
             lock_path = self.build_dir.parent / f"{self.key}.lock"
-            lock = FileLock(str(lock_path), timeout=LOCK_TIMEOUT_S)
-            try:
-                self.build_dir.parent.mkdir(parents=True, exist_ok=True)
-                lock.acquire()
-            except Timeout as exc:
-                raise RuntimeError(
-                    f"oasr JIT: waited {LOCK_TIMEOUT_S} s for another process building "
-                    f"'{self.name}' (lock {lock_path}). If no build is running, delete the lock."
-                ) from exc
-            except OSError as exc:  # a file in the way, a read-only folder
-                raise env.cache_dir_error(env.jit_cache_dir(), exc.strerror or type(exc).__name__) from exc
-            try:
+            with contextlib.ExitStack() as held:
+                try:
+                    held.enter_context(build_lock(lock_path, LOCK_TIMEOUT_S))
+                except TimeoutError as exc:
+                    raise RuntimeError(
+                        f"oasr JIT: waited {LOCK_TIMEOUT_S} s for another process building "
+                        f"'{self.name}' (lock {lock_path}). If no build is running, delete the lock."
+                    ) from exc
+                except OSError as exc:  # a read-only folder
+                    raise env.cache_dir_error(env.jit_cache_dir(), exc.strerror or type(exc).__name__) from exc
                 problem = self.library_problem()
                 if problem is not None:
                     if problem != "missing":
@@ -295,8 +297,6 @@ class JitSpec:
                         )
                     self._compile()
                     return self._info(start, cache_hit=False)
-            finally:
-                lock.release()
         return self._info(start, cache_hit=True)
 
     def load(self) -> Any:
@@ -318,7 +318,7 @@ class JitSpec:
 
     def _compile(self) -> None:
         build_dir = self.build_dir
-        build_dir.mkdir(parents=True, exist_ok=True)
+        make_cache_folder(build_dir)
         _stop_leftover_build(build_dir)
         # Start clean: whatever is here is a damaged library or what a killed build left.
         for stale in build_dir.iterdir():
@@ -327,7 +327,8 @@ class JitSpec:
             else:
                 stale.unlink(missing_ok=True)
         # nvcc hands its cwd and paths to a shell inside double quotes: build where that is harmless.
-        work = build_dir if _nvcc_safe(str(build_dir)) else _safe_work_dir()
+        temp = _plain_temp_dir()
+        work = build_dir if _nvcc_safe(str(build_dir)) else Path(tempfile.mkdtemp(prefix="oasr-jit-", dir=temp))
         try:
             ninja_text, output = self._ninja_file(work)
             (build_dir / "build.ninja").write_text(ninja_text)
@@ -351,6 +352,10 @@ class JitSpec:
             _write_manifest(self, partial)
             # The final name appears only once the library is complete and recorded.
             os.replace(partial, self.library_path)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise JitCompileError(_no_space(self.name, build_dir)) from None
         finally:
             if work != build_dir:
                 shutil.rmtree(work, ignore_errors=True)
@@ -359,8 +364,10 @@ class JitSpec:
         """build.ninja's text (run in ``work``) and the library's name there.
 
         Every path and flag is shell-quoted, then escaped for ninja (``$$``; ``$ `` and
-        ``$:`` in build lines). A path nvcc cannot pass through its own shell reaches
-        it through a symlink in ``work`` with a plain name.
+        ``$:`` in build lines). A folder nvcc cannot pass through its own shell reaches
+        it through a symlink in ``work`` with a plain name; a source in one, through a
+        file in ``work`` that includes it by that link (nvcc would resolve a link to the
+        source itself and hand the real path to its shell).
         """
         flags = [*default_cuda_cflags(), *self.extra_cuda_cflags, *self.extra_ldflags]
         for flag in flags:
@@ -382,9 +389,14 @@ class JitSpec:
             return links[path]
 
         cuda_home = find_cuda_home()
+        if not _nvcc_safe(str(cuda_home)):  # nvcc derives its own tools' paths from it
+            raise JitCompileError(
+                f"oasr JIT: the CUDA toolkit's folder {cuda_home} contains a character nvcc passes to a shell "
+                "unescaped ($, `, quotes, backslash or a newline); link it from a plain path and set CUDA_HOME to that."
+            )
         nvcc = str(cuda_home / "bin" / "nvcc")
         cflags = [*default_cuda_cflags(), *self.extra_cuda_cflags, *(f"-I{safe(p)}" for p in self._includes())]
-        ldflags = ["-shared", f"-L{safe(cuda_home / 'lib64')}", "-lcudart", *self.extra_ldflags]
+        ldflags = ["-shared", f"-L{cuda_home / 'lib64'}", "-lcudart", *self.extra_ldflags]
         lines = [
             "# oasr JIT build (oasr/jit/core.py)",
             "ninja_required_version = 1.3",
@@ -405,7 +417,11 @@ class JitSpec:
             stem = source.stem if re.fullmatch(r"[\w.+-]+", source.stem) else f"source{index}"
             obj = f"{index}_{stem}.o"
             objects.append(obj)
-            src = f"{safe(source.parent)}/{source.name}"
+            folder = safe(source.parent)
+            src = f"{folder}/{source.name}"
+            if folder != str(source.parent):
+                src = f"oasr_source_{index}{source.suffix}"
+                (work / src).write_text(f'#include "{folder}/{source.name}"\n')
             lines.append(f"build {_ninja_path(obj)}: run {_ninja_path(str(source))}")
             lines.append(f"  cmd = {_ninja_value(shlex.join([nvcc, *cflags, '-c', src, '-o', obj]))}")
             lines.append(f"  desc = {_ninja_value('nvcc ' + source.name)}")
@@ -462,14 +478,70 @@ def _check_module_name(name: str) -> None:
         raise JitCompileError(f"oasr JIT: {name!r} cannot name a module (it becomes a folder of the cache).")
 
 
-def _safe_work_dir() -> Path:
+def make_cache_folder(folder: Path) -> None:
+    """Make ``folder`` and its parents; :class:`env.JitCacheDirError` naming the file in the way when one is."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        blocking = next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), folder)
+        raise env.JitCacheDirError(
+            f"oasr JIT: {blocking} is a file where the cache keeps a folder ({folder}); "
+            "delete it, or set OASR_JIT_DIR to another folder."
+        ) from None
+
+
+@contextlib.contextmanager
+def build_lock(path: Path, timeout_s: float) -> Iterator[None]:
+    """Hold the build lock ``path`` (``<module>/<key>.lock``): an exclusive ``flock`` of the file it names.
+
+    ``python -m oasr.jit clear`` deletes a lock file (and an emptied module folder) while holding it, so a
+    lock taken on a file that is no longer at ``path`` is given up and taken again: two holders never
+    hold two different files.
+
+    Raises
+    ------
+    TimeoutError
+        When another process holds it for ``timeout_s`` seconds (0: try once).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        make_cache_folder(path.parent)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except FileNotFoundError:  # its folder was removed between the two calls
+            continue
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise TimeoutError(f"{path} is held by another process") from None
+                    time.sleep(0.1)
+            with contextlib.suppress(FileNotFoundError):
+                if os.path.samestat(os.fstat(fd), os.stat(path)):
+                    break
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    try:
+        yield
+    finally:
+        os.close(fd)  # which releases the flock
+
+
+def _plain_temp_dir() -> Path:
+    """The temporary folder (nvcc writes its intermediate files under TMPDIR and names them to its shell)."""
     base = Path(tempfile.gettempdir())
-    if not _nvcc_safe(str(base)):
-        raise JitCompileError(
-            f"oasr JIT: the temporary folder {base} contains a character nvcc passes to a shell unescaped; "
-            "set TMPDIR to a plain path."
-        )
-    return Path(tempfile.mkdtemp(prefix="oasr-jit-", dir=base))
+    for folder in (str(base), os.environ.get("TMPDIR", "")):
+        if not _nvcc_safe(folder):
+            raise JitCompileError(
+                f"oasr JIT: the temporary folder {folder} contains a character nvcc passes to a shell unescaped; "
+                "set TMPDIR to a plain path."
+            )
+    return base
 
 
 def _env_flags(variable: str) -> list[str]:
@@ -537,16 +609,38 @@ def file_sha256(path: Path) -> str:
 
 
 def _write_manifest(spec: JitSpec, library: Path) -> None:
+    """Record ``library`` (about to become ``spec.library_path``) and every file its build left beside it."""
+    partial = spec.manifest_path.with_name(MANIFEST_NAME + ".partial")
+    made = {path.name for path in spec.build_dir.iterdir()} - {library.name, partial.name}
     record = {
         "module": spec.name,
         "key": spec.key,
         "library": spec.library_path.name,
         "size": library.stat().st_size,
         "sha256": file_sha256(library),
+        "files": sorted(made | {spec.library_path.name}),
     }
-    partial = spec.manifest_path.with_name(MANIFEST_NAME + ".partial")
     partial.write_text(json.dumps(record, indent=1) + "\n")
     os.replace(partial, spec.manifest_path)
+
+
+def recorded_files(build_dir: Path) -> list[str] | None:
+    """The files the build record in ``build_dir`` says its build made there (the record itself last), or None
+    when ``build_dir`` holds no record of a build of ``<module>/<key>`` that names this folder."""
+    try:
+        record = json.loads((build_dir / MANIFEST_NAME).read_text())
+        if (record["module"], record["key"]) != (build_dir.parent.name, build_dir.name):
+            return None
+        files = record.get("files", [record["library"]])  # a record made before records listed their files
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
+    if not isinstance(files, list) or not all(isinstance(f, str) and _plain_file_name(f) for f in files):
+        return None
+    return [*files, MANIFEST_NAME]
+
+
+def _plain_file_name(name: str) -> bool:
+    return name not in ("", ".", "..") and "/" not in name and "\0" not in name
 
 
 def _check_library(library: Path, manifest: Path) -> str | None:
@@ -699,9 +793,26 @@ def _stop_leftover_build(build_dir: Path) -> None:
     pid_file.unlink(missing_ok=True)
 
 
+def _no_space(name: str, build_dir: Path) -> str:
+    """One sentence: the disk is full, with the free space of the folders a build writes to."""
+    folders = {"the build folder": build_dir, "the temporary folder": Path(tempfile.gettempdir())}
+    seen: dict[int, str] = {}
+    for what, folder in folders.items():
+        with contextlib.suppress(OSError):
+            seen.setdefault(folder.stat().st_dev, f"{what} {folder} ({shutil.disk_usage(folder).free >> 20} MiB free)")
+    where = " and ".join(seen.values()) or str(build_dir)
+    return (
+        f"oasr JIT: building module '{name}' failed: no space left on device in {where}; free some space, or set "
+        "OASR_JIT_DIR (builds) or TMPDIR (nvcc's intermediate files) to a folder on another disk."
+    )
+
+
 def _summarise_failure(name: str, log: str, log_path: Path) -> str:
-    """nvcc's own diagnostics (file:line: message and the lines it prints after)."""
+    """nvcc's own diagnostics (file:line: message and the lines it prints after); a full disk said first."""
     lines = log.splitlines()
+    space = [line for line in lines if "no space left on device" in line.lower()]
+    if space:
+        return f"{_no_space(name, log_path.parent)}\n" + "\n".join(space[:5]) + f"\n(full log: {log_path})"
     picked: list[str] = []
     for index, line in enumerate(lines):
         if _DIAGNOSTIC.match(line.strip()):

@@ -26,13 +26,25 @@ OASR_CSRC_DIR = OASR_SOURCE_ROOT / "csrc"
 OASR_INCLUDE_DIR = OASR_SOURCE_ROOT / "include"
 
 
-def jit_cache_dir() -> Path:
-    """The folder holding every JIT build (read from the environment each call)."""
-    return Path(os.environ.get("OASR_JIT_DIR", "~/.cache/oasr/jit")).expanduser()
-
-
 class JitCacheDirError(RuntimeError):
     """The cache folder cannot hold builds (a file, read-only, not creatable); the message names OASR_JIT_DIR."""
+
+
+def jit_cache_dir() -> Path:
+    """The folder holding every JIT build (read from the environment each call).
+
+    Raises
+    ------
+    JitCacheDirError
+        When ``OASR_JIT_DIR`` is set but empty (which would make the cache the current folder).
+    """
+    text = os.environ.get("OASR_JIT_DIR", "~/.cache/oasr/jit")
+    if not text.strip():
+        raise JitCacheDirError(
+            f"oasr JIT: OASR_JIT_DIR is set but empty ({text!r}), which would put builds in the current folder; "
+            "set it to a folder you can write to, or unset it to use ~/.cache/oasr/jit."
+        )
+    return Path(text).expanduser()
 
 
 def cache_dir_error(root: Path, reason: str) -> JitCacheDirError:

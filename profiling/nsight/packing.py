@@ -5,7 +5,8 @@ SASS; a grouped GEMM's roofline sweep holds hundreds of launches) would otherwis
 what a device run carries (64 MiB). A recording's sidecar, digest and name stay those of the plain report;
 :func:`readable` gives the path to read, decompressing a packed report once into ``~/.cache/oasr/ncu-reports``
 (``$OASR_REPORT_CACHE``), where the copy keeps the report's name in a folder named by the packed file's digest;
-:func:`stored` lists a folder's reports, plain or packed, by their plain names.
+:func:`stored` lists a folder's reports, plain or packed, by their plain names. Unpacking stops at the size the
+report's sidecar records (a gzip bomb fills nothing), and a packed file that cannot be unpacked leaves nothing.
 
     python -m profiling.nsight.packing reports/h200     # pack every report of 0.5 MB or more under it
 """
@@ -13,10 +14,12 @@ what a device run carries (64 MiB). A recording's sidecar, digest and name stay 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import os
 import shutil
 import sys
+import zlib
 from pathlib import Path
 
 from ..files import TMP_PREFIX, cached_digest
@@ -25,6 +28,16 @@ PACKED_SUFFIX = ".gz"
 MIN_PACKED_BYTES = 500_000
 """Reports from this size on are packed: every committed one (0.7-4.4 MB plain); at 2 MB the eleven below it
 still took 9.6 of the tree's 50 MB, and the tree and a notebook run's wheels no longer fitted in a device run."""
+
+
+MAX_UNPACKED_BYTES = 256 << 20
+"""A packed report read without its sidecar's size unpacks to at most this: twenty times the largest committed
+recording (11.9 MB), so that a gzip bomb stops here rather than at a full disk."""
+BLOCK_BYTES = 1 << 20
+
+
+class UnpackError(ValueError):
+    """A packed report is not gzip, is cut short, or unpacks past the size it should have."""
 
 
 def cache_dir() -> Path:
@@ -49,10 +62,24 @@ def stored(folder: Path, pattern: str = "*") -> list[Path]:
     return sorted(p for p in plain if not p.name.startswith(TMP_PREFIX))
 
 
-def readable(report: str | Path) -> Path:
+def readable(report: str | Path, expected_bytes: int | None = None) -> Path:
     """``report`` itself when it is a plain file, else its packed form decompressed into the cache (once per
     packed content, under the report's own name); a report stored neither way comes back unchanged, for the
-    caller's "missing" error."""
+    caller's "missing" error.
+
+    Parameters
+    ----------
+    report : str or Path
+        The plain path, ``<name>.ncu-rep``.
+    expected_bytes : int, optional
+        The report's size as its sidecar records it: unpacking stops one byte past it (else past
+        :data:`MAX_UNPACKED_BYTES`).
+
+    Raises
+    ------
+    UnpackError
+        When the packed file is not gzip, is cut short or unpacks past the limit; nothing is left in the cache.
+    """
     report = Path(report)
     source = packed(report)
     if report.is_file() or not source.is_file():
@@ -61,10 +88,33 @@ def readable(report: str | Path) -> Path:
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         staged = target.with_name(f"{TMP_PREFIX}{os.getpid()}-{target.name}")
-        with gzip.open(source, "rb") as src, staged.open("wb") as dst:
-            shutil.copyfileobj(src, dst)
-        os.replace(staged, target)
+        if expected_bytes is None:
+            limit = (MAX_UNPACKED_BYTES, "a report may hold")
+        else:
+            limit = (expected_bytes, "its sidecar records")
+        try:
+            _unpack(source, staged, *limit)
+            os.replace(staged, target)
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                target.parent.rmdir()  # made for this copy, and empty
+            raise
     return target
+
+
+def _unpack(source: Path, target: Path, limit: int, why: str) -> None:
+    """Decompress ``source`` into ``target`` a block at a time, stopping past ``limit`` bytes (``why``: its origin)."""
+    written = 0
+    try:
+        with gzip.open(source, "rb") as src, target.open("wb") as dst:
+            while block := src.read(BLOCK_BYTES):
+                written += len(block)
+                if written > limit:
+                    raise UnpackError(f"{source.name} expands past the {limit} bytes {why}")
+                dst.write(block)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UnpackError(f"{source.name} cannot be unpacked ({exc})") from None
 
 
 def remove(report: Path) -> None:

@@ -206,12 +206,18 @@ def read_report(path: str | Path) -> ReportTables:
     ------
     FileNotFoundError
         When ``path`` does not exist.
+    DamagedReportError
+        When the file is not whole (:func:`container_problem`): NVIDIA's reader would read the
+        blocks before a cut and say nothing.
     ImportError
         When no ``ncu_report`` module can be found (see :func:`import_ncu_report`).
     """
     path = packing.readable(path)
     if not path.is_file():
         raise FileNotFoundError(f"no Nsight Compute report at {path}")
+    problem = container_problem(path)
+    if problem is not None:
+        raise DamagedReportError(path, problem)
     ncu_report = import_ncu_report()
     report = ncu_report.load_report(str(path))
     actions = []
@@ -219,6 +225,79 @@ def read_report(path: str | Path) -> ReportTables:
         rng = report.range_by_idx(i)
         actions += [rng.action_by_idx(j) for j in range(len(rng))]
     return tables_from_actions(actions, source=str(path))
+
+
+class DamagedReportError(ValueError):
+    """An ``.ncu-rep`` file is not whole: no report header, or cut short; ``problem`` says which."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path.name}: {problem}")
+        self.problem = problem
+
+
+REPORT_MAGIC = b"NVR\0"
+_PAYLOAD_SIZE_FIELD = 5
+"""``BlockHeader.PayloadSize`` (Nsight Compute's ``extras/FileFormat/ProfilerReport.proto``)."""
+
+
+def container_problem(path: Path) -> str | None:
+    """What is wrong with the container of the report at ``path``, or None when it is whole.
+
+    An ``.ncu-rep`` is ``NVR\\0``, a length-prefixed file header, then blocks, each a length-prefixed
+    ``BlockHeader`` message whose ``PayloadSize`` bytes follow it; the last block ends at the file's end.
+    Only the headers are read (the payloads are skipped), a few reads per block.
+    """
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if handle.read(4) != REPORT_MAGIC:
+            return "it is not an Nsight Compute report (no NVR header)"
+        position, first = 4, True
+        while position < size:
+            length = int.from_bytes(handle.read(4), "little")
+            end = position + 4 + length
+            if end <= size:
+                payload = 0 if first else _varint_field(handle.read(length), _PAYLOAD_SIZE_FIELD)
+                if payload is None:
+                    return f"its block at byte {position} has a header that is not a BlockHeader"
+                end += payload
+            if end > size:
+                return f"it is cut short: its block at byte {position} runs past the file's end ({size} bytes)"
+            position, first = end, False
+            handle.seek(position)
+    return None
+
+
+def _varint_field(message: bytes, number: int) -> int | None:
+    """The value of varint field ``number`` of a protobuf ``message`` (0 when absent; None when malformed)."""
+    index, value = 0, 0
+    try:
+        while index < len(message):
+            key, index = _varint(message, index)
+            wire = key & 7
+            if wire == 0:
+                found, index = _varint(message, index)
+                if key >> 3 == number:
+                    value = found
+            elif wire == 2:
+                length, index = _varint(message, index)
+                index += length
+            elif wire in (1, 5):
+                index += 8 if wire == 1 else 4
+            else:
+                return None
+    except IndexError:
+        return None
+    return value if index == len(message) else None
+
+
+def _varint(data: bytes, index: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = data[index]
+        value |= (byte & 0x7F) << shift
+        index, shift = index + 1, shift + 7
+        if byte < 0x80:
+            return value, index
 
 
 def tables_from_actions(actions: list[Any], source: str = "") -> ReportTables:

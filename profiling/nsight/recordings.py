@@ -39,11 +39,14 @@ deletes older ones of the same preset and settings whose every entry it covers.
 
 Nothing read back is trusted: a sidecar that is not a JSON object of the shape
 above (a list, a missing field, a string where a number belongs) and a report
-whose size or SHA-256 no longer match its sidecar are left out with one
+whose size or SHA-256 no longer match its sidecar (a packed one is unpacked no
+further than that size) are left out with one
 :class:`DamagedRecordingWarning` naming the file. The sweep
 (:mod:`profiling.nsight.sweep`) also reads each report before storing it and
-before using it: one that cannot be read, or lacks a launch for an entry its
-sidecar claims, is damaged too (re-profiled live, left out in replay).
+before using it: one that is not whole (cut short: its blocks run past its end,
+:func:`profiling.nsight.reader.container_problem`), cannot be read, or lacks a
+launch for an entry its sidecar claims, is damaged too (re-profiled live, left
+out in replay).
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ import hashlib
 import json
 import os
 import re
+import reprlib
 import shutil
 import time
 import uuid
@@ -89,6 +93,13 @@ class DamagedRecordingWarning(UserWarning):
 
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxother = 3, 80, 80
+
+
+def _shown(value: Any) -> str:
+    """``value``'s repr, cut short: a sidecar's values go into one-line warnings, whatever their size or depth."""
+    return _SHOWN.repr(value)
 
 
 def _is_int(value: Any) -> bool:
@@ -99,40 +110,58 @@ def _is_str_map(value: Any) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
 
 
+MAX_DEPTH = 8
+"""A sidecar nests at most this deep: twice its documented shape's 4 (provenance, configs, a config, a value), so
+that no value deep enough to exhaust Python's stack (json and repr recurse per level) reaches a report."""
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value``'s lists and objects nest (0 for a scalar), without recursing."""
+    deepest, pending = 0, [(value, 0)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level + 1)
+            pending += [(child, level + 1) for child in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
 def sidecar_problem(meta: Any) -> str | None:
     """What is wrong with a sidecar's content (None when it has the documented shape)."""
     if not isinstance(meta, dict):
         return f"it holds a JSON {type(meta).__name__}, not an object"
+    if _depth(meta) > MAX_DEPTH:
+        return f"it nests {_depth(meta)} levels deep, more than the {MAX_DEPTH} a sidecar may"
     if meta.get("schema") != SCHEMA:
-        return f"its schema is {meta.get('schema')!r}, not {SCHEMA}"
+        return f"its schema is {_shown(meta.get('schema'))}, not {SCHEMA}"
     for key in ("preset", "source_hash", "report"):
         if not isinstance(meta.get(key), str) or not meta[key]:
-            return f"its {key!r} is {meta.get(key)!r}, not a non-empty string"
+            return f"its {_shown(key)} is {_shown(meta.get(key))}, not a non-empty string"
     report = meta["report"]
     if Path(report).name != report or report in (".", "..") or not report.endswith(".ncu-rep"):
-        return f"its 'report' {report!r} is not the name of an .ncu-rep file in its folder"
+        return f"its 'report' {_shown(report)} is not the name of an .ncu-rep file in its folder"
     if not _is_str_map(meta.get("settings", {})):
-        return f"its 'settings' {meta.get('settings')!r} are not a map of strings"
+        return f"its 'settings' {_shown(meta.get('settings'))} are not a map of strings"
     if not isinstance(meta.get("complete", True), bool):
-        return f"its 'complete' {meta.get('complete')!r} is not true or false"
+        return f"its 'complete' {_shown(meta.get('complete'))} is not true or false"
     for key in ("created_ns", "report_bytes"):
         if key in meta and not (_is_int(meta[key]) and meta[key] >= 0):
-            return f"its {key!r} {meta[key]!r} is not a non-negative integer"
+            return f"its {_shown(key)} {_shown(meta[key])} is not a non-negative integer"
     if "report_sha256" in meta and not (
         isinstance(meta["report_sha256"], str) and _SHA256.fullmatch(meta["report_sha256"])
     ):
-        return f"its 'report_sha256' {meta['report_sha256']!r} is not a SHA-256 hex digest"
+        return f"its 'report_sha256' {_shown(meta['report_sha256'])} is not a SHA-256 hex digest"
     if not isinstance(meta.get("provenance", {}), dict):
-        return f"its 'provenance' {meta.get('provenance')!r} is not an object"
+        return f"its 'provenance' {_shown(meta.get('provenance'))} is not an object"
     entries = meta.get("entries")
     if not isinstance(entries, list) or not entries:
-        return f"its 'entries' {entries!r} are not a non-empty list"
+        return f"its 'entries' {_shown(entries)} are not a non-empty list"
     for entry in entries:
         if not isinstance(entry, dict) or not all(isinstance(entry.get(k), str) for k in ("backend", "dtype")):
-            return f"its entry {entry!r} lacks a backend or dtype string"
+            return f"its entry {_shown(entry)} lacks a backend or dtype string"
         config = entry.get("config")
         if not isinstance(config, dict) or not all(isinstance(k, str) and _is_int(v) for k, v in config.items()):
-            return f"its entry {entry!r} has a config that is not a map of integers"
+            return f"its entry {_shown(entry)} has a config that is not a map of integers"
     return None
 
 
@@ -188,7 +217,7 @@ class ProfileStore:
                 continue  # being written
             try:
                 meta = json.loads(sidecar.read_text())
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
+            except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:  # nesting past the stack too
                 damaged[sidecar] = f"it is not readable JSON ({type(exc).__name__}: {exc})"
                 continue
             problem = sidecar_problem(meta)
@@ -206,9 +235,9 @@ class ProfileStore:
     @staticmethod
     def _report_problem(report: Path, meta: Mapping[str, Any]) -> str | None:
         try:
-            report = packing.readable(report)
-        except (OSError, EOFError) as exc:
-            return f"its packed report {packing.packed(report).name} cannot be unpacked ({exc})"
+            report = packing.readable(report, meta.get("report_bytes"))
+        except packing.UnpackError as exc:
+            return f"its packed report {exc}"
         try:
             stat = report.stat()
         except OSError:

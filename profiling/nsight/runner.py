@@ -68,6 +68,10 @@ class MalformedEventWarning(RuntimeWarning):
     """A worker event line had the event prefix but fields the runner cannot use; it was ignored."""
 
 
+class NcuVersionWarning(RuntimeWarning):
+    """``ncu --version`` did not answer in time; the version is recorded as ``"unknown"``."""
+
+
 class NcuError(RuntimeError):
     """A profiling run failed; ``output_tail`` holds ncu's and the worker's last lines."""
 
@@ -175,14 +179,40 @@ def ncu_available() -> bool:
     return True
 
 
+VERSION_TIMEOUT_S = 10.0
+"""``ncu --version`` answers in about a second; one silent for ten is hung (a broken install, a stuck driver)."""
+
+
 @functools.cache
 def ncu_version(ncu: Path) -> str:
-    """``"2025.3.1.0"`` from ``ncu --version`` (``"unknown"`` if it cannot be read)."""
+    """``"2025.3.1.0"`` from ``ncu --version`` (``"unknown"`` if it cannot be read; one
+    :class:`NcuVersionWarning` when it does not answer within :data:`VERSION_TIMEOUT_S`)."""
     try:
-        out = subprocess.run([str(ncu), "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+        process = subprocess.Popen(
+            [str(ncu), "--version"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+    except OSError:
         return "unknown"
-    match = _VERSION.search(out.stdout + out.stderr)
+    try:
+        out, _ = process.communicate(timeout=VERSION_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        warnings.warn(
+            NcuVersionWarning(
+                f"`{ncu} --version` did not answer within {VERSION_TIMEOUT_S:g} s and was stopped, so the "
+                "recordings give its version as 'unknown'; check that this ncu runs, or set OASR_NCU to one that does."
+            ),
+            stacklevel=2,
+        )
+        return "unknown"
+    match = _VERSION.search(out)
     return match.group(1) if match else "unknown"
 
 

@@ -56,7 +56,7 @@ from ..scaleout.gpus import GpuSpec
 from ..scaleout.threads import run_threads
 from . import packing, recordings, runner, source
 from .presets import PRESETS
-from .reader import read_report
+from .reader import DamagedReportError, read_report
 from .worker import SweepSpec
 
 DEFAULT_TIMEOUT_S = runner.DEFAULT_TIMEOUT_S
@@ -189,9 +189,12 @@ def _gather(
 
 
 def _report_problem(report: Path, claimed: set[recordings.Entry], fields: Sequence[str]) -> str | None:
-    """Why ``report`` cannot back ``claimed`` (it cannot be read, or lacks a launch of some entry), or None."""
+    """Why ``report`` cannot back ``claimed`` (it is not whole, cannot be read, or lacks a launch of some entry), or
+    None."""
     try:
         launches, _, _ = read_tables(report)
+    except DamagedReportError as exc:
+        return exc.problem
     except Exception as exc:  # any failure of NVIDIA's reader on a damaged file
         return f"it cannot be read ({type(exc).__name__}: {exc})"
     lacking = claimed - set(_row_entries(launches, fields))
