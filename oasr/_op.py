@@ -60,8 +60,8 @@ _SCHEMA_TYPES: dict[object, str] = {
 
 
 def _allocate(layout: str, shape: Sequence[int] | None, like: Tensor) -> Tensor:
-    """``out`` of ``layout`` and ``shape`` (None: the check refused the arguments while torch.compile traced, so an
-    empty stand-in, which the graph's run refuses with the check's error)."""
+    """``out`` of ``layout`` and ``shape`` (None: the check refused the fake arguments torch.compile traces with, so an
+    empty stand-in; the graph's run refuses them with the check's error)."""
     if shape is None:
         return torch.empty(0, dtype=like.dtype, device=like.device) if isinstance(like, Tensor) else torch.empty(0)
     if layout == LIKE_INPUT:
@@ -126,7 +126,7 @@ def op(
                 raise TypeError(f"oasr.{name}: `{n}` has annotation {hints[n]}, which no custom-op schema type matches")
             fields[n] = schema_type.replace("Tensor", f"Tensor({alias}!)") if alias else schema_type
         out, first = outputs[0], names[0]
-        rest = [n for n in (*outputs[1:], *inputs)]
+        rest = [*outputs[1:], *inputs]
         writes = (*outputs, *mutates)
         schema_out = f"({fields[out].removesuffix('?')} {out}, {', '.join(f'{fields[n]} {n}' for n in rest)}) -> ()"
         schema_new = f"({', '.join(f'{fields[n]} {n}' for n in rest)}) -> Tensor"
@@ -139,9 +139,8 @@ def op(
             "layout": layout,
             "is_compiling": is_compiling,
         }
-        # The custom ops' implementations. `<name>_out` writes a given `out`; `<name>` allocates it (its fake
-        # implementation too, from the same check and allocation, so both paths lay `out` out alike). Arguments the
-        # check refuses while torch.compile traces get an empty stand-in: the graph's run raises the eager error.
+        # The custom ops' implementations: `<name>_out` writes a given `out`, `<name>` allocates it, and so does its
+        # fake implementation, from the same check and allocation (both paths lay `out` out alike).
         exec(
             f"def write({ordered}):\n"
             f"    check({arguments})\n"
