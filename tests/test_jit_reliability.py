@@ -166,7 +166,7 @@ def test_a_command_in_the_checkout_path_is_never_run(tmp_path: Path, monkeypatch
     info = spec.build()
     assert not info.cache_hit and spec.library_problem() is None
     assert not [p for p in tmp_path.rglob("PWNED*")], sorted(str(p) for p in tmp_path.rglob("PWNED*"))
-    assert callable(spec.load().run)
+    assert callable(spec.load().scale)
 
 
 def test_a_command_in_tmpdir_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
