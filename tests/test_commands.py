@@ -57,7 +57,9 @@ def _started(args: list[str]) -> subprocess.Popen[str]:
 def test_ctrl_c_while_the_main_command_starts_prints_no_traceback(tmp_path: Path) -> None:
     """Ctrl-C in the command's first seconds (loading torch and nbclient, or starting the notebook's kernel) ends
     it with one line and status 130."""
-    (tmp_path / "01_x.ipynb").write_text(NOTEBOOK)
+    # The cell outlasts the signal, so a fast start cannot finish the notebook before Ctrl-C arrives.
+    slow = nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time; time.sleep(60)")]))
+    (tmp_path / "01_x.ipynb").write_text(slow)
     process = _started(["-m", "profiling.workbench.publish", str(tmp_path / "01_x.ipynb")])
     time.sleep(1.5)
     process.send_signal(signal.SIGINT)
