@@ -25,8 +25,9 @@ pct_of_roof              minimum time over the measured one, in %
 
 Units are in the column names (base units: s, byte, FLOP); ``share`` and the ``pct_`` columns are fractions and
 percentages. ``table.attrs`` holds ``region`` (its name), ``kernel_time_s`` (the sum of ``duration_s``) and
-``region_wall_s`` (the worker's eager wall time; NaN when not recorded), ``replayed``, ``banner`` and ``flop_kinds``
-(the FLOP kinds the region executed, whose ceilings its roofline draws).
+``region_wall_s`` (the worker's eager wall time; NaN when not recorded), ``replayed``, ``banner``, ``flop_kinds``
+(the FLOP kinds the region executed, whose ceilings its roofline draws) and ``device`` (the report's, for its
+ceilings).
 """
 
 from __future__ import annotations
@@ -109,6 +110,7 @@ def region_table(result: Any) -> pd.DataFrame:
         replayed=bool(getattr(result, "replayed", False)),
         banner=str(getattr(result, "banner", "")),
         flop_kinds=[kind for kind in FLOP_COUNTERS if launches[f"flop_{kind}"].fillna(0).gt(0).any()],
+        device=dict(result.device),
     )
     return table
 
@@ -194,13 +196,17 @@ def time_plot(table: pd.DataFrame, top: int = TOP, title: str | None = None) -> 
     return fig
 
 
-def roofline_points(table: pd.DataFrame, ceilings: pd.DataFrame, title: str | None = None) -> Figure:
+def roofline_points(table: pd.DataFrame, ceilings: pd.DataFrame | None = None, title: str | None = None) -> Figure:
     """Every kernel of the region on the DRAM roofline, its area proportional to its share of the region's time.
+
+    ``ceilings`` default to :func:`profiling.analysis.roofline.ceilings` of the report's device (``table.attrs``).
 
     Kernels without FLOP or DRAM bytes cannot sit on a log-log plot: the title says how many were left out. The
     ``TOP`` largest are numbered, with a key (gid ``key:kernels``); points are gid ``points:region``.
     """
-    fig = Figure(figsize=(11.0, 5.5), layout="constrained")
+    if ceilings is None:
+        ceilings = roofline.ceilings(table.attrs.get("device", {}))
+    fig = Figure(figsize=(12.0, 5.5), layout="constrained")
     ax = fig.add_subplot()
     ok = (table["ai_dram_flop_per_byte"] > 0) & (table["flop_per_s"] > 0)
     pts = table[ok.fillna(False)]
