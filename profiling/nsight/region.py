@@ -21,7 +21,7 @@ one. With ``preset="full"`` (``ncu --set full``) ``metrics`` holds every metric 
 
 CLI, which makes the built-in regions' recordings on a GPU (``scripts/h200_session.sh``)::
 
-    python -m profiling.nsight.region conformer_layer_oasr conformer_layer_torch [--shape d=256,b=64,t=250,k=15]
+    python -m profiling.nsight.region conformer_layer_oasr conformer_layer_torch --live [--shape d=256,b=64,t=250,k=15]
     python -m profiling.nsight.region --fn package.module:function --name my_region
 """
 
@@ -322,10 +322,10 @@ def record_command(name: str, fn: object, preset: str, config: Mapping[str, int]
     if name in regions.REGIONS:
         default = regions.region_shape(name)
         if config and dict(config) != default:
-            flags += " --shape " + ",".join(f"{k}={v}" for k, v in config.items())
-        return f"python -m profiling.nsight.region {name}{flags}"
+            flags += " --shape " + ",".join(f"{k}={config[k]}" for k in default)  # d,b,t,k: the layer's order
+        return f"python -m profiling.nsight.region {name} --live{flags}"
     if isinstance(fn, str):
-        return f"python -m profiling.nsight.region --fn {fn} --name {name}{flags}"
+        return f"python -m profiling.nsight.region --fn {fn} --name {name} --live{flags}"
     return f"profile_region(fn, name={name!r}, preset={preset!r}) in Python"
 
 
@@ -490,7 +490,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", help="the name of the --fn region")
     parser.add_argument("--shape", type=commands.parse_config, help="the built-ins' shape, e.g. d=256,b=64,t=250,k=15")
     parser.add_argument("--preset", default="roofline", help="timing, roofline, source or full")
-    parser.add_argument("--replay", action="store_true", help="show the recordings; profile nothing")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--live", action="store_true", help="profile (an error without a GPU or ncu)")
+    mode.add_argument("--replay", action="store_true", help="show the recordings; profile nothing")
     parser.add_argument("--timeout", type=float, default=runner.DEFAULT_TIMEOUT_S, help="seconds per ncu run")
     return parser
 
@@ -504,7 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     unknown = [n for n in args.names if n not in regions.REGIONS]
     if unknown:
         parser.error(f"unknown built-in regions {unknown}; choose from {', '.join(regions.REGIONS)}")
-    live = False if args.replay else None
+    live = True if args.live else False if args.replay else None
     jobs: list[Callable[[], RegionProfile]] = [
         functools.partial(profile_builtin, n, args.shape, preset=args.preset, live=live, timeout_s=args.timeout,
                           progress=runner.print_progress)
