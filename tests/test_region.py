@@ -218,7 +218,7 @@ def test_a_stored_region_replays_labelled(tmp_path: Path) -> None:
     store = recordings.ProfileStore(REPLAY_GPU, "conformer_layer_oasr", tmp_path, kind=R.KIND)
     shape = regions.region_shape("conformer_layer_oasr")
     store.save(
-        plain, [recordings.make_entry(R.BACKEND, shape, regions.DTYPE)], preset="roofline", source_hash="test",
+        plain, [recordings.make_entry(R.BACKEND, shape, "bfloat16")], preset="roofline", source_hash="test",
         provenance={**source.provenance, "region_wall_s": 1e-3, "call": "copied from a sweep"},
     )  # fmt: skip
     assert (tmp_path / "h200" / "regions" / "conformer_layer_oasr").is_dir()

@@ -19,11 +19,14 @@ from dataclasses import dataclass
 
 import torch
 
+from oasr.models import ConformerConfig, ConformerEncoder, ReferenceConformerEncoder, random_state_dict
+
 IMPLEMENTATIONS = ("oasr", "torch")
 CONFORMER_SHAPE: dict[str, int] = {"d": 256, "b": 64, "t": 250, "k": 15}
 """The default layer: d 256, batch 64, 250 frames after subsampling, 15 taps (the first row of
 ``shared/notes/wave3-anchors.md``'s layer table)."""
-DTYPE = "bfloat16"
+DTYPE = torch.bfloat16
+"""The layers' dtype (their recordings' entries name it ``"bfloat16"``)."""
 
 
 @dataclass(frozen=True)
@@ -82,15 +85,12 @@ def _layer(impl: str, d: int, b: int, t: int, k: int, device: str = "cuda") -> C
     """The layer's forward on its cached input (``device`` is the GPU; the tests build the torch one on the CPU)."""
     if impl not in IMPLEMENTATIONS:
         raise ValueError(f"`impl` must be one of {IMPLEMENTATIONS}, got {impl!r}")
-    from oasr.models import ConformerConfig, ConformerEncoder, ReferenceConformerEncoder, random_state_dict
-
     config = ConformerConfig(d_model=d, heads=max(d // 64, 1), ff_dim=4 * d, layers=1, kernel_size=k)
     encoder = (ConformerEncoder if impl == "oasr" else ReferenceConformerEncoder)(config)
     encoder.load_state_dict(random_state_dict(config, seed=0))
-    dtype = getattr(torch, DTYPE)
-    encoder = encoder.to(device, dtype)
+    encoder = encoder.to(device, DTYPE)
     generator = torch.Generator(device=device).manual_seed(0)
-    feats = torch.randn(b, 4 * t + 3, config.input_dim, device=device, generator=generator, dtype=dtype)
+    feats = torch.randn(b, 4 * t + 3, config.input_dim, device=device, generator=generator, dtype=DTYPE)
     layer = encoder.encoders[0]
     with torch.inference_mode():
         x, pos_emb = encoder.embed(feats)

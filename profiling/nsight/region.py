@@ -33,10 +33,10 @@ import dataclasses
 import datetime as dt
 import functools
 import hashlib
-import importlib
 import json
 import math
 import pickle
+import pkgutil
 import re
 import sys
 import tempfile
@@ -52,6 +52,7 @@ import pandas as pd
 from .. import commands, readable
 from ..files import REPLAY_GPU
 from ..harness import regions
+from ..harness.ops import dtype_name
 from ..provenance import collect, gpu_slug
 from . import recordings, runner
 from .naming import DOMAIN, SWEEP_RANGE, parse_range_name
@@ -108,10 +109,8 @@ def resolve(reference: str) -> Callable[..., Any]:
     if not sep or not module_name or not qualname:
         raise TypeError(f"`fn` {reference!r} is not of the form 'module:qualname'; {_FIX}")
     try:
-        target: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
+        target = pkgutil.resolve_name(reference)  # the standard library's reading of 'module:qualname'
+    except (ImportError, AttributeError, ValueError) as exc:
         raise TypeError(f"`fn` {reference!r} cannot be imported ({type(exc).__name__}: {exc}); {_FIX}") from None
     if not callable(target):
         raise TypeError(f"`fn` {reference!r} names a {type(target).__name__}, not a callable; {_FIX}")
@@ -470,7 +469,7 @@ def profile_builtin(
 ) -> RegionProfile:
     """:func:`profile_region` of a built-in region (:data:`profiling.harness.regions.REGIONS`) at ``shape``."""
     call = regions.region_call(name, dict(shape or {}))
-    return profile_region(call, name, preset=preset, config=call.keywords, dtype=regions.DTYPE, **kwargs)
+    return profile_region(call, name, preset=preset, config=call.keywords, dtype=dtype_name(regions.DTYPE), **kwargs)
 
 
 # ---------------------------------------------------------------------------
