@@ -351,3 +351,54 @@ def test_every_metric_long_format_from_a_committed_report() -> None:
     name = first.loc["device__attribute_display_name"]
     assert pd.isna(name["value"]) and name["text"] == "NVIDIA H200"  # a text metric keeps its text
     assert set(frame["region_op"].dropna()) == {"layer_norm:oasr"}
+
+
+# ---------------------------------------------------------------------------
+# The workbench and the command line
+# ---------------------------------------------------------------------------
+
+
+def store_copy(root: Path, name: str, op: str, preset: str, stored_as: str) -> None:
+    """Store the committed ``preset`` report of ``op`` as region ``name``'s ``stored_as`` recording under ``root``."""
+    source = committed(op, preset)
+    store = recordings.ProfileStore(REPLAY_GPU, name, root, kind=R.KIND)
+    entry = recordings.make_entry(R.BACKEND, regions.region_shape(name), "bfloat16")
+    plain = packing.readable(source.report, source.meta["report_bytes"])
+    store.save(plain, [entry], preset=stored_as, source_hash="test", provenance=source.provenance)
+
+
+def test_workbench_profile_region_in_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from oasr.jit.families import SCALE
+    from profiling.workbench.notebook import Workbench
+
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    bench = Workbench(SCALE)
+    store_copy(tmp_path, "conformer_layer_oasr", "gemm_glu", "roofline", "roofline")
+    store_copy(tmp_path, "conformer_layer_torch", "attention", "roofline", "roofline")
+    oasr = bench.profile_region("conformer_layer_oasr", reports_dir=tmp_path)
+    torch_ = bench.profile_region("conformer_layer_torch", reports_dir=tmp_path)
+    assert tuple(oasr.columns) == A.REGION_COLUMNS and oasr.attrs["region"] == "conformer_layer_oasr"
+    assert oasr.attrs["replayed"] and oasr.attrs["banner"].startswith("Replayed")
+    assert "replayed" in bench.region_time_plot(oasr).axes[0].get_title()
+    assert {"points:region"} <= gids(bench.region_roofline(oasr)) and gids(bench.region_time_plot(torch_))
+    monkeypatch.setattr("profiling.workbench.notebook.display", lambda shown: None)
+    assert {"top:oasr", "top:torch"} <= gids(bench.region_compare({"oasr": oasr, "torch": torch_}))
+    with pytest.raises(ValueError, match="`name`"):
+        bench.profile_region(module_level)
+    with pytest.raises(NoRecordingError, match="--live --preset full"):
+        bench.profile_region("conformer_layer_oasr", preset="full", reports_dir=tmp_path)
+    # The full preset's path, on a real report stored under that preset's name in this test's folder only.
+    store_copy(tmp_path, "conformer_layer_oasr", "layer_norm", "source", "full")
+    metrics = bench.profile_region("conformer_layer_oasr", preset="full", reports_dir=tmp_path)
+    assert tuple(metrics.columns) == R.METRIC_COLUMNS and metrics.attrs["replayed"]
+    assert metrics["metric"].nunique() > 500 and (metrics["section"] == "SpeedOfLight").any()
+
+
+def test_cli_replay_without_recordings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path))
+    assert R.main(["conformer_layer_oasr", "--replay"]) == 1
+    assert "python -m profiling.nsight.region conformer_layer_oasr --live" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        R.main(["no_such_region"])
+    with pytest.raises(SystemExit):
+        R.main(["--fn", "test_region:module_level"])  # --fn needs --name

@@ -160,6 +160,11 @@ def _us(seconds: float) -> str:
     return f"{seconds * 1e6:.1f} µs"
 
 
+def _heading(table: pd.DataFrame, text: str) -> str:
+    """``text``, saying so when the numbers are replayed from recordings (the table's ``attrs``)."""
+    return text + (" (replayed from recordings)" if table.attrs.get("replayed") else "")
+
+
 def time_plot(table: pd.DataFrame, top: int = TOP, title: str | None = None) -> Figure:
     """Where the region's time goes: a stacked bar per op and per kernel, next to the region's wall time.
 
@@ -192,7 +197,7 @@ def time_plot(table: pd.DataFrame, top: int = TOP, title: str | None = None) -> 
     ax.xaxis.set_major_formatter(lambda v, _: _us(v))
     ax.legend(fontsize=6, ncols=2, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     name = table.attrs.get("region", "")
-    ax.set_title(_title(title or f"{name}: where the time goes ({len(table)} launches)"), fontsize=10)
+    ax.set_title(_title(title or _heading(table, f"{name}: where the time goes ({len(table)} launches)")), fontsize=10)
     return fig
 
 
@@ -235,7 +240,7 @@ def roofline_points(table: pd.DataFrame, ceilings: pd.DataFrame | None = None, t
     name = table.attrs.get("region", "")
     default = f"{name}: {len(pts)} kernels on the roofline"
     default += f" ({left_out} without FLOP left out)" if left_out else ""
-    ax.set_title(_title(title or default), fontsize=10)
+    ax.set_title(_title(title or _heading(table, default)), fontsize=10)
     return fig
 
 
@@ -269,6 +274,8 @@ def comparison_plot(tables: Mapping[str, pd.DataFrame], top: int = 8) -> Figure:
         axk.xaxis.set_major_locator(MaxNLocator(3))
         axk.xaxis.set_major_formatter(lambda v, _: _us(v))
         axk.set_title(f"{label}: top kernels", fontsize=9)
+    if any(table.attrs.get("replayed") for table in tables.values()):
+        fig.suptitle("Replayed from recordings", fontsize=9, color="#b06000")
     return fig
 
 
