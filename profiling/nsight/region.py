@@ -287,6 +287,11 @@ class RegionProfile(ProfileResult):
     call: str = ""
 
 
+def _seconds(value: object) -> float:
+    """A sidecar's recorded seconds, NaN when absent or not a number (a sidecar's provenance is data)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+
+
 def _result(stored: recordings.StoredProfile, *, replayed: bool, source: str) -> RegionProfile:
     actions = load_actions(stored.report)
     tables = tables_from_actions(actions, source=str(stored.report))
@@ -304,7 +309,7 @@ def _result(stored: recordings.StoredProfile, *, replayed: bool, source: str) ->
         source=source,
         report_paths=[stored.report],
         device=tables.device,
-        region_wall_s=float(provenance.get("region_wall_s", math.nan)),
+        region_wall_s=_seconds(provenance.get("region_wall_s")),
         metrics=metrics_frame(actions, ops) if stored.meta["preset"] == "full" else None,
         call=str(provenance.get("call", "")),
     )
