@@ -402,3 +402,82 @@ def test_cli_replay_without_recordings(tmp_path: Path, monkeypatch: pytest.Monke
         R.main(["no_such_region"])
     with pytest.raises(SystemExit):
         R.main(["--fn", "test_region:module_level"])  # --fn needs --name
+
+
+# ---------------------------------------------------------------------------
+# The worker's loop and the oasr ops' ranges (no GPU: CUDA's calls stand in)
+# ---------------------------------------------------------------------------
+
+CALLS: list[tuple[str, ...]] = []
+OPEN: list[str] = []
+"""The stand-in NVTX ranges open now, and those open at each call of :func:`recorded_call`."""
+
+
+def recorded_call() -> None:
+    """A region that records the NVTX ranges open when it runs."""
+    CALLS.append(tuple(OPEN))
+
+
+class _Event:
+    def record(self) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+    def elapsed_time(self, other: object) -> float:
+        return 2.0  # ms
+
+
+def test_worker_warms_up_outside_the_range_then_profiles_once_and_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    import contextlib
+
+    import torch
+
+    from profiling.nsight import region_worker, worker
+
+    @contextlib.contextmanager
+    def opened(name: str):
+        OPEN.append(name)
+        yield
+        OPEN.pop()
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "stand-in GPU")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "Event", lambda **k: _Event())
+    monkeypatch.setattr(torch.autograd.profiler, "emit_nvtx", lambda: opened("emit_nvtx"))
+    monkeypatch.setattr(region_worker, "nvtx_range", opened)
+    CALLS.clear()
+    call, label = R.portable_call(recorded_call)
+    spec = R.RegionSpec("layer", call, label, {"b": 2}, "bfloat16", warmup=2, repeats=3,
+                        timing_path=str(tmp_path / "timing.json"))  # fmt: skip
+    assert region_worker.run(spec) == 0
+    assert CALLS == [(), (), ("emit_nvtx", "region:layer"), (), (), ()]  # warm-ups, the profiled call, the timed ones
+    assert json.loads((tmp_path / "timing.json").read_text()) == {"region_wall_s": 2e-3, "repeats": 3}
+    events = [worker.parse_event(line) for line in capsys.readouterr().out.splitlines()]
+    assert [e["event"] for e in events] == ["ready", "done", "end"]
+    assert events[1] == {"event": "done", "index": 1, "total": 1, "config": {"b": 2}, "dtype": "bfloat16"}
+
+
+def test_oasr_nvtx_marks_each_op_call() -> None:
+    import subprocess
+
+    script = (
+        "import contextlib, sys, types\n"
+        "calls = []\n"
+        "fake = types.ModuleType('nvtx')\n"
+        "fake.annotate = lambda name, domain: (calls.append((name, domain)), contextlib.nullcontext())[1]\n"
+        "sys.modules['nvtx'] = fake\n"
+        "import torch, oasr\n"
+        "try:\n    oasr.scale(torch.ones(4), 2.0)\nexcept Exception:\n    pass\n"  # the CPU tensor is refused inside
+        "print(calls, hasattr(oasr.scale, '__wrapped__'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("OASR_NVTX", "OASR_LOGLEVEL")}
+    marked = subprocess.run([sys.executable, "-c", script], env={**env, "OASR_NVTX": "1"}, capture_output=True,
+                            text=True, check=True)  # fmt: skip
+    assert marked.stdout.strip() == "[('oasr.scale', 'oasr')] True"
+    plain = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert plain.stdout.strip() == "[] False"  # unset: the op itself, nothing wrapped
