@@ -481,3 +481,28 @@ def test_oasr_nvtx_marks_each_op_call() -> None:
     assert marked.stdout.strip() == "[('oasr.scale', 'oasr')] True"
     plain = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
     assert plain.stdout.strip() == "[] False"  # unset: the op itself, nothing wrapped
+
+
+def test_full_metrics_of_one_op_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from oasr.jit.families import NORM
+    from profiling.workbench.notebook import Workbench
+
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path))
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    bench = Workbench(NORM)
+    config = {"b": 16, "c": 1024, "t": 1500}
+    with pytest.raises(NoRecordingError, match="--op layer_norm --preset full --backends oasr --dtypes float16"):
+        bench.full_metrics("layer_norm", config)
+    with pytest.raises(ValueError, match="`op`"):
+        bench.full_metrics("gemm")
+    # The committed source-preset report of that config, stored under the full preset's name in this test's folder.
+    source = committed("layer_norm", "source")
+    store = recordings.ProfileStore(REPLAY_GPU, "layer_norm", tmp_path)
+    store.save(
+        packing.readable(source.report, source.meta["report_bytes"]), source.entries, preset="full",
+        source_hash=source.meta["source_hash"], provenance=source.provenance, settings=source.meta["settings"],
+    )  # fmt: skip
+    metrics = bench.full_metrics("layer_norm", config)
+    assert tuple(metrics.columns) == (*R.METRIC_COLUMNS, "profile") and metrics["launch"].nunique() == 1
+    assert metrics.attrs["replayed"] and metrics.attrs["banner"].startswith("Replayed")
+    assert metrics.set_index("metric").loc["gpu__time_duration.sum", "section"] == "SpeedOfLight"

@@ -365,6 +365,38 @@ class Workbench:
         shown.attrs.update(table.attrs)  # the constructor drops them; the plots read the wall time and device there
         return shown
 
+    def full_metrics(
+        self, op: str | None = None, config: Config | None = None, backend: str = "oasr", dtype: str = "float16"
+    ) -> pd.DataFrame:
+        """Every metric of ``ncu --set full`` for one launch of ``op`` at ``config`` (default: its largest), one row
+        each (metric, value, unit, section; :func:`profiling.nsight.region.metrics_frame`). Live it profiles that one
+        config (cached like every profile); in replay it shows the recording, or the
+        :class:`~profiling.nsight.sweep.NoRecordingError` names the command that makes it on a GPU."""
+        spec = next((o for o in self.ops if o.name == (op or self.op_names[0])), None)
+        if spec is None:
+            raise ValueError(f"`op` must be one of this notebook's ops {self.op_names}, got {op!r}")
+        config = dict(config or spec.default_sweep[-1])
+        try:
+            result = profile_sweep(
+                spec.name, [config], dtypes=(dtype,), backends=(backend,), preset="full", live=not self.replayed
+            )
+        except NoRecordingError:
+            flags = ",".join(f"{k}={v}" for k, v in config.items())
+            raise NoRecordingError(
+                f"no 'full' recording of {spec.name} {flags} {dtype} ({backend}); on a GPU: "
+                f"`python -m profiling.nsight --op {spec.name} --preset full --backends {backend} --dtypes {dtype} "
+                f"--config {flags} --live`, then commit reports/"
+            ) from None
+        frames = []
+        for path in result.report_paths:  # a cached report may hold other launches too: this config's alone
+            name = path.name.removesuffix(".ncu-rep")
+            mine = result.launches.loc[result.launches["profile"] == name, "launch"]
+            metrics = region.report_metrics(path)
+            frames.append(metrics[metrics["launch"].isin(mine)].assign(profile=name))
+        metrics = pd.concat(frames, ignore_index=True)
+        metrics.attrs.update(op=spec.name, banner=result.banner, replayed=result.replayed)
+        return metrics
+
     @staticmethod
     def region_time_plot(table: pd.DataFrame) -> Any:
         """Where the region's time goes: per op and per kernel, stacked, against its wall time."""
