@@ -687,7 +687,7 @@ def _partial_error(
     return cls(message, list(tracker.tail), report=partial, finished=state.finished)
 
 
-def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker, nvtx_include: str = NVTX_INCLUDE) -> None:
+def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker, nvtx_include: str) -> None:
     tail = list(tracker.tail)
     state = tracker.state
     if "perm" in tracker.seen:
