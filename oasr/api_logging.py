@@ -20,6 +20,11 @@ two environment variables, read when this module is imported (call
 ``OASR_LOGDEST`` (default ``"stderr"``)
     ``"stdout"``, ``"stderr"`` or a file path (appended to).
 
+``OASR_NVTX`` (default unset)
+    ``1``: each call runs inside an NVTX push/pop range of domain ``oasr`` named as in the log (``oasr.gemm``),
+    so that a profiler attributes every kernel to the op that launched it. The region profiler
+    (``profiling/nsight/region.py``) sets it in the process it profiles; unset, nothing is wrapped.
+
 The level and destination are bound when a function is decorated, i.e. when
 the module that defines it is imported.
 """
@@ -44,6 +49,8 @@ _MAX_REPR = 200
 
 _LOGLEVEL: int = 0
 _LOGDEST: str = "stderr"
+_NVTX: bool = False
+NVTX_DOMAIN = "oasr"
 
 
 def _reload_config() -> tuple[int, str]:
@@ -61,7 +68,8 @@ def _reload_config() -> tuple[int, str]:
     ValueError
         If ``OASR_LOGLEVEL`` is not an integer.
     """
-    global _LOGLEVEL, _LOGDEST
+    global _LOGLEVEL, _LOGDEST, _NVTX
+    _NVTX = os.environ.get("OASR_NVTX", "").strip() not in ("", "0")
     raw = os.environ.get("OASR_LOGLEVEL", "0").strip() or "0"
     try:
         level = int(raw)
@@ -199,6 +207,8 @@ def oasr_api(fn: F) -> F:
         ``fn`` at level 0, else a ``functools.wraps`` wrapper.
     """
     level, dest = _LOGLEVEL, _LOGDEST
+    if _NVTX:
+        fn = _nvtx_marked(fn, _api_name(fn))
     if level <= 0:
         return fn
 
@@ -222,3 +232,23 @@ def oasr_api(fn: F) -> F:
         return result
 
     return wrapper  # type: ignore[return-value]
+
+
+def _nvtx_marked(fn: F, name: str) -> F:
+    """``fn`` inside an NVTX range ``name`` of domain :data:`NVTX_DOMAIN` (``OASR_NVTX=1``)."""
+    try:
+        import nvtx
+    except ImportError:
+        raise ImportError(
+            "OASR_NVTX=1 marks every oasr call with an NVTX range, which needs the `nvtx` package: "
+            "pip install 'nvtx>=0.2.10', or unset OASR_NVTX"
+        ) from None
+
+    @functools.wraps(fn)
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        if is_compiling():  # a range is a host-side call: torch.compile traces the op alone
+            return fn(*args, **kwargs)
+        with nvtx.annotate(name, domain=NVTX_DOMAIN):
+            return fn(*args, **kwargs)
+
+    return marked  # type: ignore[return-value]

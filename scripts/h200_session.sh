@@ -7,8 +7,10 @@
 #   bash scripts/h200_session.sh [steps...]
 #   (default: all; steps: tests sanitize crosscheck conformer overhead reports; build, the first half of tests, for
 #   a call of its own; and, asked for by name,
-#   compare (each family's first op at this tree and at its parent: the samples a replayed compare reads)
-#   and source (the source preset of the ops without one: the hotspots that replay shows))
+#   compare (each family's first op at this tree and at its parent: the samples a replayed compare reads),
+#   source (the source preset of the ops without one: the hotspots that replay shows)
+#   and regions (one Conformer layer of oasr ops and of torch, every kernel under one ncu run each: a call of its
+#   own, which brings back region_recordings.tgz to unpack at the repo root and commit))
 #   bash scripts/h200_session.sh peers   # a call of its own, carrying .whl-peers alone (see the step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -122,6 +124,19 @@ print(','.join(f'{k}={v}' for k, v in get_op(sys.argv[1]).default_sweep[-1].item
       done
       python3 -m profiling.nsight.packing reports/h200 || status=1
       tar czf "$OUT/source_recordings.tgz" reports/h200/profiles/*/source-* && tar tzvf "$OUT/source_recordings.tgz"
+      ;;
+    regions)
+      step "region profiles: one Conformer layer of oasr ops and the torch layer (every kernel, one ncu run each)"
+      # REGION_SHAPE (d=,b=,t=,k=) changes the layer; the default is profiling/harness/regions.py's CONFORMER_SHAPE.
+      # One call of the oasr layer outside ncu first: its GEMM configurations are JIT modules of their own (~45 s each
+      # on a cold cache), built here rather than inside the profiled worker's warm-up.
+      python3 -c "import sys; from profiling.commands import parse_config; from profiling.harness.regions import region_call
+region_call('conformer_layer_oasr', parse_config(sys.argv[1]) if sys.argv[1] else None)()" "${REGION_SHAPE:-}" \
+        || status=1
+      timeout "${REGIONS_TIMEOUT:-540}" python3 -m profiling.nsight.region conformer_layer_oasr conformer_layer_torch --live \
+        ${REGION_SHAPE:+--shape "$REGION_SHAPE"} 2>&1 | tee "$OUT/regions.log" || status=1
+      python3 -m profiling.nsight.packing reports/h200 || status=1
+      tar czf "$OUT/region_recordings.tgz" reports/h200/regions && tar tzvf "$OUT/region_recordings.tgz"
       ;;
     *) echo "unknown step $s"; status=2 ;;
   esac

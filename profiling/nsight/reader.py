@@ -213,6 +213,23 @@ def read_report(path: str | Path) -> ReportTables:
         When no ``ncu_report`` module can be found (see :func:`import_ncu_report`).
     """
     path = packing.readable(path)
+    return tables_from_actions(load_actions(path), source=str(path))
+
+
+class Actions(list):
+    """A report's actions, holding the loaded report too: NVIDIA's reader frees the actions with their report."""
+
+    def __init__(self, report: Any, actions: list[Any]) -> None:
+        super().__init__(actions)
+        self.report = report
+
+
+def load_actions(path: str | Path) -> Actions:
+    """Every profiled launch of the report at ``path`` (plain or packed), as ncu_report actions in report order.
+
+    Raises what :func:`read_report` raises.
+    """
+    path = packing.readable(path)
     if not path.is_file():
         raise FileNotFoundError(f"no Nsight Compute report at {path}")
     problem = container_problem(path)
@@ -224,7 +241,7 @@ def read_report(path: str | Path) -> ReportTables:
     for i in range(report.num_ranges()):
         rng = report.range_by_idx(i)
         actions += [rng.action_by_idx(j) for j in range(len(rng))]
-    return tables_from_actions(actions, source=str(path))
+    return Actions(report, actions)
 
 
 class DamagedReportError(ValueError):

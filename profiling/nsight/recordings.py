@@ -192,12 +192,16 @@ class StoredProfile:
 
 
 class ProfileStore:
-    """The stored profiles of one op on one GPU: ``<root>/<gpu>/profiles/<op>/``."""
+    """The stored profiles of one op on one GPU: ``<root>/<gpu>/<kind>/<op>/``.
 
-    def __init__(self, gpu: str, op: str, root: Path | None = None) -> None:
+    ``kind`` is ``"profiles"`` for op sweeps; region profiles (:mod:`profiling.nsight.region`) are kept apart, under
+    ``"regions"``, with the region's name as ``op``, so that every folder of ``profiles/`` stays an op of the harness.
+    """
+
+    def __init__(self, gpu: str, op: str, root: Path | None = None, kind: str = "profiles") -> None:
         self.gpu = gpu
         self.op = op
-        self.directory = (root or reports_root()) / gpu / "profiles" / op
+        self.directory = (root or reports_root()) / gpu / kind / op
 
     def temp_report_path(self) -> Path:
         """Where ncu should write a new report: a ``.tmp-*`` file in this folder."""

@@ -35,14 +35,15 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..provenance import REPO_ROOT
 from .naming import DOMAIN, SWEEP_RANGE
 from .presets import ncu_args
-from .worker import SweepSpec, parse_event
+from .worker import parse_event
 
 NVTX_INCLUDE = f"{DOMAIN}@{SWEEP_RANGE}/"
+WORKER_MODULE = "profiling.nsight.worker"
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_KILL_GRACE_S = 15.0
 TAIL_LINES = 40
@@ -231,8 +232,13 @@ def build_command(
     cache_control: str = "all",
     preset_args: Sequence[str] | None = None,
     python: str = sys.executable,
+    nvtx_include: str = NVTX_INCLUDE,
+    worker: str = WORKER_MODULE,
 ) -> list[str]:
-    """The full ncu command line for one sweep (``preset_args`` defaults to ``ncu_args(preset)``)."""
+    """The full ncu command line for one sweep (``preset_args`` defaults to ``ncu_args(preset)``).
+
+    ``nvtx_include`` and ``worker`` (the module run as ``python -m``) default to the sweep's; a region
+    profile (:mod:`profiling.nsight.region`) passes its own range and worker."""
     if preset_args is None:
         preset_args = ncu_args(preset)
     return [
@@ -243,14 +249,14 @@ def build_command(
         cache_control,
         "--nvtx",
         "--nvtx-include",
-        NVTX_INCLUDE,
+        nvtx_include,
         *preset_args,
         "-o",
         str(report),
         "-f",
         python,
         "-m",
-        "profiling.nsight.worker",
+        worker,
         str(spec_path),
     ]
 
@@ -421,8 +427,21 @@ def _reader(stream: Any, lines: queue.Queue[str | None]) -> None:
     lines.put(None)
 
 
+class WorkerSpec(Protocol):
+    """What :func:`run_sweep` needs of a spec: its ``op`` (for messages), its ``cases`` (the worker reports one
+    ``done`` event each) and ``to_json`` (the file the worker reads). :class:`SweepSpec` is one."""
+
+    @property
+    def op(self) -> str: ...
+
+    @property
+    def cases(self) -> list[tuple[dict[str, int], str]]: ...
+
+    def to_json(self) -> str: ...
+
+
 def run_sweep(
-    spec: SweepSpec,
+    spec: WorkerSpec,
     report: Path | str,
     *,
     preset: str = "roofline",
@@ -436,8 +455,12 @@ def run_sweep(
     env: Mapping[str, str] | None = None,
     stop: threading.Event | None = None,
     private_tmp: bool = False,
+    nvtx_include: str = NVTX_INCLUDE,
+    worker: str = WORKER_MODULE,
 ) -> NcuRun:
     """Profile ``spec`` with one ncu process and write ``report`` (a ``.ncu-rep`` path).
+
+    ``nvtx_include`` and ``worker`` are passed to :func:`build_command` (a sweep's by default).
 
     ``env`` is added to ncu's environment (a spread sweep pins ``CUDA_VISIBLE_DEVICES`` and a
     private ``TMPDIR`` there). Setting ``stop`` from another thread stops the run as Ctrl-C does.
@@ -468,6 +491,8 @@ def run_sweep(
             clock_control=clock_control,
             cache_control=cache_control,
             preset_args=preset_args,
+            nvtx_include=nvtx_include,
+            worker=worker,
         )
         environ = {**os.environ, **(env or {})}
         environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), environ.get("PYTHONPATH")]))
@@ -482,7 +507,7 @@ def run_sweep(
         warnings.warn(MalformedEventWarning(f"ncu sweep of {spec.op}: {note}"), stacklevel=2)
     if stopped is not None:
         raise _partial_error(stopped, report, tracker, timeout_s, kill_grace_s) from None
-    _raise_for_failure(returncode, report, tracker)
+    _raise_for_failure(returncode, report, tracker, nvtx_include)
     return NcuRun(
         report=report,
         command=command,
@@ -662,7 +687,7 @@ def _partial_error(
     return cls(message, list(tracker.tail), report=partial, finished=state.finished)
 
 
-def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker) -> None:
+def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker, nvtx_include: str) -> None:
     tail = list(tracker.tail)
     state = tracker.state
     if "perm" in tracker.seen:
@@ -694,7 +719,7 @@ def _raise_for_failure(returncode: int, report: Path, tracker: _Tracker) -> None
     if "no_kernels" in tracker.seen or state.kernels == 0:
         raise NothingProfiledError(
             f"ncu ran the worker to the end but profiled no kernel: no launch matched the NVTX filter "
-            f"--nvtx-include {NVTX_INCLUDE!r} (ncu: 'No kernels were profiled'). The worker wraps each measured "
+            f"--nvtx-include {nvtx_include!r} (ncu: 'No kernels were profiled'). The worker wraps each measured "
             "launch in push/pop ranges of domain 'oasr' (profiling/nsight/naming.py); check that the `nvtx` "
             "package in the worker's Python is a real one and that the filter matches the range names. "
             f"Last output:\n{_tail_text(tail)}",

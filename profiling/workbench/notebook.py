@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from IPython.display import HTML, Markdown
+from IPython.display import HTML, Markdown, display
 
 from oasr.jit import env
 from oasr.jit.compilation_context import CompilationContext
@@ -25,11 +25,12 @@ from oasr.jit.families import Family
 
 from .. import compare, provenance
 from ..analysis import limiter, plots, roofline
+from ..analysis import region as region_analysis
 from ..files import ShownPath, atomic_write_text, shown_path
-from ..harness import correctness, timing
+from ..harness import correctness, regions, timing
 from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, get_op, ops_of
-from ..nsight import runner, source
+from ..nsight import region, runner, source
 from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
 from ..readable import header
 from . import headline
@@ -333,6 +334,87 @@ class Workbench:
             s for s in states if s["commit"] == here["commit"] and s["hash"] != mine and s["state"] != "WORKTREE"
         ]
         return with_it[0]["revision"] if with_it else None
+
+    # ------------------------------------------------------------ regions
+
+    def profile_region(
+        self, fn: object, name: str | None = None, preset: str = "roofline", **kwargs: Any
+    ) -> pd.DataFrame:
+        """Every kernel of one call of ``fn`` under one ncu run (:mod:`profiling.nsight.region`), or its recording.
+
+        ``fn`` is a built-in region's name (``"conformer_layer_oasr"``, ``"conformer_layer_torch"``; ``shape=``
+        changes its d, b, t, k) or an importable call (``"module:qualname"``, a module-level function, a
+        ``functools.partial`` of one), which then needs ``name``. Returns the tidy per-launch table
+        (:func:`profiling.analysis.region.region_table`), or with ``preset="full"`` every metric of every launch,
+        long-format (metric, value, unit, section). In replay the recording is shown, labelled (``attrs["banner"]``);
+        with none, :class:`~profiling.nsight.sweep.NoRecordingError` names the command that makes it on a GPU.
+        """
+        live = not self.replayed
+        if isinstance(fn, str) and fn in regions.REGIONS:
+            result = region.profile_builtin(fn, kwargs.pop("shape", None), preset=preset, live=live, **kwargs)
+        elif name is None:
+            raise ValueError(f"`name` is needed for a region that is not built in ({', '.join(regions.REGIONS)})")
+        else:
+            result = region.profile_region(fn, name, preset=preset, live=live, **kwargs)
+        if result.metrics is not None:
+            metrics = result.metrics.copy()
+            metrics.attrs.update(region=result.op, banner=result.banner, replayed=result.replayed)
+            return metrics
+        table = region_analysis.region_table(result)
+        shown = Table(table)
+        shown.attrs.update(table.attrs)  # the constructor drops them; the plots read the wall time and device there
+        return shown
+
+    def full_metrics(
+        self, op: str | None = None, config: Config | None = None, backend: str = "oasr", dtype: str = "float16"
+    ) -> pd.DataFrame:
+        """Every metric of ``ncu --set full`` for one launch of ``op`` at ``config`` (default: its largest), one row
+        each (metric, value, unit, section; :func:`profiling.nsight.region.metrics_frame`). Live it profiles that one
+        config (cached like every profile); in replay it shows the recording, or the
+        :class:`~profiling.nsight.sweep.NoRecordingError` names the command that makes it on a GPU."""
+        spec = next((o for o in self.ops if o.name == (op or self.op_names[0])), None)
+        if spec is None:
+            raise ValueError(f"`op` must be one of this notebook's ops {self.op_names}, got {op!r}")
+        config = dict(config or spec.default_sweep[-1])
+        try:
+            result = profile_sweep(
+                spec.name, [config], dtypes=(dtype,), backends=(backend,), preset="full", live=not self.replayed
+            )
+        except NoRecordingError:
+            flags = ",".join(f"{k}={v}" for k, v in config.items())
+            raise NoRecordingError(
+                f"no 'full' recording of {spec.name} {flags} {dtype} ({backend}); on a GPU: "
+                f"`python -m profiling.nsight --op {spec.name} --preset full --backends {backend} --dtypes {dtype} "
+                f"--config {flags} --live`, then commit reports/"
+            ) from None
+        frames = []
+        for path in result.report_paths:  # a cached report may hold other launches too: this config's alone
+            name = path.name.removesuffix(".ncu-rep")
+            mine = result.launches.loc[result.launches["profile"] == name, "launch"]
+            metrics = region.report_metrics(path)
+            frames.append(metrics[metrics["launch"].isin(mine)].assign(profile=name))
+        metrics = pd.concat(frames, ignore_index=True)
+        metrics.attrs.update(op=spec.name, banner=result.banner, replayed=result.replayed)
+        return metrics
+
+    @staticmethod
+    def region_time_plot(table: pd.DataFrame) -> Any:
+        """Where the region's time goes: per op and per kernel, stacked, against its wall time."""
+        return region_analysis.time_plot(table)
+
+    @staticmethod
+    def region_roofline(table: pd.DataFrame) -> Any:
+        """Every kernel of the region on the roofline, sized by its share of the time."""
+        return region_analysis.roofline_points(table)
+
+    @staticmethod
+    def region_compare(tables: dict[str, pd.DataFrame]) -> Any:
+        """Regions side by side (``{"oasr": table, "torch": table}``): the summary table, each region's banner,
+        and the plot of their times and top kernels."""
+        summary = region_analysis.region_summary(tables)
+        caption = region_analysis.summary_caption(tables)
+        display(HTML(f"<p><small>{caption}</small></p>" + Table(summary)._repr_html_()))
+        return region_analysis.comparison_plot(tables)
 
     # ------------------------------------------------------------ summary
 
