@@ -1,5 +1,6 @@
-"""benchmarks/encoder.py: the workloads, the per-op breakdown of a layer (on CPU through the torch stand-ins, with a
-stand-in timer) and the no-GPU exit. The timings themselves need the GPU (the script's own run)."""
+"""benchmarks/encoder.py and the harness it runs (profiling/harness/encoder.py): the workloads, the per-op breakdown
+of a layer (on CPU through the torch stand-ins, with a stand-in timer), the recorded tables and the no-GPU exit. The
+timings themselves need the GPU (the script's own run)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ import torch
 from test_models import SMALL, features, pair, stand_ins  # noqa: F401  (stand_ins: a fixture)
 
 from benchmarks import encoder as bench
+from profiling.harness import encoder as harness
 
 SCRIPT = Path(bench.__file__)
 
 
 def test_workloads_are_the_issues():
-    long, short, single = (bench.WORKLOADS[n] for n in ("16x8-15s", "64x2.5s", "1x60s"))
+    long, short, single = (harness.WORKLOADS[n] for n in ("16x8-15s", "64x2.5s", "1x60s"))
     assert len(long.frames) == 16 and max(long.frames) == 1500 and min(long.frames) == 800
     assert len(set(long.frames)) == 16  # spread
     assert short.frames == (250,) * 64 and short.audio_seconds == 160.0
@@ -33,7 +35,7 @@ def test_layer_breakdown_lists_every_op_of_a_layer(stand_ins):  # noqa: F811
         timed.append(fn)
         return 1e-6
 
-    table, layer_seconds = bench.layer_breakdown(encoder, features(2, 61), torch.tensor([61, 30]), fake_time)
+    table, layer_seconds = harness.layer_breakdown(encoder, features(2, 61), torch.tensor([61, 30]), fake_time)
     ops = list(table["op"])
     assert ops.count("gemm") == 8 and ops.count("add_layer_norm") == 4
     assert {"layer_norm", "gemm_glu", "depthwise_conv1d"} <= set(ops)
