@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 from benchmarks import encoder as bench
 from profiling.harness import encoder as harness
 from profiling.provenance import collect
-from profiling.workbench import model
+from profiling.workbench import model, publish
 from profiling.workbench.model import EncoderPanel, ModelWorkbench
 from profiling.workbench.pages import CONFORMER_PAGE
 
@@ -160,3 +160,8 @@ def test_arguments_are_checked_by_name():
     assert harness.Workload.uniform(4, 2.5) == harness.Workload("4x2.5s", (250,) * 4)
     with pytest.raises(ValueError, match="`compile_modes`"):
         harness.time_workload("wenet", harness.Workload.uniform(1, 1.0), (None, None), ("fast",))
+
+
+def test_the_main_command_titles_the_model_report_from_its_page():
+    notebook = publish.NOTEBOOKS_DIR / f"{CONFORMER_PAGE.notebook}.ipynb"
+    assert notebook.is_file() and publish.report_title(notebook) == CONFORMER_PAGE.title
