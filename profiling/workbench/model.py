@@ -82,18 +82,21 @@ def speed_headlines(speed: pd.DataFrame) -> list[str]:
 
 
 def per_op(breakdown: pd.DataFrame) -> pd.DataFrame:
-    """A breakdown's rows summed per op (every ``gemm`` of the layer together), per configuration and workload,
-    largest first: ``seconds``, ``share_pct`` (of the ops' sum) and ``calls``."""
+    """A breakdown's rows summed per op (every ``gemm`` of the layer together), per configuration and workload (in
+    their recorded order), the op largest over all of them first: ``seconds``, ``calls`` and ``share_pct`` (of the
+    ops' sum)."""
     grouped = breakdown.groupby(["config", "workload", "op"], sort=False).agg(
         seconds=("seconds", "sum"), calls=("op", "size")
     )
     grouped = grouped.reset_index()
     total = grouped.groupby(["config", "workload"], sort=False)["seconds"].transform("sum")
     grouped["share_pct"] = 100 * grouped["seconds"] / total
-    order = grouped.groupby("op")["seconds"].sum().sort_values(ascending=False).index
-    grouped["op"] = pd.Categorical(grouped["op"], categories=list(order), ordered=True)
-    shown = grouped.sort_values(["config", "workload", "op"], kind="stable")
-    return shown.assign(op=shown["op"].astype(str)).reset_index(drop=True)
+    largest = grouped.groupby("op")["seconds"].sum().sort_values(ascending=False).index
+    order = {"op": list(largest)} | {key: list(dict.fromkeys(grouped[key])) for key in ("config", "workload")}
+    ranks = {key: pd.Categorical(grouped[key], values, ordered=True) for key, values in order.items()}
+    ranked = grouped.assign(**ranks)
+    shown = grouped.loc[ranked.sort_values(["config", "workload", "op"], kind="stable").index]  # as recorded, then op
+    return shown.reset_index(drop=True)
 
 
 def breakdown_figure(breakdown: pd.DataFrame, title: str = "") -> Figure:
