@@ -71,18 +71,18 @@ def test_the_benchmark_records_each_configuration_with_its_provenance(reports):
     assert sorted(p.name for p in folder.iterdir()) == [
         "wenet.breakdown.csv", "wenet.breakdown.json", "wenet.speed.csv", "wenet.speed.json",
     ]  # fmt: skip
-    speed, recorded_meta = model.recorded(harness.SPEED, "testgpu")
+    speed, recorded_meta = model.recorded_table(harness.SPEED, "testgpu")
     pd.testing.assert_frame_equal(speed, pd.DataFrame(speed_rows("wenet"), columns=list(harness.SPEED_COLUMNS)))
     assert recorded_meta == json.loads(json.dumps(meta))
     assert {"gpu", "git_commit", "torch_version", "date"} <= set(recorded_meta)
-    breakdown, _ = model.recorded(harness.BREAKDOWN, "testgpu")
+    breakdown, _ = model.recorded_table(harness.BREAKDOWN, "testgpu")
     pd.testing.assert_frame_equal(breakdown, breakdown_rows("wenet"))
     bench.record("conformer-l", speed_rows("conformer-l"), [], meta)  # a run of the other configuration alone
-    both, _ = model.recorded(harness.SPEED, "testgpu")
+    both, _ = model.recorded_table(harness.SPEED, "testgpu")
     assert list(dict.fromkeys(both["config"])) == ["wenet", "conformer-l"]  # the first's files left as they were
     assert (folder / "wenet.breakdown.csv").is_file() and not (folder / "conformer-l.breakdown.csv").exists()
     with pytest.raises(ValueError, match="`kind`"):
-        model.recorded("timing", "testgpu")
+        model.recorded_table("timing", "testgpu")
 
 
 def test_without_a_recording_each_step_says_so_in_one_sentence_naming_the_command(reports):

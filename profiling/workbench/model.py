@@ -41,11 +41,11 @@ CHECK_FRAMES = (1001, 800, 250, 7)
 """The correctness check's batch (input frames per utterance: padded, and one utterance of a single output frame)."""
 
 
-def recorded(kind: str, gpu_slug: str) -> tuple[pd.DataFrame, dict[str, Any]] | None:
+def recorded_table(kind: str, gpu_slug: str) -> tuple[pd.DataFrame, dict[str, Any]] | None:
     """Every configuration's recorded ``kind`` table (:data:`profiling.harness.encoder.SPEED` or ``BREAKDOWN``),
     concatenated in :data:`oasr.models.CONFIGS` order, and the first one's provenance; None when none is recorded."""
     if kind not in WHAT:
-        raise ValueError(f"recorded: `kind` must be one of {list(WHAT)}, got {kind!r}")
+        raise ValueError(f"recorded_table: `kind` must be one of {list(WHAT)}, got {kind!r}")
     tables, metas = [], []
     for name in CONFIGS:
         try:
@@ -166,7 +166,7 @@ class ModelWorkbench:
     def _meta(self) -> dict[str, Any] | None:
         """The provenance of the first recorded table (speed, else breakdown), if any."""
         for kind in WHAT:
-            found = recorded(kind, self.gpu_slug)
+            found = recorded_table(kind, self.gpu_slug)
             if found is not None:
                 return found[1]
         return None
@@ -239,10 +239,11 @@ class ModelWorkbench:
     # ------------------------------------------------------------ speed and breakdown
 
     def speed_table(self, compile_modes: tuple[str, ...] = ("default",)) -> Any:
-        """The chosen configuration on each workload against torch (live: :func:`profiling.harness.encoder.
-        time_workload`, ``compile_modes`` of ``torch.compile``), or every recorded configuration (replay)."""
+        """The chosen configuration on each workload against torch, or every recorded configuration (replay).
+
+        Live it runs :func:`profiling.harness.encoder.time_workload` with ``compile_modes`` of ``torch.compile``."""
         if self.replayed:
-            found = recorded(harness.SPEED, self.gpu_slug)
+            found = recorded_table(harness.SPEED, self.gpu_slug)
             if found is None:
                 self.headlines = [missing(harness.SPEED, self.gpu_slug)]
                 return Markdown(f"*{missing(harness.SPEED, self.gpu_slug)}*")
@@ -262,14 +263,14 @@ class ModelWorkbench:
         """The first layer's time per op (every call of an op summed), per configuration and workload: live for the
         chosen configuration (:func:`profiling.harness.encoder.breakdown`), else the recordings."""
         if self.replayed:
-            found = recorded(harness.BREAKDOWN, self.gpu_slug)
+            found = recorded_table(harness.BREAKDOWN, self.gpu_slug)
             if found is None:
                 self.breakdown = None
                 return Markdown(f"*{missing(harness.BREAKDOWN, self.gpu_slug)}*")
             self.breakdown = found[0]
         else:
             encoder = self.models(self.config_name)[0]
-            parts = [harness.breakdown(self.config_name, w_, encoder) for w_ in harness.WORKLOADS.values()]
+            parts = [harness.breakdown(self.config_name, load, encoder) for load in harness.WORKLOADS.values()]
             self.breakdown = pd.concat(parts, ignore_index=True)
         table = Table(per_op(self.breakdown))
         layers = self.breakdown.groupby(["config", "workload"], sort=False)
@@ -296,7 +297,7 @@ class ModelWorkbench:
         meta = provenance.collect() if not self.replayed else self._meta()
         if meta is None:
             meta = {k: v for k, v in provenance.collect().items() if k in ("git_commit", "date")}
-        if not self.headlines and self.replayed and recorded(harness.SPEED, self.gpu_slug) is None:
+        if not self.headlines and self.replayed and recorded_table(harness.SPEED, self.gpu_slug) is None:
             self.headlines = [missing(harness.SPEED, self.gpu_slug)]
         return save_summary(self.notebook, self.title, self.mode, self.headlines, meta, self.recorded)
 
@@ -315,7 +316,7 @@ class EncoderPanel:
         self.history: list[pd.DataFrame] = []
         self.note = ""
         self.error = ""
-        found = recorded(harness.SPEED, workbench.gpu_slug) if workbench.replayed else None
+        found = recorded_table(harness.SPEED, workbench.gpu_slug) if workbench.replayed else None
         self._recorded = None if found is None else found[0]
         if workbench.replayed and self._recorded is not None:
             rows = self._recorded
