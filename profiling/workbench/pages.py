@@ -259,16 +259,16 @@ CONFORMER_PAGE = ModelPage(
     notebook="10_conformer",
     title="10 · Conformer — the whole encoder of oasr ops against torch",
     summary="`oasr.models.ConformerEncoder`: ESPnet/WeNet's Conformer encoder (their structure and state_dict keys, "
-    "inference only) composed of the library's ops, checked against its float64 torch reference and timed against "
-    "torch eager, torch in CUDA graphs and `torch.compile` on the issue's workloads (16 utterances of 8-15 s, 64 of "
-    "2.5 s, one of 60 s), in bfloat16.",
+    "inference only) composed of the library's ops, in bfloat16, on issue 52's workloads: 16 utterances of 8-15 s, "
+    "64 of 2.5 s and one of 60 s.",
     design="`oasr/models/encoder.py`: the front end is `conv2d_subsampling` + `gemm` (weights packed once at load) and "
     "the relative positional encoding; each layer runs the macaron feed-forward half-steps (`add_layer_norm` with "
     "alpha = 0.5, `gemm` with bias + SiLU), the relative-position self-attention (one packed QKV `gemm`, "
-    "`rel_pos_attention`, the output projection), the convolution module (`gemm_glu`, `depthwise_conv1d` with the "
-    "BatchNorm folded at load, SiLU and the padding mask, `gemm`) and the final LayerNorm, every residual add fused "
-    "into the next norm. `encoder.graphed(...)` replays one CUDA graph per bucket of input frames; "
-    "`oasr/models/reference.py` is the same module in plain torch, the baseline and the float64 reference.",
+    "`rel_pos_attention`, the output projection; ESPnet's legacy form in torch), the convolution module "
+    "(`gemm_glu`, `depthwise_conv1d` with the BatchNorm folded at load, SiLU and the padding mask, `gemm`) and the "
+    "final LayerNorm, every residual add fused into the next norm. `encoder.graphed(...)` replays one CUDA graph "
+    "per bucket of input frames; `oasr/models/reference.py` is the same module in plain torch, the baseline and the "
+    "float64 reference.",
 )
 
 MODEL_PAGES: tuple[ModelPage, ...] = (CONFORMER_PAGE,)
