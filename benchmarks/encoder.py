@@ -16,7 +16,8 @@ graph.
 
 The results are recorded (unless ``--no-record``) per configuration as ``reports/<gpu>/encoder/<config>.speed.csv``
 and ``<config>.breakdown.csv`` (base units), each with a ``.json`` provenance sidecar (GPU, commit, torch version,
-date): the tables that notebook 10 replays. A run of one configuration leaves the other's recording as it was.
+date): the tables that notebook 10 replays. A run of one configuration leaves the other's recording as it was; a
+run of some workloads records those alone for its configurations.
 Without a GPU the script exits with one line saying so.
 """
 

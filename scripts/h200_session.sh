@@ -128,7 +128,8 @@ print(','.join(f'{k}={v}' for k, v in get_op(sys.argv[1]).default_sweep[-1].item
       step "the encoder: its GPU tests, then benchmarks/encoder.py recorded in reports/<gpu>/encoder/"
       # Asked for by name: torch.compile builds the reference once per configuration and workload (minutes each).
       # ENCODER_FLAGS="--configs wenet" and then "--configs conformer-l" split it over two device calls: each
-      # configuration is recorded in files of its own, so the second leaves the first's as they were.
+      # configuration is recorded in files of its own, so the second leaves the first's as they were;
+      # ENCODER_FLAGS="--max-autotune" adds torch.compile's max-autotune rows (the issue asks for them too).
       timeout "${PYTEST_TIMEOUT:-1200}" python3 -m pytest -q -ra -p no:cacheprovider -m gpu \
         tests/test_models.py tests/test_encoder_benchmark.py > "$OUT/pytest-encoder.log" 2>&1 || status=1
       tail -n 5 "$OUT/pytest-encoder.log"
