@@ -4,8 +4,9 @@
     python notebooks/generate.py          # rewrite notebooks/NN_family.ipynb
     python notebooks/generate.py --check  # exit 1 if a committed notebook differs
 
-Family-specific text lives in the family's page (profiling/workbench/pages.py); the cells call
-profiling.workbench.notebook and hold no logic of their own. Notebooks are written without outputs.
+Family-specific text lives in the family's page (profiling/workbench/pages.py), a model's in its model page; the
+cells call profiling.workbench.notebook (a family) or profiling.workbench.model (a model) and hold no logic of their
+own. The opening and the summary cells are one builder's for both kinds. Notebooks are written without outputs.
 """
 
 from __future__ import annotations
@@ -23,33 +24,56 @@ if __name__ == "__main__":
 
 import nbformat  # noqa: E402
 
-from profiling.workbench.pages import PAGES, Page  # noqa: E402
+from profiling.workbench.pages import MODEL_PAGES, PAGES, ModelPage, Page  # noqa: E402
+
+md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+REPLAYED = (
+    "Without one, tables and plots are **replayed** from recordings made on an H200, and the banner says so. The "
+    "logic lives in `profiling/` and `oasr/`; these cells only call it."
+)
 
 
-def build(page: Page) -> nbformat.NotebookNode:
-    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
-    cells = [
+def header_cells(page: Page | ModelPage, steps: str, live: str, imports: str, workbench: str) -> list:
+    """Every notebook's opening: its title and paragraph, what it shows (``steps``), live or replayed (``live``: the
+    sentence before :data:`REPLAYED`), then the cell that makes ``wb`` (``imports``, ``workbench``) and shows the
+    banner and the environment."""
+    return [
+        md(f"# {page.title}\n\n{page.summary}\n\n{steps}\n\n{live} {REPLAYED}"),
+        code(f"%matplotlib inline\n{imports}\n\n{workbench}\ndisplay(wb.banner())\nwb.environment()"),
+    ]
+
+
+def summary_cells(page: Page | ModelPage) -> list:
+    """Every notebook's end: ``wb``'s headlines, written for the report index."""
+    return [
         md(
-            f"# {page.title}\n\n{page.summary}\n\n"
-            "This notebook shows the CUDA source, JIT-compiles it in the session, checks it "
-            "next to PyTorch, times it against torch and the measured copy ceiling, profiles a "
-            "sweep under Nsight Compute, reads the report into pandas and places every launch "
-            "on the roofline; a panel sweeps sizes and dtypes.\n\n"
-            "On a machine with an NVIDIA GPU every step runs live (profiles run in a worker "
-            "process under `ncu`). Without one, tables and plots are **replayed** from "
-            "recordings made on an H200, and the banner says so. The logic lives in "
-            "`profiling/` and `oasr/`; these cells only call it."
+            "## Summary\n\n"
+            "Headline figures for the report index. The main command "
+            "(`bash scripts/make_reports.sh`) runs this notebook headless and writes "
+            f"`reports/<gpu>/{page.notebook}.html` live on a GPU, or "
+            f"`reports/replay/<gpu>/{page.notebook}.html` (git-ignored) when it replays."
         ),
-        code(
-            "%matplotlib inline\n"
-            "from IPython.display import Markdown, display\n\n"
-            "from oasr.jit.families import family_named\n"
-            "from profiling.workbench.notebook import Workbench\n"
-            "from profiling.workbench.panel import SweepPanel\n\n"
-            f'wb = Workbench(family_named("{page.family.name}"))\n'
-            "display(wb.banner())\n"
-            "wb.environment()"
-        ),
+        code('print("\\n".join(wb.headlines))\nwb.write_summary()'),
+    ]
+
+
+def family_cells(page: Page) -> list:
+    """A kernel family's notebook (:class:`~profiling.workbench.notebook.Workbench`)."""
+    opening = header_cells(
+        page,
+        "This notebook shows the CUDA source, JIT-compiles it in the session, checks it "
+        "next to PyTorch, times it against torch and the measured copy ceiling, profiles a "
+        "sweep under Nsight Compute, reads the report into pandas and places every launch "
+        "on the roofline; a panel sweeps sizes and dtypes.",
+        "On a machine with an NVIDIA GPU every step runs live (profiles run in a worker process under `ncu`).",
+        "from IPython.display import Markdown, display\n\n"
+        "from oasr.jit.families import family_named\n"
+        "from profiling.workbench.notebook import Workbench\n"
+        "from profiling.workbench.panel import SweepPanel",
+        f'wb = Workbench(family_named("{page.family.name}"))',
+    )
+    return [
+        *opening,
         md(f"## The kernel\n\n{page.design}"),
         code("wb.kernel_source()"),
         md(
@@ -137,15 +161,72 @@ def build(page: Page) -> nbformat.NotebookNode:
             "controls do not run."
         ),
         code("panel = SweepPanel(wb)\npanel.widget"),
-        md(
-            "## Summary\n\n"
-            "Headline figures for the report index. The main command "
-            "(`bash scripts/make_reports.sh`) runs this notebook headless and writes "
-            f"`reports/<gpu>/{page.notebook}.html` live on a GPU, or "
-            f"`reports/replay/<gpu>/{page.notebook}.html` (git-ignored) when it replays."
-        ),
-        code('print("\\n".join(wb.headlines))\nwb.write_summary()'),
+        *summary_cells(page),
     ]
+
+
+def model_cells(page: ModelPage) -> list:
+    """A model's notebook (:class:`~profiling.workbench.model.ModelWorkbench`): the encoder of one configuration."""
+    opening = header_cells(
+        page,
+        "This notebook builds the encoder, checks it layer by layer against its float64 torch reference, times it "
+        "against torch eager, torch in CUDA graphs and `torch.compile`, shows where one layer's time goes per op, and "
+        "sweeps batch, duration and configuration in a panel.",
+        "On a machine with an NVIDIA GPU every step runs live, on the configuration chosen below "
+        "(`benchmarks/encoder.py` runs the same functions and records them: `bash scripts/h200_session.sh encoder`).",
+        "from IPython.display import display\n\nfrom profiling.workbench.model import EncoderPanel, ModelWorkbench",
+        'CONFIG = "wenet"  # or "conformer-l": the configuration built, checked and timed live\n'
+        "wb = ModelWorkbench(CONFIG)",
+    )
+    return [
+        *opening,
+        md(f"## The encoder\n\n{page.design}"),
+        code("wb.build()"),
+        md(
+            "## Correctness, layer by layer\n\n"
+            "The oasr encoder in bfloat16 against the float64 reference on the same weights, on a padded batch of four "
+            "utterances (one of them a single output frame): the front end, then each layer on the same input (the "
+            "reference's previous output, rounded to bfloat16), then the whole encoder. Errors are over the valid "
+            "frames; beside them, the reference's own error in bfloat16 (torch's rounding), the scale to judge by."
+        ),
+        code("wb.correctness()"),
+        md(
+            "## Speed against torch\n\n"
+            "Each workload of the issue (16 utterances of 8-15 s, 64 of 2.5 s, one of 60 s) on every backend: the oasr "
+            "encoder eager, in a CUDA graph and through its bucketed runner (`encoder.graphed`), against the reference "
+            "module eager, in a CUDA graph and through `torch.compile`. Time per encoder call (eager rows: CUDA events "
+            "around each call, the host's launches included; graph rows: graph replays), RTFx (seconds of audio per "
+            "second of encoder time) and the speedups over torch eager, torch in a graph and `torch.compile` timed the "
+            "same way."
+        ),
+        code("wb.speed_table()"),
+        md(
+            "## Where a layer's time goes\n\n"
+            "The first layer traced into one graph (dynamo, as `torch.compile` does); every op that computes is timed "
+            "alone on its real inputs in a CUDA graph, and the calls of an op are summed. Beneath the table, the ops' "
+            "sum next to the whole layer in one graph."
+        ),
+        code("wb.breakdown_table()"),
+        code("wb.breakdown_plot()"),
+        md(
+            "## Per kernel\n\n"
+            "*Not on this branch yet.* The per-kernel view (each launch of a whole layer under Nsight Compute, from "
+            "the workbench's whole-layer profile) goes here when that profile lands."
+        ),
+        md(
+            "## Panel\n\n"
+            "Pick a configuration, a batch and a duration, press **Run**: live, every backend is timed on that many "
+            "utterances of that length (`torch.compile` when ticked: slow to build); in replay, the recorded rows of "
+            "that setting. Runs accumulate in the table. In a static HTML report the controls do not run."
+        ),
+        code("panel = EncoderPanel(wb)\npanel.widget"),
+        *summary_cells(page),
+    ]
+
+
+def build(page: Page | ModelPage) -> nbformat.NotebookNode:
+    """The notebook of a family's or a model's page, without outputs."""
+    cells = model_cells(page) if isinstance(page, ModelPage) else family_cells(page)
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     notebook.metadata["language_info"] = {"name": "python"}
@@ -157,7 +238,7 @@ def build(page: Page) -> nbformat.NotebookNode:
 def main() -> int:
     args = commands.generate_parser().parse_args()
     stale = []
-    for page in PAGES:
+    for page in (*PAGES, *MODEL_PAGES):
         path = HERE / f"{page.notebook}.ipynb"
         text = nbformat.writes(build(page)) + "\n"
         if args.check:

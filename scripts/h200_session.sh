@@ -9,8 +9,9 @@
 #   a call of its own; and, asked for by name,
 #   compare (each family's first op at this tree and at its parent: the samples a replayed compare reads),
 #   source (the source preset of the ops without one: the hotspots that replay shows)
-#   and regions (one Conformer layer of oasr ops and of torch, every kernel under one ncu run each: a call of its
-#   own, which brings back region_recordings.tgz to unpack at the repo root and commit))
+#   regions (one Conformer layer of oasr ops and of torch, every kernel under one ncu run each: a call of its
+#   own, which brings back region_recordings.tgz to unpack at the repo root and commit)
+#   and encoder (the encoder's GPU tests, then benchmarks/encoder.py: the tables notebook 10 replays)
 #   bash scripts/h200_session.sh peers   # a call of its own, carrying .whl-peers alone (see the step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -137,6 +138,19 @@ region_call('conformer_layer_oasr', parse_config(sys.argv[1]) if sys.argv[1] els
         ${REGION_SHAPE:+--shape "$REGION_SHAPE"} 2>&1 | tee "$OUT/regions.log" || status=1
       python3 -m profiling.nsight.packing reports/h200 || status=1
       tar czf "$OUT/region_recordings.tgz" reports/h200/regions && tar tzvf "$OUT/region_recordings.tgz"
+      ;;
+    encoder)
+      step "the encoder: its GPU tests, then benchmarks/encoder.py recorded in reports/<gpu>/encoder/"
+      # Asked for by name: torch.compile builds the reference once per configuration and workload (minutes each).
+      # ENCODER_FLAGS="--configs wenet" and then "--configs conformer-l" split it over two device calls: each
+      # configuration is recorded in files of its own, so the second leaves the first's as they were;
+      # ENCODER_FLAGS="--max-autotune" adds torch.compile's max-autotune rows (the issue asks for them too).
+      timeout "${PYTEST_TIMEOUT:-1200}" python3 -m pytest -q -ra -p no:cacheprovider -m gpu \
+        tests/test_models.py tests/test_encoder_benchmark.py > "$OUT/pytest-encoder.log" 2>&1 || status=1
+      tail -n 5 "$OUT/pytest-encoder.log"
+      timeout "${ENCODER_TIMEOUT:-3000}" python3 benchmarks/encoder.py ${ENCODER_FLAGS:-} 2>&1 \
+        | tee "$OUT/encoder.txt" || status=1
+      tar czf "$OUT/encoder.tgz" reports/*/encoder && tar tzf "$OUT/encoder.tgz" || status=1
       ;;
     *) echo "unknown step $s"; status=2 ;;
   esac

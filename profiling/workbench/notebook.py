@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,21 +79,8 @@ class Workbench:
 
     def banner(self) -> Any:
         """An HTML banner: live on which GPU, or replayed from which recordings."""
-        if not self.replayed:
-            gpu = html.escape(str(provenance.collect()["gpu"]))
-            return HTML(f"<div style='padding:.6em;background:#e6f4ea'><b>Live</b> on {gpu}.</div>")
-        meta = self._recorded_meta()
-        made = html.escape(  # provenance is data: escaped before it reaches HTML
-            f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), "
-            f"commit {str(meta.get('git_commit', '?'))[:7]}, {meta.get('date', '?')}"
-            if meta
-            else f"no recording found in reports/{self.gpu_slug}"
-        )
-        return HTML(
-            "<div style='padding:.6em;background:#fff4e5;border-left:4px solid #f0a020'>"
-            "<b>Replayed.</b> This machine has no CUDA GPU, so every table and plot below comes from "
-            f"recordings made on {made}. Kernels are still JIT-compiled here.</div>"
-        )
+        meta = self._recorded_meta() if self.replayed else None
+        return mode_banner(self.replayed, meta, f"reports/{self.gpu_slug}", "Kernels are still JIT-compiled here.")
 
     def _recorded_meta(self) -> dict[str, Any] | None:
         """Provenance of the first of this family's recorded timing tables, if any."""
@@ -426,18 +413,68 @@ class Workbench:
             raise FileNotFoundError(
                 f"no recorded timing table for {', '.join(self.op_names)} in reports/{self.gpu_slug}"
             )
-        summary = {
-            "title": self.title,
-            "notebook": self.notebook,
-            "mode": self.mode,
-            "headline": self.headlines,
-            "provenance": meta,
-            **self.recorded,
-        }
-        path = ShownPath(summary_path(self.notebook))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
-        return path
+        return save_summary(self.notebook, self.title, self.mode, self.headlines, meta, self.recorded)
+
+
+REPLAY_STYLE = "padding:.6em;background:#fff4e5;border-left:4px solid #f0a020"
+
+
+def mode_banner(replayed: bool, meta: Mapping[str, Any] | None, recordings: str, note: str = "") -> HTML:
+    """The banner every notebook opens with: live on this machine's GPU, or replayed from recordings.
+
+    Parameters
+    ----------
+    replayed : bool
+        Whether the notebook replays.
+    meta : mapping, optional
+        The replayed recordings' provenance (GPU, driver, CUDA, commit, date); None when none was found.
+    recordings : str
+        Where the recordings were looked for (said when none was found).
+    note : str
+        A sentence ending the replay banner.
+    """
+    if not replayed:
+        gpu = html.escape(str(provenance.collect()["gpu"]))
+        return HTML(f"<div style='padding:.6em;background:#e6f4ea'><b>Live</b> on {gpu}.</div>")
+    ending = f" {html.escape(note)}" if note else ""
+    if not meta:
+        return HTML(
+            f"<div style='{REPLAY_STYLE}'><b>Replayed</b>, but this machine has no CUDA GPU and no recording was found "
+            f"in {html.escape(recordings)}: the steps below say what they need.{ending}</div>"
+        )
+    made = html.escape(  # provenance is data: escaped before it reaches HTML
+        f"{meta.get('gpu', '?')} (driver {meta.get('driver', '?')}, CUDA {meta.get('cuda_runtime', '?')}), "
+        f"commit {str(meta.get('git_commit', '?'))[:7]}, {meta.get('date', '?')}"
+    )
+    return HTML(
+        f"<div style='{REPLAY_STYLE}'><b>Replayed.</b> This machine has no CUDA GPU, so every table and plot below "
+        f"comes from recordings made on {made}.{ending}</div>"
+    )
+
+
+def save_summary(
+    notebook: str,
+    title: str,
+    mode: str,
+    headlines: Sequence[str],
+    meta: Mapping[str, Any],
+    recorded: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write a notebook's headline figures for the report index: ``reports/<gpu>/<notebook>.summary.json`` live,
+    ``reports/replay/<gpu>/...`` in replay (git-ignored: replay never rewrites the committed ones). ``meta``: the
+    provenance of its figures; ``recorded``: further fields (``correctness_passed``)."""
+    summary = {
+        "title": title,
+        "notebook": notebook,
+        "mode": mode,
+        "headline": list(headlines),
+        "provenance": dict(meta),
+        **(recorded or {}),
+    }
+    path = ShownPath(summary_path(notebook))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return path
 
 
 def correctness_configs(op: OpSpec) -> list[Config]:

@@ -1,6 +1,7 @@
-"""What each family's notebook says beside its cells: its file, title, opening paragraph, the kernel's design and the
-headers it shows. ``notebooks/generate.py`` writes the notebooks from these pages; the workbench titles its summary and
-shows the headers from them; the JIT layer's :data:`oasr.jit.families.FAMILIES` holds none of it.
+"""What each notebook says beside its cells: a family's page (:class:`Page`: its file, title, opening paragraph, the
+kernel's design and the headers it shows) or a model's (:class:`ModelPage`: an encoder composed of the families' ops).
+``notebooks/generate.py`` writes the notebooks from these pages; the workbench titles its summary and shows the headers
+from them; the JIT layer's :data:`oasr.jit.families.FAMILIES` holds none of it.
 """
 
 from __future__ import annotations
@@ -234,3 +235,41 @@ def page_of(family: Family) -> Page:
     raise ValueError(
         f"no notebook page for the family {family.name!r}; pages: {', '.join(p.family.name for p in PAGES)}"
     )
+
+
+@dataclass(frozen=True)
+class ModelPage:
+    """One model's notebook (an encoder of :mod:`oasr.models`, not a kernel family).
+
+    Attributes
+    ----------
+    notebook : str
+        Its file, ``notebooks/<notebook>.ipynb`` (``"10_conformer"``).
+    title, summary, design : str
+        Its title, its opening paragraph and the model's composition in a paragraph (Markdown).
+    """
+
+    notebook: str
+    title: str
+    summary: str
+    design: str
+
+
+CONFORMER_PAGE = ModelPage(
+    notebook="10_conformer",
+    title="10 · Conformer — the whole encoder of oasr ops against torch",
+    summary="`oasr.models.ConformerEncoder`: ESPnet/WeNet's Conformer encoder (their structure and state_dict keys, "
+    "inference only) composed of the library's ops, in bfloat16, on issue 52's workloads: 16 utterances of 8-15 s, "
+    "64 of 2.5 s and one of 60 s.",
+    design="`oasr/models/encoder.py`: the front end is `conv2d_subsampling` + `gemm` (weights packed once at load) and "
+    "the relative positional encoding; each layer runs the macaron feed-forward half-steps (`add_layer_norm` with "
+    "alpha = 0.5, `gemm` with bias + SiLU), the relative-position self-attention (one packed QKV `gemm`, "
+    "`rel_pos_attention`, the output projection; ESPnet's legacy form in torch), the convolution module "
+    "(`gemm_glu`, `depthwise_conv1d` with the BatchNorm folded at load, SiLU and the padding mask, `gemm`) and the "
+    "final LayerNorm, every residual add fused into the next norm. `encoder.graphed(...)` replays one CUDA graph "
+    "per bucket of input frames; `oasr/models/reference.py` is the same module in plain torch, the baseline and the "
+    "float64 reference.",
+)
+
+MODEL_PAGES: tuple[ModelPage, ...] = (CONFORMER_PAGE,)
+"""One page per model, after the families' notebooks."""

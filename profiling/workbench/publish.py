@@ -60,7 +60,7 @@ from .. import provenance
 from ..files import REPLAY_DIR, atomic_write_text, reports_root, shown_path
 from ..provenance import REPO_ROOT
 from ..scaleout.gpus import discover, resolve
-from .pages import PAGES
+from .pages import MODEL_PAGES, PAGES
 from .tables import LIVE, output_dir, output_root, report_gpu_slug, summary_path, workbench_mode
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -223,8 +223,9 @@ def _cell_error(notebook: Any, exc: Exception) -> str:
 
 
 def report_title(path: Path, notebook: Any | None = None) -> str:
-    """The family's title for ``NN_family.ipynb``; else the notebook's first heading; else its name."""
-    for page in PAGES:
+    """The page's title for ``NN_family.ipynb`` (a family's or a model's); else the notebook's first heading; else its
+    name."""
+    for page in (*PAGES, *MODEL_PAGES):
         if page.notebook == path.stem:
             return page.title
     for cell in getattr(notebook, "cells", []):
@@ -526,7 +527,7 @@ def write_index(root: Path | None = None) -> Path:
         )
     else:
         about = (
-            "<p>One report per kernel family, made live on the GPU named in its provenance"
+            "<p>One report per kernel family and per model, made live on the GPU named in its provenance"
             ' ("replay" marks one rendered from recordings).</p>'
         )
     page = f"""<!DOCTYPE html>

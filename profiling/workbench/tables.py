@@ -66,21 +66,26 @@ def summary_path(notebook: str, out_dir: Path | None = None) -> Path:
     return (out_dir if out_dir is not None else output_dir()) / f"{notebook}.summary.json"
 
 
-def _table_path(gpu_slug: str, op: str, kind: str) -> Path:
-    return reports_root() / gpu_slug / "tables" / f"{op}.{kind}.csv"
+def _table_path(gpu_slug: str, op: str, kind: str, folder: str) -> Path:
+    return reports_root() / gpu_slug / folder / f"{op}.{kind}.csv"
 
 
-def save_table(df: pd.DataFrame, gpu_slug: str, op: str, kind: str, meta: dict[str, Any]) -> Path:
-    """Store a measured table with its provenance (CSV + ``.json`` sidecar, atomic)."""
-    path = _table_path(gpu_slug, op, kind)
+def save_table(
+    df: pd.DataFrame, gpu_slug: str, op: str, kind: str, meta: dict[str, Any], folder: str = "tables"
+) -> Path:
+    """Store a measured table with its provenance (CSV + ``.json`` sidecar, atomic) as
+    ``reports/<gpu_slug>/<folder>/<op>.<kind>.csv`` (an op's tables; the encoder's, per configuration, in
+    ``encoder/``)."""
+    path = _table_path(gpu_slug, op, kind, folder)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, df.to_csv(index=False))
     atomic_write_text(path.with_suffix(".json"), json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return path
 
 
-def load_table(gpu_slug: str, op: str, kind: str) -> tuple[pd.DataFrame, dict[str, Any]]:
-    path = _table_path(gpu_slug, op, kind)
+def load_table(gpu_slug: str, op: str, kind: str, folder: str = "tables") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The table :func:`save_table` stored and its provenance; FileNotFoundError when none was."""
+    path = _table_path(gpu_slug, op, kind, folder)
     if not path.is_file():
         raise FileNotFoundError(
             f"no recorded {kind} table for {op} in {path.parent}: run this notebook on a GPU machine "
