@@ -210,9 +210,12 @@ def model_cells(page: ModelPage) -> list:
         code("wb.breakdown_plot()"),
         md(
             "## Per kernel\n\n"
-            "*Not on this branch yet.* The per-kernel view (each launch of a whole layer under Nsight Compute, from "
-            "the workbench's whole-layer profile) goes here when that profile lands."
+            "One layer of this configuration's width and kernel size, oasr's and torch's, each call profiled whole by "
+            "one `ncu` run (`profiling/nsight/region.py`): every kernel with the op that launched it, its time and "
+            "share, what limits it; where the time goes against the call's wall time under ncu, every kernel on the "
+            "roofline sized by its share, and the two layers side by side (kernel count, time, top kernels)."
         ),
+        code("wb.layer_profile()"),
         md(
             "## Panel\n\n"
             "Pick a configuration, a batch and a duration, press **Run**: live, every backend is timed on that many "

@@ -55,5 +55,5 @@ def test_a_model_notebook_opens_its_workbench_and_shares_the_family_notebooks_op
     assert "wb = ModelWorkbench(CONFIG)" in sources[1] and any("EncoderPanel(wb)" in s for s in sources)
     assert sources[-1] == family[-1] and sources[1].endswith("display(wb.banner())\nwb.environment()")
     assert sources[0].endswith(family[0][-120:])  # the replay paragraph: one source for both kinds
-    per_kernel = next(s for s in sources if s.startswith("## Per kernel"))
-    assert "Not on this branch yet" in per_kernel  # a place for the whole-layer profile, and no stub code
+    per_kernel = sources.index(next(s for s in sources if s.startswith("## Per kernel")))
+    assert sources[per_kernel + 1] == "wb.layer_profile()"  # the whole-layer profile of both layers

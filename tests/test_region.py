@@ -506,3 +506,24 @@ def test_full_metrics_of_one_op_config(tmp_path: Path, monkeypatch: pytest.Monke
     assert tuple(metrics.columns) == (*R.METRIC_COLUMNS, "profile") and metrics["launch"].nunique() == 1
     assert metrics.attrs["replayed"] and metrics.attrs["banner"].startswith("Replayed")
     assert metrics.set_index("metric").loc["gpu__time_duration.sum", "section"] == "SpeedOfLight"
+
+
+def test_the_encoder_notebook_shows_both_layers_or_says_how_to_record_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from profiling.workbench import model
+
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path))
+    bench = model.ModelWorkbench("wenet")
+    missing = bench.layer_profile().data
+    assert "conformer_layer_oasr" in missing and "--live" in missing and "<" not in missing.replace("&lt;", "")
+    store_copy(tmp_path, "conformer_layer_oasr", "gemm_glu", "roofline", "roofline")
+    store_copy(tmp_path, "conformer_layer_torch", "attention", "roofline", "roofline")
+    shown: list[object] = []
+    monkeypatch.setattr(model, "display", lambda *items: shown.extend(items))
+    assert {"top:oasr", "top:torch"} <= gids(bench.layer_profile())
+    from matplotlib.figure import Figure
+
+    figures = [item for item in shown if isinstance(item, Figure)]
+    assert len(figures) == 4 and all("replayed" in f.axes[0].get_title() for f in figures[::2])

@@ -21,7 +21,11 @@ from matplotlib.figure import Figure
 from oasr.models import CONFIGS, ConformerEncoder, ReferenceConformerEncoder, random_state_dict
 
 from .. import provenance
+from ..analysis import region as region_analysis
 from ..harness import encoder as harness
+from ..harness import regions
+from ..nsight import region
+from ..nsight.sweep import NoRecordingError
 from ..readable import significant
 from .display import Table, to_html
 from .notebook import mode_banner, save_summary
@@ -287,6 +291,25 @@ class ModelWorkbench:
             return None
         where = f", replayed from {self.gpu_slug} recordings" if self.replayed else ""
         return breakdown_figure(self.breakdown, title=f"One Conformer layer per op{where}")
+
+    def layer_profile(self) -> Any:
+        """Every kernel of one layer of the chosen configuration's d and kernel size (at the built-in regions' batch
+        and length, :data:`profiling.harness.regions.CONFORMER_SHAPE`) under one ncu run each, oasr's layer and
+        torch's: where their time goes, their kernels on the roofline, and the two side by side. Replay shows the
+        recordings, or the sentence naming the command that makes them on a GPU."""
+        shape = {**regions.CONFORMER_SHAPE, "d": self.config.d_model, "k": self.config.kernel_size}
+        tables = {}
+        for impl in regions.IMPLEMENTATIONS:
+            try:
+                result = region.profile_builtin(f"conformer_layer_{impl}", shape, live=not self.replayed)
+            except NoRecordingError as error:
+                return Markdown(f"*{html.escape(str(error))}*")
+            tables[impl] = region_analysis.region_table(result)
+        for impl, table in tables.items():
+            display(Markdown(f"### {impl}"), Table(table.head(10)), region_analysis.time_plot(table))
+            display(region_analysis.roofline_points(table))
+        display(Table(region_analysis.region_summary(tables)))
+        return region_analysis.comparison_plot(tables)
 
     # ------------------------------------------------------------ summary
 
