@@ -6,6 +6,7 @@ optional destination ``out=``. The families and their ops are declared once, in
 :mod:`oasr.jit.families`; ``__all__`` is built from that list.
 """
 
+from .activation import bias_activation as bias_activation
 from .activation import glu as glu
 from .activation import swish as swish
 from .attention import attention as attention
