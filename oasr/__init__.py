@@ -27,6 +27,7 @@ from .norm import add_layer_norm as add_layer_norm
 from .norm import add_rms_norm as add_rms_norm
 from .norm import layer_norm as layer_norm
 from .norm import rms_norm as rms_norm
+from .plan import gemm_plan as gemm_plan  # a utility beside the gemm ops (not in __all__)
 from .scale import scale as scale
 
 # isort: split

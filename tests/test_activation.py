@@ -70,14 +70,14 @@ def test_activation_module_builds_and_loads():
     assert info.library.is_file()
     assert any(flag.startswith("-gencode") for flag in spec.nvcc_flags)
     module = spec.load()
-    for name in ("glu", "swish"):
+    for name in ("glu", "swish", "bias_activation"):
         assert callable(getattr(module, name))
 
 
 def test_activation_module_registered():
-    assert ACTIVATION in FAMILIES and ACTIVATION.ops == ("glu", "swish")
-    assert oasr.glu is not None and oasr.swish is not None
-    assert {"glu", "swish"} <= set(oasr.__all__)
+    assert ACTIVATION in FAMILIES and ACTIVATION.ops == ("glu", "swish", "bias_activation")
+    assert oasr.glu is not None and oasr.swish is not None and oasr.bias_activation is not None
+    assert {"glu", "swish", "bias_activation"} <= set(oasr.__all__)
 
 
 @pytest.mark.parametrize("name", ["glu", "swish"])
