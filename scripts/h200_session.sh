@@ -7,8 +7,10 @@
 #   bash scripts/h200_session.sh [steps...]
 #   (default: all; steps: tests sanitize crosscheck conformer overhead reports; build, the first half of tests, for
 #   a call of its own; and, asked for by name,
-#   compare (each family's first op at this tree and at its parent: the samples a replayed compare reads)
-#   and source (the source preset of the ops without one: the hotspots that replay shows))
+#   compare (each family's first op at this tree and at its parent: the samples a replayed compare reads),
+#   source (the source preset of the ops without one: the hotspots that replay shows)
+#   and gemm-grid (issue 54's grid: oasr's gemm, gemm_glu and bmm choices against cuBLAS; GEMM_GRID_FLAGS, e.g.
+#   "--m 6000 16000", splits it over calls; OASR_AUTOTUNE=1 times the tuner's choices))
 #   bash scripts/h200_session.sh peers   # a call of its own, carrying .whl-peers alone (see the step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -122,6 +124,13 @@ print(','.join(f'{k}={v}' for k, v in get_op(sys.argv[1]).default_sweep[-1].item
       done
       python3 -m profiling.nsight.packing reports/h200 || status=1
       tar czf "$OUT/source_recordings.tgz" reports/h200/profiles/*/source-* && tar tzvf "$OUT/source_recordings.tgz"
+      ;;
+    gemm-grid)
+      step "issue 54's grid: gemm, gemm_glu and bmm as planned, against cuBLAS and torch's unfused epilogues"
+      # The first call of each oasr configuration builds its CUTLASS module (prebuilt by the build step).
+      timeout "${GEMM_GRID_TIMEOUT:-3000}" python3 benchmarks/gemm_grid.py --output "$OUT/gemm_grid.csv" \
+        ${GEMM_GRID_FLAGS:-} > "$OUT/gemm_grid.txt" 2>&1 || status=1
+      tail -n 12 "$OUT/gemm_grid.txt"
       ;;
     *) echo "unknown step $s"; status=2 ;;
   esac
