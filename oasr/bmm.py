@@ -7,6 +7,9 @@ as they are (``[batch, K, N]``, N contiguous); the layout is read from ``b``'s s
 sequence lengths (375) work: the result's rows are padded to 16 bytes (a strided view), and an
 operand whose rows are not is copied into a padded buffer first (``oasr/_tma.py``).
 
+Two backends, the call's plan choosing (``oasr/jit/gemm_plan.py``, ``OASR_AUTOTUNE=1``; ``oasr.gemm_plan(...,
+op="bmm")`` says which): oasr's CUTLASS kernels or cuBLAS (``torch.bmm``); ``out`` is laid out alike on both.
+
 Arguments are checked before any launch (:func:`_check_bmm`). The op is declared once (``oasr/_op.py``),
 which also makes it the custom op ``torch.ops.oasr.bmm``.
 """

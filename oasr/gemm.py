@@ -1,10 +1,17 @@
 """Linear layers on Hopper tensor cores: ``act(input @ weight.T + bias)`` and its GLU-gated form.
 
-float16 and bfloat16 storage, fp32 accumulation, the epilogue (bias, activation) computed in fp32 on
-the accumulators and rounded once. float32 inputs are refused (cast them, or use torch for TF32).
-Requires an sm90 GPU (H100/H200): the kernels are CUTLASS's TMA warp-specialized GEMMs, one JIT
-module per (dtype, epilogue, tile configuration), built the first time a call needs it
-(``oasr/jit/gemm_config.py`` chooses the configuration per shape).
+float16 and bfloat16 storage, fp32 accumulation. float32 inputs are refused (cast them, or use torch for TF32).
+Requires an sm90 GPU (H100/H200). Two backends, the call's plan choosing (:func:`oasr._backends.planned`: the
+rule of ``oasr/jit/gemm_plan.py``, or the autotuner's with ``OASR_AUTOTUNE=1``; ``oasr.gemm_plan`` says which):
+
+- oasr's kernels: CUTLASS's TMA warp-specialized GEMMs and the family's own (direct, tail), one JIT module per
+  (dtype, epilogue, tile configuration), built the first time a call needs it (``oasr/jit/gemm_config.py``
+  chooses the configuration per shape); the epilogue (bias, activation) computed in fp32 on the accumulators and
+  rounded once;
+- cuBLAS through torch: ``torch.mm``, with cuBLASLt's own epilogue where it has the call's (a bias:
+  ``torch.addmm``; a bias and ReLU or tanh-GELU: ``torch._addmm_activation``), else the product rounded to the
+  storage dtype, then ``oasr.bias_activation`` in place (one memory-bound pass, rounded again); gemm_glu's
+  product then ``oasr.glu``.
 
 Arguments are checked before any launch (:func:`_check_gemm`): types, dtypes and shapes first, then
 devices, then memory and autograd (``oasr/_checks.py``). Each op is declared once (``oasr/_op.py``),
@@ -221,7 +228,8 @@ def gemm(
 ) -> Tensor:
     """A linear layer with its activation fused: ``act(input @ weight.T + bias)``.
 
-    Matches ``act(torch.nn.functional.linear(input, weight, bias))`` computed in fp32 and rounded once.
+    Matches ``act(torch.nn.functional.linear(input, weight, bias))`` computed in fp32 and rounded once (on the
+    cuBLAS backend with an epilogue cuBLASLt lacks, the product is rounded before the epilogue too).
 
     Parameters
     ----------
@@ -267,8 +275,9 @@ def gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None = None, out: Ten
     """A linear layer followed by GLU: ``F.glu(F.linear(input, weight, bias), -1)``.
 
     The first N output columns (``weight[:N]``) are the values, the last N the gates:
-    ``out = value * sigmoid(gate)``, in one launch: the direct kernel's tiles hold 64 values and their 64
-    gates, and the epilogue stores their GLU (``gemm_config.DIRECT``).
+    ``out = value * sigmoid(gate)``. On oasr's backend in one launch: the direct kernel's tiles hold 64 values and
+    their 64 gates, and the epilogue stores their GLU (``gemm_config.DIRECT``); on cuBLAS's, the ``[..., 2N]``
+    product then ``oasr.glu``.
 
     Parameters
     ----------
