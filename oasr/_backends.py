@@ -33,11 +33,11 @@ def planned(
     run: Callable[[str, gemm_config.GemmConfig], None],
 ) -> gemm_plan.GemmPlan:
     """The plan of a call (gemm, gemm_glu, bmm): the rule's, or with ``OASR_AUTOTUNE=1`` on a GPU the tuner's, which
-    times ``run(backend, config)`` for each backend the first time a bucket is met (not while a graph is captured:
+    times ``run(backend, config)`` for each candidate the first time a bucket is met (not while a graph is captured:
     then the rule's)."""
     plan = rule(problem, device)
     if device.type != "cuda" or not gemm_tune.enabled() or torch.cuda.is_current_stream_capturing():
         return plan
     gpu = gpu_name(device)
-    candidates = {backend: functools.partial(run, backend, plan.config) for backend in gemm_plan.BACKENDS}
-    return gemm_tune.tuned(plan, str(dtype).removeprefix("torch."), gpu, candidates)
+    runs = {name: functools.partial(run, *candidate) for name, candidate in gemm_plan.candidates(plan).items()}
+    return gemm_tune.tuned(plan, str(dtype).removeprefix("torch."), gpu, runs)

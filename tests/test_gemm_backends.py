@@ -9,6 +9,7 @@ layout on either backend; bias_activation's checks. GPU: both backends and the p
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from oasr.jit.families import ACTIVATION, BMM, GEMM
 from profiling.compare import PerVariant
 
 gpu = pytest.mark.gpu
+gemm_module = sys.modules["oasr.gemm"]  # (the attribute oasr.gemm is the op)
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -262,9 +264,27 @@ def test_bias_activation_refuses_bad_arguments_before_any_launch():
         _checks.forget_devices()
 
 
+@pytest.mark.slow  # a CUTLASS build: the full tier
+def test_a_long_k_configuration_builds_for_sm90a():
+    """K tiles of 128 (the autotuner's long-K candidates): CUTLASS's builder takes them for 16-bit operands."""
+    spec = GEMM.jit_spec(variant=gemm_config.gemm_variant("bfloat16", "plain", gemm_config.LONG_K_PINGPONG))
+    assert "-DOASR_GEMM_TILE_K=128" in spec.nvcc_flags
+    assert callable(spec.build_and_load().gemm)
+
+
 # ---------------------------------------------------------------------------
 # GPU
 # ---------------------------------------------------------------------------
+
+
+@gpu
+@pytest.mark.parametrize("config", gemm_config.LONG_K_PICKS, ids=lambda c: c.name)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_long_k_configurations_match_float64(config, dtype):
+    x, w, _ = operands(300, 264, 2056, dtype, "cuda")  # partial tiles, a last k-block of 8
+    out = poisoned_like(torch.empty(300, 264, dtype=dtype, device="cuda"))
+    gemm_module._linear(x, w, None, None, out, config)
+    assert_close(out, reference(x, w), dtype, 2056)
 
 
 @gpu

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from oasr import _backends
-from oasr.jit import gemm_plan, gemm_tune
+from oasr.jit import gemm_config, gemm_plan, gemm_tune
 from profiling.harness import timing
 
 PLAN = gemm_plan.rule(gemm_plan.Problem("gemm", 6000, 768, 3072, bias=True, activation="silu"))
@@ -25,18 +25,17 @@ GPU = "NVIDIA H200"
 
 
 class FakeTimer:
-    """Times nothing: each candidate's seconds from ``seconds``, the calls counted."""
+    """Times nothing: each candidate's seconds from ``seconds`` (others 9 us), the calls counted."""
 
-    def __init__(self, oasr: float = 2e-6, cublas: float = 1e-6, sleep: float = 0.0) -> None:
-        self.seconds = {"oasr": oasr, "cublas": cublas}
+    def __init__(self, oasr: float = 2e-6, cublas: float = 1e-6, sleep: float = 0.0, **others: float) -> None:
+        self.seconds = {"oasr": oasr, "cublas": cublas, **others}
         self.sleep = sleep
         self.calls = 0
 
     def __call__(self, candidates):
         self.calls += 1
-        assert set(candidates) == set(gemm_plan.BACKENDS)
         time.sleep(self.sleep)
-        return dict(self.seconds)
+        return {name: self.seconds.get(name, 9e-6) for name in candidates}
 
 
 @pytest.fixture(autouse=True)
@@ -49,8 +48,9 @@ def cache(tmp_path, monkeypatch):
     gemm_tune.forget()
 
 
-def candidates():
-    return {backend: lambda: None for backend in gemm_plan.BACKENDS}
+def candidates(plan=PLAN):
+    """A callable per candidate of ``plan`` (the tuner is given these; the fake timer runs none)."""
+    return {name: lambda: None for name in gemm_plan.candidates(plan)}
 
 
 def test_buckets_cover_the_ranges_without_cliffs():
@@ -74,7 +74,7 @@ def test_a_bucket_is_timed_once_and_recorded(cache):
     timer = FakeTimer(oasr=1e-6, cublas=3e-6)
     plan = gemm_tune.tuned(PLAN, "bfloat16", GPU, candidates(), timer)
     assert (plan.backend, plan.band, timer.calls) == ("oasr", "autotune", 1)
-    assert "1.00 us" in plan.why and "3.00 us" in plan.why and KEY in plan.why
+    assert "1.00 us" in plan.why and "cuBLAS 3.00 us" in plan.why and KEY in plan.why
     # the same bucket again, then in a fresh process (the memo forgotten): read, not timed
     neighbour = gemm_plan.rule(gemm_plan.Problem("gemm", 7000, 770, 3000, bias=True, activation="silu"))
     assert gemm_tune.tuned(neighbour, "bfloat16", GPU, candidates(), timer).backend == "oasr"
@@ -85,7 +85,7 @@ def test_a_bucket_is_timed_once_and_recorded(cache):
     # another dtype, another epilogue: buckets of their own
     gemm_tune.tuned(PLAN, "float16", GPU, candidates(), timer)
     bare = gemm_plan.rule(gemm_plan.Problem("gemm", 6000, 768, 3072))
-    gemm_tune.tuned(bare, "bfloat16", GPU, candidates(), timer)
+    gemm_tune.tuned(bare, "bfloat16", GPU, candidates(bare), timer)
     assert timer.calls == 3 and len(json.loads((cache / "gemm_tune" / "NVIDIA_H200.json").read_text())) == 3
 
 
@@ -94,9 +94,9 @@ def test_a_bucket_is_timed_once_and_recorded(cache):
     [
         "{not json",
         json.dumps([1, 2]),
-        json.dumps({KEY: {"backend": "magic", "seconds": {}}}),
-        json.dumps({KEY: {"backend": "oasr", "seconds": {"oasr": 1, "cublas": 2}, "gpu": GPU, "source": "old"}}),
-        json.dumps({KEY: {"backend": "oasr", "seconds": {"oasr": "fast"}, "gpu": GPU, "source": "?"}}),
+        json.dumps({KEY: {"choice": "magic", "seconds": {}}}),
+        json.dumps({KEY: {"choice": "oasr", "seconds": {"oasr": 1, "cublas": 2}, "gpu": GPU, "source": "old"}}),
+        json.dumps({KEY: {"choice": "oasr", "seconds": {"oasr": "fast"}, "gpu": GPU, "source": "?"}}),
     ],
     ids=["not json", "not a table", "unknown backend", "stale source", "bad seconds"],
 )
@@ -107,9 +107,22 @@ def test_a_damaged_or_stale_entry_is_ignored_and_rewritten(cache, damage):
     timer = FakeTimer()
     assert gemm_tune.tuned(PLAN, "bfloat16", GPU, candidates(), timer).backend == "cublas" and timer.calls == 1
     entry = json.loads(path.read_text())[KEY]
-    assert entry["backend"] == "cublas" and entry["source"] == gemm_tune.source_hash()
+    assert entry["choice"] == "cublas" and entry["source"] == gemm_tune.source_hash()
     gemm_tune.forget()
     assert gemm_tune.cached(PLAN, "bfloat16", GPU).backend == "cublas"
+
+
+def test_a_bare_long_k_product_also_times_the_long_k_configurations():
+    bare = gemm_plan.rule(gemm_plan.Problem("gemm", 6000, 768, 3072))
+    named = gemm_plan.candidates(bare)
+    long_k = f"oasr:{gemm_config.LONG_K_PINGPONG.name}"
+    assert set(named) == {"cublas", "oasr", long_k, f"oasr:{gemm_config.LONG_K_COOPERATIVE.name}"}
+    assert set(gemm_plan.candidates(PLAN)) == {"cublas", "oasr"}  # fused: the rule's configuration and cuBLAS
+    plan = gemm_tune.tuned(bare, "bfloat16", GPU, candidates(bare), FakeTimer(oasr=5e-6, cublas=4e-6, **{long_k: 3e-6}))
+    assert (plan.backend, plan.config, plan.band) == ("oasr", gemm_config.LONG_K_PINGPONG, "autotune")
+    assert "128x128x128_c1x1_pingpong_s0 3.00 us" in plan.why and "cuBLAS 4.00 us" in plan.why
+    gemm_tune.forget()
+    assert gemm_tune.cached(bare, "bfloat16", GPU).config == gemm_config.LONG_K_PINGPONG
 
 
 def test_another_gpu_gets_its_own_entries(cache):
@@ -145,7 +158,7 @@ def test_two_processes_tuning_at_once_both_finish_with_one_entry(cache):
     assert [worker.exitcode for worker in workers] == [0, 0]
     backends = [results.get(timeout=5) for _ in workers]
     data = json.loads((cache / "gemm_tune" / "NVIDIA_H200.json").read_text())
-    assert list(data) == [KEY] and backends == [data[KEY]["backend"]] * 2
+    assert list(data) == [KEY] and backends == [data[KEY]["choice"]] * 2
     assert not list((cache / "gemm_tune").glob("*.tmp"))
 
 

@@ -8,8 +8,8 @@ shapes and figures also in the wave-3 notes), ``dev/gemm/RESULTS.md``, ``reports
 
 The cuBLAS candidate of an epilogue is cuBLASLt's own epilogue through torch where it has one (a bias: ``torch.addmm``;
 a bias and ReLU or tanh-GELU: ``torch._addmm_activation``), else cuBLAS then ``oasr.bias_activation`` (one pass);
-``gemm_glu``'s is ``torch.addmm`` then ``oasr.glu``. :mod:`oasr.jit.gemm_tune` (``OASR_AUTOTUNE=1``) times the two
-candidates instead of reading the table.
+``gemm_glu``'s is ``torch.addmm`` then ``oasr.glu``. :mod:`oasr.jit.gemm_tune` (``OASR_AUTOTUNE=1``) times the
+candidates (:func:`candidates`: those two, and for long K the long-K configurations) instead of reading the table.
 """
 
 from __future__ import annotations
@@ -309,3 +309,12 @@ def rule(p: Problem, sms: int = gemm_config.H200_SMS) -> GemmPlan:
     config = oasr_config(p, sms)
     band = next(b for b in BANDS if b.covers(p, config, sms))
     return GemmPlan(p, band.backend, config, band.name, band.why)
+
+
+def candidates(plan: GemmPlan) -> dict[str, tuple[str, GemmConfig]]:
+    """What the autotuner times for ``plan``'s problem, by name: (backend, configuration) of cuBLAS, of oasr's
+    configuration of the rule, and for a bare product of K >= ``gemm_config.LONG_K_MIN`` of the long-K ones."""
+    named = {"cublas": ("cublas", plan.config), "oasr": ("oasr", plan.config)}
+    if plan.problem.kind == "bare" and plan.problem.k >= gemm_config.LONG_K_MIN:
+        named.update({f"oasr:{c.name}": ("oasr", c) for c in gemm_config.LONG_K_PICKS if c != plan.config})
+    return named

@@ -1,7 +1,8 @@
-"""The gemm autotuner (``OASR_AUTOTUNE=1``, off by default): oasr's candidate against cuBLAS's, timed once.
+"""The gemm autotuner (``OASR_AUTOTUNE=1``, off by default): oasr's candidates against cuBLAS's, timed once.
 
-Once per (GPU, dtype, epilogue, shape bucket) the first call times both candidates of :mod:`oasr.jit.gemm_plan`
-(the oasr configuration the rule would run, cuBLAS through torch) on its own operands and keeps the faster. Results
+Once per (GPU, dtype, epilogue, shape bucket) the first call times the candidates of
+:func:`oasr.jit.gemm_plan.candidates` (cuBLAS through torch, the oasr configuration the rule would run, and for a
+bare product of long K the long-K configurations) on its own operands and keeps the fastest. Results
 live in one JSON file per GPU in the JIT cache folder (``<OASR_JIT_DIR>/gemm_tune/<gpu>.json``), each entry keyed by
 its bucket and stamped with :func:`source_hash` (the kernels' and the rule's sources, torch's and CUDA's versions:
 what can change the winner). A damaged file or entry, or one of other sources, is ignored and rewritten; writes hold
@@ -28,10 +29,11 @@ import re
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from . import env
-from .gemm_plan import BACKENDS, GemmPlan
+from .gemm_plan import GemmPlan, candidates
 
 NK_BUCKETS = (256, 384, 512, 640, 768, 1024, 1536, 2048, 2560, 3072, 4096)
 M_MAX = 65536
@@ -104,15 +106,15 @@ def cache_file(gpu: str) -> Path:
     return env.jit_cache_dir() / "gemm_tune" / f"{name}.json"
 
 
-def _valid(entry: object, gpu: str) -> bool:
-    """An entry of this GPU and these sources, naming a backend and the seconds that chose it."""
+def _valid(entry: object, gpu: str, names: object) -> bool:
+    """An entry of this GPU and these sources, naming one of the candidates ``names`` and the seconds of each."""
     return (
         isinstance(entry, dict)
-        and entry.get("backend") in BACKENDS
+        and entry.get("choice") in names
         and entry.get("gpu") == gpu
         and entry.get("source") == source_hash()
         and isinstance(entry.get("seconds"), dict)
-        and all(isinstance(entry["seconds"].get(b), (int, float)) for b in BACKENDS)
+        and all(isinstance(entry["seconds"].get(name), (int, float)) for name in names)
     )
 
 
@@ -141,7 +143,7 @@ def _store(path: Path, key: str, entry: dict, gpu: str) -> dict:
     kept, so every process ends on one entry. Returns the entry kept."""
     with _locked(path):
         data = _read(path)
-        if _valid(data.get(key), gpu):
+        if _valid(data.get(key), gpu, entry["seconds"]):
             return data[key]
         data[key] = entry
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
@@ -161,18 +163,18 @@ def cached(plan: GemmPlan, dtype: str, gpu: str) -> GemmPlan | None:
     entry = _MEMO.get((str(path), key))
     if entry is None:
         entry = _read(path).get(key)
-        if not _valid(entry, gpu):
+        if not _valid(entry, gpu, candidates(plan)):
             return None
         _MEMO[(str(path), key)] = entry
     return _tuned_plan(plan, entry, key)
 
 
 def tuned(
-    plan: GemmPlan, dtype: str, gpu: str, candidates: Mapping[str, Callable[[], object]], timer: Timer | None = None
+    plan: GemmPlan, dtype: str, gpu: str, runs: Mapping[str, Callable[[], object]], timer: Timer | None = None
 ) -> GemmPlan:
     """``plan`` as the tuner decides it on ``gpu``: its bucket's recorded entry, or (none valid) the candidates
-    (per backend of :data:`BACKENDS`, a callable running it) timed now by ``timer`` (default :data:`TIMER`) and
-    recorded. Without a timer, ``plan`` itself, and a warning once."""
+    (per name of :func:`~oasr.jit.gemm_plan.candidates`, a callable running it) timed now by ``timer`` (default
+    :data:`TIMER`) and recorded. Without a timer, ``plan`` itself, and a warning."""
     found = cached(plan, dtype, gpu)
     if found is not None:
         return found
@@ -185,9 +187,9 @@ def tuned(
             stacklevel=3,
         )
         return plan
-    seconds = {name: float(value) for name, value in timer({b: candidates[b] for b in BACKENDS}).items()}
-    fastest = min(BACKENDS, key=lambda b: seconds[b])
-    entry = {"backend": fastest, "seconds": seconds, "gpu": gpu, "source": source_hash(), "config": plan.config.name}
+    timed = timer({name: runs[name] for name in candidates(plan)})
+    seconds = {name: float(timed[name]) for name in candidates(plan)}
+    entry = {"choice": min(seconds, key=seconds.__getitem__), "seconds": seconds, "gpu": gpu, "source": source_hash()}
     path, key = cache_file(gpu), bucket_key(plan, dtype)
     entry = _store(path, key, entry, gpu)
     _MEMO[(str(path), key)] = entry
@@ -195,12 +197,14 @@ def tuned(
 
 
 def _tuned_plan(plan: GemmPlan, entry: dict, key: str) -> GemmPlan:
-    us = {b: f"{1e6 * entry['seconds'][b]:.2f} us" for b in BACKENDS}
-    why = (
-        f"timed on this GPU for bucket {key}: oasr's {entry.get('config', plan.config.name)} {us['oasr']}, "
-        f"cuBLAS {us['cublas']}\n(OASR_AUTOTUNE=1; the rule's band was {plan.band!r})."
+    named = candidates(plan)
+    times = ", ".join(
+        f"{'cuBLAS' if backend == 'cublas' else config.name} {1e6 * entry['seconds'][name]:.2f} us"
+        for name, (backend, config) in named.items()
     )
-    return plan.with_backend(entry["backend"], "autotune", why)
+    why = f"timed on this GPU for bucket {key}: {times}\n(OASR_AUTOTUNE=1; the rule's band was {plan.band!r})."
+    backend, config = named[entry["choice"]]
+    return replace(plan.with_backend(backend, "autotune", why), config=config)
 
 
 def forget() -> None:
