@@ -42,6 +42,7 @@ import torch.nn.functional as F
 
 import oasr
 from profiling.compare import compare_samples
+from profiling.harness.ops import parse_dtype
 from profiling.harness.timing import require_cuda, run_gpu_script, time_interleaved
 
 MS = (1, 16, 500, 1500, 6000, 16000, 24000, 32000)
@@ -224,7 +225,7 @@ def main() -> int:
         return 0
     require_cuda("gemm_grid.py")
     commands.started()
-    dtype = getattr(torch, args.dtype)
+    dtype = parse_dtype(args.dtype)
     print(f"{torch.cuda.get_device_name()}, {args.dtype}, torch {torch.__version__}; x: the other's time over oasr's")
     print(f"{'part':<13} {'shape':<22} {'choice':<26} {'us':>9} {'x':>6} {'interval':<16} {'against':<14} "
           f"{'verdict':<20} {'fused':>6} max err")  # fmt: skip
