@@ -118,6 +118,9 @@ def test_a_bare_long_k_product_also_times_the_long_k_configurations():
     long_k = f"oasr:{gemm_config.LONG_K_PINGPONG.name}"
     assert set(named) == {"cublas", "oasr", long_k, f"oasr:{gemm_config.LONG_K_COOPERATIVE.name}"}
     assert set(gemm_plan.candidates(PLAN)) == {"cublas", "oasr"}  # fused: the rule's configuration and cuBLAS
+    assert gemm_tune.bucket_key(bare, "bfloat16") == "gemm/bfloat16/plain/m8192_n768_k3072_long-k"
+    below = gemm_plan.rule(gemm_plan.Problem("gemm", 6000, 768, 1900))  # K bucket 2048, no long-K candidates
+    assert gemm_tune.bucket_key(below, "bfloat16") == "gemm/bfloat16/plain/m8192_n768_k2048"
     plan = gemm_tune.tuned(bare, "bfloat16", GPU, candidates(bare), FakeTimer(oasr=5e-6, cublas=4e-6, **{long_k: 3e-6}))
     assert (plan.backend, plan.config, plan.band) == ("oasr", gemm_config.LONG_K_PINGPONG, "autotune")
     assert "128x128x128_c1x1_pingpong_s0 3.00 us" in plan.why and "cuBLAS 4.00 us" in plan.why

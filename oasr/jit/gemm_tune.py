@@ -2,7 +2,8 @@
 
 Once per (GPU, dtype, epilogue, shape bucket) the first call times the candidates of
 :func:`oasr.jit.gemm_plan.candidates` (cuBLAS through torch, the oasr configuration the rule would run, and for a
-bare product of long K the long-K configurations) on its own operands and keeps the fastest. Results
+bare product of long K the long-K configurations) on its own operands, which stand for the bucket, and keeps the
+fastest. Results
 live in one JSON file per GPU in the JIT cache folder (``<OASR_JIT_DIR>/gemm_tune/<gpu>.json``), each entry keyed by
 its bucket and stamped with :func:`source_hash` (the kernels' and the rule's sources, torch's and CUDA's versions:
 what can change the winner). A damaged file or entry, or one of other sources, is ignored and rewritten; writes hold
@@ -32,8 +33,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from . import env
-from .gemm_plan import GemmPlan, candidates
+from . import cutlass, env
+from .gemm_plan import BACKENDS, GemmPlan, candidates
 
 NK_BUCKETS = (256, 384, 512, 640, 768, 1024, 1536, 2048, 2560, 3072, 4096)
 M_MAX = 65536
@@ -44,19 +45,14 @@ TIMER: Timer | None = None
 _MEMO: dict[tuple[str, str], dict] = {}
 """Entries read or written by this process, by (file, key): a call reads the file once per bucket."""
 _SOURCES = (
-    "csrc/gemm.cu",
-    "csrc/gemm_cutlass.h",
-    "csrc/gemm_direct.cu",
-    "csrc/gemm_epilogue.h",
-    "csrc/gemm_sm90.h",
-    "csrc/gemm_tail.cu",
-    "csrc/gemm_jit_binding.cu",
-    "csrc/bmm.cu",
-    "csrc/bmm_jit_binding.cu",
-    "csrc/activation.cu",
-    "include/oasr/activation.cuh",
-    "include/oasr/common/activation.cuh",
+    ("csrc", "gemm*"),
+    ("csrc", "bmm*"),
+    ("csrc", "activation*"),
+    ("include/oasr/gemm", "*.cuh"),
+    ("include/oasr", "activation.cuh"),
+    ("include/oasr/common", "*.cuh"),
 )
+"""(folder under the source root, pattern): the kernels the candidates run, and what they include of oasr's."""
 
 
 def enabled() -> bool:
@@ -75,26 +71,27 @@ def bucket_nk(size: int) -> int:
 
 
 def bucket_key(plan: GemmPlan, dtype: str) -> str:
-    """E.g. ``gemm/bfloat16/bias+silu/m8192_n768_k3072`` (bmm: ``..._b64``, its batch bucketed as M is)."""
+    """E.g. ``gemm/bfloat16/bias+silu/m8192_n768_k3072`` (bmm: ``..._b64``, its batch bucketed as M is; a problem
+    with the long-K candidates: ``..._long-k``, since the K bucket of 2048 also holds K below them)."""
     p = plan.problem
     shape = f"m{bucket_m(p.m)}_n{bucket_nk(p.n)}_k{bucket_nk(p.k)}"
     if p.op == "bmm":
         shape += f"_b{bucket_m(p.batch)}"
+    if len(candidates(plan)) > len(BACKENDS):
+        shape += "_long-k"
     return f"{p.op}/{dtype}/{p.epilogue}/{shape}"
 
 
 @functools.cache
 def source_hash() -> str:
-    """The kernels' and the rule's sources, torch's version and its CUDA's: an entry of another hash is stale."""
+    """The candidates' sources, the rule's, CUTLASS's version, torch's and its CUDA's (cuBLAS's): what can change the
+    winner. An entry of another hash is stale."""
     import torch  # (oasr.jit imports torch only where a rule needs it)
 
-    digest = hashlib.sha256(f"{torch.__version__}|{torch.version.cuda}".encode())
-    for relative in _SOURCES:
-        path = env.OASR_SOURCE_ROOT / relative
-        digest.update(relative.encode() + (path.read_bytes() if path.is_file() else b"-"))
-    for folder in (env.OASR_INCLUDE_DIR / "oasr" / "gemm",):
-        for path in sorted(folder.glob("*.cuh")):
-            digest.update(path.name.encode() + path.read_bytes())
+    digest = hashlib.sha256(f"{torch.__version__}|{torch.version.cuda}|{cutlass.flags()}".encode())
+    for folder, pattern in _SOURCES:
+        for path in sorted((env.OASR_SOURCE_ROOT / folder).glob(pattern)):
+            digest.update(f"{folder}/{path.name}".encode() + path.read_bytes())
     for module in ("gemm_config.py", "gemm_plan.py"):
         digest.update((Path(__file__).parent / module).read_bytes())
     return digest.hexdigest()[:16]
@@ -174,7 +171,8 @@ def tuned(
 ) -> GemmPlan:
     """``plan`` as the tuner decides it on ``gpu``: its bucket's recorded entry, or (none valid) the candidates
     (per name of :func:`~oasr.jit.gemm_plan.candidates`, a callable running it) timed now by ``timer`` (default
-    :data:`TIMER`) and recorded. Without a timer, ``plan`` itself, and a warning."""
+    :data:`TIMER`) and recorded. Without a timer, ``plan`` itself, and a warning. (Candidate "oasr" is the rule's
+    configuration of each call: of the bucket's shapes, the one first timed stands for them.)"""
     found = cached(plan, dtype, gpu)
     if found is not None:
         return found
