@@ -164,7 +164,7 @@ def ffn_row(m: int, d: int, dtype: torch.dtype, args) -> Row:
         return F.linear(F.silu(F.linear(x, w1, b1)), w2, b2)
 
     us, vs = _compared({"choice": block, "torch": torch_block}, "choice", "torch", args)
-    plans = f"{oasr.gemm_plan(x, w1, b1, 'silu').band} + {oasr.gemm_plan(h, w2, b2).band}"
+    plans = " + ".join(_choice(plan) for plan in (oasr.gemm_plan(x, w1, b1, "silu"), oasr.gemm_plan(h, w2, b2)))
     err = _err(block(), torch_block())
     return Row(part="ffn", shape=f"{m}x{d}->{4 * d}->{d}", choice=plans, us=us["choice"], against="torch",
                fused_cost=None, max_err=err, **vs)  # fmt: skip
