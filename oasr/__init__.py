@@ -6,6 +6,7 @@ optional destination ``out=``. The families and their ops are declared once, in
 :mod:`oasr.jit.families`; ``__all__`` is built from that list.
 """
 
+from .activation import bias_activation as bias_activation
 from .activation import glu as glu
 from .activation import swish as swish
 from .attention import attention as attention
@@ -26,6 +27,7 @@ from .norm import add_layer_norm as add_layer_norm
 from .norm import add_rms_norm as add_rms_norm
 from .norm import layer_norm as layer_norm
 from .norm import rms_norm as rms_norm
+from .plan import gemm_plan as gemm_plan  # a utility beside the gemm ops (not in __all__)
 from .scale import scale as scale
 
 # isort: split

@@ -1,4 +1,7 @@
-"""Activations of the Conformer encoder: GLU and Swish (SiLU).
+"""Activations of the Conformer encoder: GLU, Swish (SiLU), and a bias + activation pass.
+
+The pass, ``act(input + bias)``, is what follows a product whose own epilogue lacks them (cuBLAS has no SiLU):
+``oasr.gemm``'s cuBLAS backend runs it in place on cuBLAS's output.
 
 Channels-last tensors of float32, float16 or bfloat16; the math runs in fp32 and each
 output is rounded once. Arguments are checked before any launch (:func:`_check_glu`,
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from torch import Tensor
 
-from ._checks import FLOATS, bad_input, bad_tensor, check_placement, ready_devices
+from ._checks import FLOATS, bad_input, bad_tensor, check_activation, check_placement, ready_devices
 from ._layouts import launch_contiguous, launch_rows
 from ._op import LIKE_INPUT, op
 from .jit.families import ACTIVATION
@@ -125,4 +128,75 @@ def swish(input: Tensor, out: Tensor | None = None) -> Tensor:
         ``out`` of the wrong shape, tensors not on one CUDA device, a GPU whose compute
         capability the activation kernels do not support, ``out`` partly overlapping
         ``input`` or itself, or a tensor that requires grad while grad mode is on.
+    """
+
+
+BIAS_ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu")
+"""The activations of :func:`bias_activation`: ``oasr.gemm``'s (``gelu`` is erf's, ``gelu_tanh`` the tanh form)."""
+
+
+def _check_bias_activation(input: object, bias: object, activation: object, out: object) -> tuple[int, ...]:
+    """bias_activation's arguments, in order: types, dtypes and shapes, the activation, devices, memory."""
+    if not (isinstance(input, Tensor) and (dtype := input.dtype) in FLOATS):
+        raise bad_input("bias_activation", input)
+    shape = input.shape
+    if not shape:
+        raise ValueError("oasr.bias_activation: `input` must have at least one dimension ([..., C])")
+    if bias is not None and not (isinstance(bias, Tensor) and bias.dtype is dtype and bias.shape == shape[-1:]):
+        raise bad_tensor("bias_activation", "bias", bias, dtype, shape[-1:])
+    check_activation("bias_activation", activation, BIAS_ACTIVATIONS)
+    if out is not None and not (isinstance(out, Tensor) and out.dtype is dtype and out.shape == shape):
+        raise bad_tensor("bias_activation", "out", out, dtype, shape)
+    reads = (("input", input), ("bias", bias))
+    check_placement("bias_activation", ACTIVATION, _READY, reads, (("out", out),), in_place=("input",))
+    return shape
+
+
+def _launch_bias_activation(out: Tensor, input: Tensor, bias: Tensor | None, activation: str | None) -> None:
+    """The kernel reads and writes row views (out may be input): other layouts go through copies."""
+    launch = ACTIVATION.module().bias_activation
+    if bias is not None and bias.stride(0) != 1:
+        bias = bias.contiguous()
+    if input.is_contiguous() and out.is_contiguous():
+        launch(out, input, bias, activation)
+    else:
+        launch_rows(launch, (out,), (input,), bias, activation)
+
+
+@op(check=_check_bias_activation, launch=_launch_bias_activation, layout=LIKE_INPUT)
+def bias_activation(
+    input: Tensor, bias: Tensor | None = None, activation: str | None = None, out: Tensor | None = None
+) -> Tensor:
+    """A bias and an activation in one memory-bound pass: ``act(input + bias)`` over the last dimension.
+
+    Computed in fp32 and rounded once. On float16 and bfloat16, ``"silu"`` and ``"gelu_tanh"`` use the hardware
+    ``tanh.approx`` as ``oasr.gemm``'s fused epilogues do (an absolute error below ``3e-4 * |x|`` before rounding);
+    on float32 they are the accurate forms.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        CUDA tensor ``[..., C]`` (float32, float16 or bfloat16). Row views with a contiguous last dimension are read
+        in place; other layouts are copied first.
+    bias : torch.Tensor, optional
+        ``[C]``, same dtype and device (absent: the activation alone).
+    activation : {None, "relu", "gelu", "gelu_tanh", "silu"}
+        Applied after the bias; ``"gelu"`` is erf's GELU (``F.gelu``), ``"gelu_tanh"`` its tanh approximation.
+    out : torch.Tensor, optional
+        Destination of ``input``'s shape, dtype and device; may be ``input`` itself (in place) but must not otherwise
+        share memory with ``input`` or ``bias``. Allocated (contiguous) when omitted.
+
+    Returns
+    -------
+    torch.Tensor
+        ``out``.
+
+    Raises
+    ------
+    TypeError
+        A non-tensor argument, an unsupported or mismatched dtype, a non-string ``activation``.
+    ValueError
+        ``input`` without dimensions, ``bias`` not ``[C]``, ``out`` of the wrong shape, an unknown activation,
+        tensors not on one CUDA device, a GPU the activation kernels do not support, ``out`` partly overlapping
+        ``input`` or overlapping ``bias``, or a tensor that requires grad while grad mode is on.
     """

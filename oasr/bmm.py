@@ -7,6 +7,9 @@ as they are (``[batch, K, N]``, N contiguous); the layout is read from ``b``'s s
 sequence lengths (375) work: the result's rows are padded to 16 bytes (a strided view), and an
 operand whose rows are not is copied into a padded buffer first (``oasr/_tma.py``).
 
+Two backends, the call's plan choosing (``oasr/jit/gemm_plan.py``, ``OASR_AUTOTUNE=1``; ``oasr.gemm_plan(...,
+op="bmm")`` says which): oasr's CUTLASS kernels or cuBLAS (``torch.bmm``); ``out`` is laid out alike on both.
+
 Arguments are checked before any launch (:func:`_check_bmm`). The op is declared once (``oasr/_op.py``),
 which also makes it the custom op ``torch.ops.oasr.bmm``.
 """
@@ -18,10 +21,11 @@ import functools
 import torch
 from torch import Tensor
 
+from ._backends import planned
 from ._checks import HALF_DTYPES, bad_half_input, bad_tensor, check_placement, ready_devices
 from ._op import PADDED_ROWS, op
 from ._tma import addressable, addressable_copy, padded_empty
-from .jit import gemm_config
+from .jit import gemm_config, gemm_plan
 from .jit.core import Variant
 from .jit.families import BMM
 
@@ -57,7 +61,8 @@ def _variant(dtype: torch.dtype, n_major: bool, config: gemm_config.GemmConfig) 
 
 
 def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig | None = None) -> None:
-    """``out = a @ b`` for checked arguments; ``config`` overrides the choice."""
+    """``out = a @ b`` for checked arguments on the backend :func:`oasr.gemm.planned` picks; ``config`` runs oasr's
+    kernel of that configuration instead (tests)."""
     batch, m, k = a.shape
     n = b.shape[2]
     if out.numel() == 0:
@@ -65,7 +70,24 @@ def _product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig |
     if k == 0:
         out.zero_()
         return
-    config = config or gemm_config.choose(m, n, k, batch, sms=gemm_config.sm_count(out.device))
+
+    def run(backend: str, chosen: gemm_config.GemmConfig) -> None:
+        if backend == "oasr":
+            _oasr_product(a, b, out, chosen)
+        else:
+            torch.bmm(a, b, out=out)
+
+    if config is not None:
+        run("oasr", config)
+        return
+    plan = planned(gemm_plan.Problem("bmm", m, n, k, batch), a.dtype, out.device, run)
+    run(plan.backend, plan.config)
+
+
+def _oasr_product(a: Tensor, b: Tensor, out: Tensor, config: gemm_config.GemmConfig) -> None:
+    """oasr's kernel of ``config``: ``out = a @ b``."""
+    batch, m, k = a.shape
+    n = b.shape[2]
     # B K-major ([batch, N, K] transposed: scores) when K is contiguous, else N-major ([batch, K, N]: context).
     keys = b.transpose(1, 2)
     n_major = k > 1 and keys.stride(2) != 1

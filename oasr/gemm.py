@@ -1,10 +1,17 @@
 """Linear layers on Hopper tensor cores: ``act(input @ weight.T + bias)`` and its GLU-gated form.
 
-float16 and bfloat16 storage, fp32 accumulation, the epilogue (bias, activation) computed in fp32 on
-the accumulators and rounded once. float32 inputs are refused (cast them, or use torch for TF32).
-Requires an sm90 GPU (H100/H200): the kernels are CUTLASS's TMA warp-specialized GEMMs, one JIT
-module per (dtype, epilogue, tile configuration), built the first time a call needs it
-(``oasr/jit/gemm_config.py`` chooses the configuration per shape).
+float16 and bfloat16 storage, fp32 accumulation. float32 inputs are refused (cast them, or use torch for TF32).
+Requires an sm90 GPU (H100/H200). Two backends, the call's plan choosing (:func:`oasr._backends.planned`: the
+rule of ``oasr/jit/gemm_plan.py``, or the autotuner's with ``OASR_AUTOTUNE=1``; ``oasr.gemm_plan`` says which):
+
+- oasr's kernels: CUTLASS's TMA warp-specialized GEMMs and the family's own (direct, tail), one JIT module per
+  (dtype, epilogue, tile configuration), built the first time a call needs it (``oasr/jit/gemm_config.py``
+  chooses the configuration per shape); the epilogue (bias, activation) computed in fp32 on the accumulators and
+  rounded once;
+- cuBLAS through torch: ``torch.mm``, with cuBLASLt's own epilogue where it has the call's (a bias:
+  ``torch.addmm``; a bias and ReLU or tanh-GELU: ``torch._addmm_activation``), else the product rounded to the
+  storage dtype, then ``oasr.bias_activation`` in place (one memory-bound pass, rounded again); gemm_glu's
+  product then ``oasr.glu``.
 
 Arguments are checked before any launch (:func:`_check_gemm`): types, dtypes and shapes first, then
 devices, then memory and autograd (``oasr/_checks.py``). Each op is declared once (``oasr/_op.py``),
@@ -19,6 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ._backends import planned
 from ._checks import (
     HALF_DTYPES,
     bad_half_input,
@@ -29,7 +37,9 @@ from ._checks import (
 )
 from ._op import CONTIGUOUS, PADDED_ROWS, op
 from ._tma import addressable, addressable_copy, padded_empty
-from .jit import gemm_config
+from .activation import _launch_bias_activation as _bias_activation_pass
+from .activation import _launch_glu as _glu_pass
+from .jit import gemm_config, gemm_plan
 from .jit.core import Variant
 from .jit.families import GEMM
 
@@ -104,7 +114,8 @@ def _linear(
     config: gemm_config.GemmConfig | None = None,
 ) -> None:
     """``out[..., N] = act(input @ weight.T + bias)`` for checked arguments (``activation`` "glu": ``weight`` is
-    ``[2N, K]`` and ``out`` the GLU of the two halves); ``config`` overrides the choice."""
+    ``[2N, K]`` and ``out`` the GLU of the two halves) on the backend :func:`planned` picks; ``config`` runs oasr's
+    kernel of that configuration instead (tests)."""
     k = input.shape[-1]
     n = out.shape[-1]
     m = out.numel() // n if n else 0
@@ -117,15 +128,37 @@ def _linear(
         return
     a = input if input.dim() == 2 else input.reshape(m, k)
     view = out if out.dim() == 2 else _row_view(out, m, n)
+
+    def run(backend: str, chosen: gemm_config.GemmConfig) -> None:
+        if backend == "oasr":
+            _oasr_linear(a, weight, bias, activation, out, view, chosen)
+        else:
+            _cublas_linear(a, weight, bias, activation, out, view)
+
+    if config is not None:
+        run("oasr", config)
+        return
+    glu = activation == "glu"
+    problem = gemm_plan.Problem(
+        "gemm_glu" if glu else "gemm", m, n, k, 1, bias is not None, None if glu else activation
+    )
+    plan = planned(problem, input.dtype, out.device, run)
+    run(plan.backend, plan.config)
+
+
+def _oasr_linear(
+    a: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    activation: str | None,
+    out: Tensor,
+    view: Tensor | None,
+    config: gemm_config.GemmConfig,
+) -> None:
+    """oasr's kernel of ``config`` on ``a`` ([M, K]) into ``out`` (``view``: its [M, N] rows, None if none)."""
+    m, n = a.shape[0], out.shape[-1]
     epilogue = activation or ("bias" if bias is not None else "plain")
-    if config is None:
-        fused = epilogue != "plain"
-        config = (
-            gemm_config.DIRECT
-            if epilogue == "glu"
-            else gemm_config.choose(m, n, k, fused=fused, sms=gemm_config.sm_count(out.device))
-        )
-    module = GEMM.module(_variant(input.dtype, epilogue, config))
+    module = GEMM.module(_variant(a.dtype, epilogue, config))
     # TMA addresses 16-byte aligned rows: operands without them go through copies with padded rows, an output
     # through a padded temporary.
     a, w = addressable_copy(a), addressable_copy(weight)
@@ -133,6 +166,30 @@ def _linear(
     if bias is not None and bias.stride(0) != 1:
         bias = bias.contiguous()
     module.gemm(target, a, w, bias)
+    if target is not view:
+        out.copy_(target.view(out.shape))
+
+
+def _cublas_linear(
+    a: Tensor, weight: Tensor, bias: Tensor | None, activation: str | None, out: Tensor, view: Tensor | None
+) -> None:
+    """cuBLAS through torch on ``a`` ([M, K]) into ``out`` (``view``: its [M, N] rows, None if none): cuBLASLt's own
+    epilogue where it has this one, else the product then ``oasr.bias_activation`` in place (``oasr.glu`` for GLU)."""
+    m, n = a.shape[0], out.shape[-1]
+    w = weight.t()
+    if activation == "glu":  # the [M, 2N] product, then its GLU into out
+        both = torch.mm(a, w) if bias is None else torch.addmm(bias, a, w)
+        _glu_pass(out, both.view(*out.shape[:-1], 2 * n))
+        return
+    target = view if view is not None else torch.empty((m, n), dtype=out.dtype, device=out.device)
+    if bias is not None and activation is None:
+        torch.addmm(bias, a, w, out=target)
+    elif bias is not None and activation in gemm_plan.LT_ACTIVATIONS:
+        torch._addmm_activation(bias, a, w, use_gelu=activation == "gelu_tanh", out=target)
+    else:
+        torch.mm(a, w, out=target)
+        if activation is not None:
+            _bias_activation_pass(target, target, bias, activation)
     if target is not view:
         out.copy_(target.view(out.shape))
 
@@ -171,7 +228,8 @@ def gemm(
 ) -> Tensor:
     """A linear layer with its activation fused: ``act(input @ weight.T + bias)``.
 
-    Matches ``act(torch.nn.functional.linear(input, weight, bias))`` computed in fp32 and rounded once.
+    Matches ``act(torch.nn.functional.linear(input, weight, bias))`` computed in fp32 and rounded once (on the
+    cuBLAS backend with an epilogue cuBLASLt lacks, the product is rounded before the epilogue too).
 
     Parameters
     ----------
@@ -217,8 +275,9 @@ def gemm_glu(input: Tensor, weight: Tensor, bias: Tensor | None = None, out: Ten
     """A linear layer followed by GLU: ``F.glu(F.linear(input, weight, bias), -1)``.
 
     The first N output columns (``weight[:N]``) are the values, the last N the gates:
-    ``out = value * sigmoid(gate)``, in one launch: the direct kernel's tiles hold 64 values and their 64
-    gates, and the epilogue stores their GLU (``gemm_config.DIRECT``).
+    ``out = value * sigmoid(gate)``. On oasr's backend in one launch: the direct kernel's tiles hold 64 values and
+    their 64 gates, and the epilogue stores their GLU (``gemm_config.DIRECT``); on cuBLAS's, the ``[..., 2N]``
+    product then ``oasr.glu``.
 
     Parameters
     ----------

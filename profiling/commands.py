@@ -173,6 +173,27 @@ def host_overhead_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def gemm_grid_parser() -> argparse.ArgumentParser:
+    """The command line of ``benchmarks/gemm_grid.py``."""
+    parser = argparse.ArgumentParser(
+        prog="gemm_grid.py",
+        description="oasr's gemm, gemm_glu and bmm, as each call's plan runs them, against cuBLAS and torch's unfused "
+        "epilogues, over issue 54's grid of shapes.",
+    )
+    parser.add_argument("--m", type=int, nargs="+", help="the rows (default: 1 16 500 1500 6000 16000 24000 32000)")
+    parser.add_argument("--d", type=int, nargs="+", help="the model widths d (default: 256 512 768 1024)")
+    parser.add_argument("--parts", nargs="+", default=["plain", "bias+silu", "bias+gelu", "glu", "ffn", "bmm"],
+                        choices=["plain", "bias+silu", "bias+gelu", "glu", "ffn", "bmm"],
+                        help="what to time (default: all)")  # fmt: skip
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"], help="(default: %(default)s)")
+    parser.add_argument("--no-odd", action="store_true", help="no odd-sized or issue-54 shapes (--m and --d imply it)")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per row (default: %(default)s)")
+    parser.add_argument("--iters", type=int, default=30, help="samples per backend per row (default: %(default)s)")
+    parser.add_argument("--list", action="store_true", help="print the shapes and exit (no GPU needed)")
+    parser.add_argument("--output", help="also write the rows to this CSV file")
+    return parser
+
+
 def generate_parser() -> argparse.ArgumentParser:
     """The command line of ``notebooks/generate.py``."""
     parser = argparse.ArgumentParser(

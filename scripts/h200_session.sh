@@ -11,7 +11,9 @@
 #   source (the source preset of the ops without one: the hotspots that replay shows)
 #   regions (one Conformer layer of oasr ops and of torch, every kernel under one ncu run each: a call of its
 #   own, which brings back region_recordings.tgz to unpack at the repo root and commit)
-#   and encoder (the encoder's GPU tests, then benchmarks/encoder.py: the tables notebook 10 replays)
+#   encoder (the encoder's GPU tests, then benchmarks/encoder.py: the tables notebook 10 replays)
+#   and gemm-grid (issue 54's grid: oasr's gemm, gemm_glu and bmm choices against cuBLAS; GEMM_GRID_FLAGS, e.g.
+#   "--m 6000 16000", splits it over calls; OASR_AUTOTUNE=1 times the tuner's choices))
 #   bash scripts/h200_session.sh peers   # a call of its own, carrying .whl-peers alone (see the step)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -151,6 +153,13 @@ region_call('conformer_layer_oasr', parse_config(sys.argv[1]) if sys.argv[1] els
       timeout "${ENCODER_TIMEOUT:-3000}" python3 benchmarks/encoder.py ${ENCODER_FLAGS:-} 2>&1 \
         | tee "$OUT/encoder.txt" || status=1
       tar czf "$OUT/encoder.tgz" reports/*/encoder && tar tzf "$OUT/encoder.tgz" || status=1
+      ;;
+    gemm-grid)
+      step "issue 54's grid: gemm, gemm_glu and bmm as planned, against cuBLAS and torch's unfused epilogues"
+      # The first call of each oasr configuration builds its CUTLASS module (prebuilt by the build step).
+      timeout "${GEMM_GRID_TIMEOUT:-3000}" python3 benchmarks/gemm_grid.py --output "$OUT/gemm_grid.csv" \
+        ${GEMM_GRID_FLAGS:-} > "$OUT/gemm_grid.txt" 2>&1 || status=1
+      tail -n 12 "$OUT/gemm_grid.txt"
       ;;
     *) echo "unknown step $s"; status=2 ;;
   esac

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from oasr import _backends
 from oasr.jit.families import FAMILIES, Family
 from profiling.compare import stand_in
 from profiling.harness.ops.base import DEFAULT_TOLERANCES, dtype_name
@@ -149,3 +151,13 @@ def unpack_subsampling_weight2(packed: torch.Tensor, d: int) -> torch.Tensor:
     """torch's ``[D, D, 3, 3]`` back from :func:`oasr.conv2d.pack_subsampling_weight2`'s image (for stand-ins)."""
     n = packed.shape[2]
     return packed.reshape(n // 16, 3, 3, n // 8, 2, 8, 8).permute(3, 5, 0, 4, 6, 1, 2).reshape(n, n, 3, 3)[:d, :d]
+
+
+def force_backend(monkeypatch: pytest.MonkeyPatch, backend: str) -> None:
+    """Every gemm, gemm_glu and bmm call runs ``backend`` ("oasr": the rule's configuration; "cublas": torch)."""
+
+    def forced(problem, dtype, device, run):
+        return _backends.rule(problem, device).with_backend(backend, "forced", "a test forces it")
+
+    for name in ("oasr.gemm", "oasr.bmm"):
+        monkeypatch.setattr(sys.modules[name], "planned", forced)

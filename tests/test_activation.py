@@ -1,4 +1,4 @@
-"""Tests for oasr.glu and oasr.swish.
+"""Tests for oasr.glu, oasr.swish and oasr.bias_activation (its float64 tests: tests/test_gemm_backends.py).
 
 CPU tests (run anywhere): the module compiles for the configured architecture (sm_90a on
 a machine without a GPU) and loads; every bad argument raises TypeError/ValueError naming
@@ -70,14 +70,14 @@ def test_activation_module_builds_and_loads():
     assert info.library.is_file()
     assert any(flag.startswith("-gencode") for flag in spec.nvcc_flags)
     module = spec.load()
-    for name in ("glu", "swish"):
+    for name in ("glu", "swish", "bias_activation"):
         assert callable(getattr(module, name))
 
 
 def test_activation_module_registered():
-    assert ACTIVATION in FAMILIES and ACTIVATION.ops == ("glu", "swish")
-    assert oasr.glu is not None and oasr.swish is not None
-    assert {"glu", "swish"} <= set(oasr.__all__)
+    assert ACTIVATION in FAMILIES and ACTIVATION.ops == ("glu", "swish", "bias_activation")
+    assert oasr.glu is not None and oasr.swish is not None and oasr.bias_activation is not None
+    assert {"glu", "swish", "bias_activation"} <= set(oasr.__all__)
 
 
 @pytest.mark.parametrize("name", ["glu", "swish"])
@@ -88,6 +88,8 @@ def test_cpp_entry_refuses_cpu_tensors(name):
     out = torch.empty(4, 4 if name == "glu" else 8)
     with pytest.raises(RuntimeError, match="`input` must be a CUDA tensor"):
         getattr(module, name)(out, x)
+    with pytest.raises(RuntimeError, match="`input` must be a CUDA tensor"):
+        module.bias_activation(x, x, None, "silu")
 
 
 # ---------------------------------------------------------------------------
@@ -124,6 +126,12 @@ _BAD_SWISH = [
         "`out` has dtype",
     ),
     ("cpu input", lambda: oasr.swish(torch.ones(3)), ValueError, "`input` is on cpu"),
+    (
+        "bias_activation cpu",
+        lambda: oasr.bias_activation(torch.ones(3), torch.ones(3)),
+        ValueError,
+        "`input` is on cpu",
+    ),
 ]
 
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from benchmarks import oasr_benchmark
+from benchmarks import gemm_grid, oasr_benchmark
 from benchmarks.oasr_benchmark import (
     ROUTINES,
     UsageError,
@@ -485,6 +485,50 @@ def test_cli_without_gpu_exits_1_with_one_sentence():
     assert proc.returncode == 1
     assert proc.stderr.startswith("oasr_benchmark.py: no CUDA GPU: ") and proc.stderr.count("\n") == 1
     assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_the_gemm_grid_spans_the_autotuners_buckets():
+    """Issue 54's grid: at least 60 shapes, every M of the issue, the d, 2d, 3d, 4d pairs, every N and K bucket."""
+    from oasr.jit.gemm_tune import NK_BUCKETS, bucket_m, bucket_nk
+
+    shapes = gemm_grid.grid()
+    assert len(shapes) >= 60 and len(set(shapes)) == len(shapes)
+    assert {s.m for s in shapes} >= set(gemm_grid.MS) == {1, 16, 500, 1500, 6000, 16000, 24000, 32000}
+    for d in (256, 512, 768, 1024):
+        assert {(s.n, s.k) for s in shapes} >= {(d, d), (2 * d, d), (3 * d, d), (4 * d, d), (d, 4 * d)}
+    assert {bucket_nk(s.n) for s in shapes} | {bucket_nk(s.k) for s in shapes} == set(NK_BUCKETS)
+    assert {bucket_m(s.m) for s in shapes} >= {1, 16, 512, 2048, 8192, 16384, 32768}
+    assert {(6000, 768, 3072), (6000, 512, 512), (4000, 768, 768), (12000, 3072, 768)} <= set(shapes)  # issue 54's
+    assert len(gemm_grid.grid(ms=(16,), ds=(256,), odd=False)) == len(gemm_grid.PAIRS)
+    attention = gemm_grid.attention_shapes()
+    assert {(name, t) for name, _, t, _, _ in attention} == {
+        (n, t) for n in ("scores", "context") for t in (188, 250, 375, 750)
+    }
+
+
+def test_gemm_grid_lists_without_a_gpu_and_refuses_to_time_without_one():
+    script = str(Path(gemm_grid.__file__))
+    listed = subprocess.run(
+        [sys.executable, script, "--list", "--m", "16"], capture_output=True, text=True, timeout=120
+    )
+    assert listed.returncode == 0 and listed.stdout.startswith("20 gemm shapes (M x N x K): 16x256x256 ")
+    if HAS_CUDA:
+        return
+    proc = subprocess.run([sys.executable, script, "--m", "16"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("gemm_grid.py: no CUDA GPU: ") and proc.stderr.count("\n") == 1
+
+
+def test_gemm_grid_summary_reads_its_rows():
+    rows = [
+        {"part": "plain", "x": 1.0, "against": "cuBLAS", "fused_cost": None},
+        {"part": "plain", "x": 4.0, "against": "cuBLAS", "fused_cost": None},
+        {"part": "bias+silu", "x": 1.5, "against": "torch unfused", "fused_cost": 1.02},
+    ]
+    assert gemm_grid.summary(rows) == [
+        "plain: 2 rows, geomean x 2.000 against cuBLAS, min 1.000",
+        "bias+silu: 1 rows, geomean x 1.500 against torch unfused, min 1.500, fused cost max 1.020 (geomean 1.020)",
+    ]
 
 
 # ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 import torch
-from conftest import gemm_tolerance, poisoned_like
+from conftest import force_backend, gemm_tolerance, poisoned_like
 
 import oasr
 from oasr import _checks
@@ -80,6 +80,7 @@ class TorchBmm:
 def torch_bmm(monkeypatch):
     stub = TorchBmm()
     monkeypatch.setattr(bmm_module, "BMM", stub)
+    force_backend(monkeypatch, "oasr")
     _checks.ready_devices(BMM).add(torch.device("cpu"))
     yield stub
     _checks.forget_devices()

@@ -78,6 +78,7 @@ def test_an_unsupported_gpu_gets_one_sentence_before_any_launch(gpu, op):
         "scale": lambda: oasr.scale(x, 2.0),
         "glu": lambda: oasr.glu(x),
         "swish": lambda: oasr.swish(x),
+        "bias_activation": lambda: oasr.bias_activation(x, w, "relu"),
         "layer_norm": lambda: oasr.layer_norm(x, w),
         "rms_norm": lambda: oasr.rms_norm(x, w),
         "add_layer_norm": lambda: oasr.add_layer_norm(x, x, w),

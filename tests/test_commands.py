@@ -75,6 +75,7 @@ COMMANDS = [
     ["benchmarks/oasr_benchmark.py"],
     ["benchmarks/ncu_crosscheck.py"],
     ["benchmarks/host_overhead.py"],
+    ["benchmarks/gemm_grid.py"],
     ["notebooks/generate.py"],
 ]
 """Every command line a user runs, but two whose package imports the library on its own: ``python -m oasr.jit``

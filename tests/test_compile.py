@@ -35,6 +35,8 @@ OASR_OPS = {f"oasr.{op}.default" for op in KERNEL_OPS}
 """The allocating custom ops; ``oasr.<op>_out`` writes a given ``out``."""
 ACTIVATIONS = {None: lambda y: y, "silu": F.silu, "relu": F.relu, "gelu": F.gelu}
 """The activations the launchers take by name."""
+BIAS_ACTIVATIONS = {**ACTIVATIONS, "gelu_tanh": lambda y: F.gelu(y, approximate="tanh")}
+"""bias_activation's (gemm's)."""
 GEMM_EPILOGUES = {
     "plain": lambda y: y,
     "bias": lambda y: y,
@@ -107,6 +109,9 @@ class TorchLaunchers:
 
     def swish(self, out, input):
         out.copy_(F.silu(input.float()))
+
+    def bias_activation(self, out, input, bias, activation):
+        out.copy_(BIAS_ACTIVATIONS[activation](input.float() + (0.0 if bias is None else bias.float())))
 
     def layer_norm(self, out, input, weight, bias, eps):
         cols = (input.shape[-1],)
@@ -241,6 +246,7 @@ def opcheck_cases(device: torch.device | str) -> dict[str, tuple]:
         "scale": (new(), x, 2.0),
         "glu": (new(2, 3, 4), x),
         "swish": (new(), x),
+        "bias_activation": (new(), x, w, "gelu"),
         "layer_norm": (new(), x, w, w, 1e-5),
         "rms_norm": (new(), x, w, None, 1e-5),
         "add_layer_norm": (new(), new(), x, r, w, w, 1e-5, 0.5),
@@ -325,6 +331,7 @@ def every_op(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> l
         oasr.scale(x, 3.0),
         oasr.glu(x),
         oasr.swish(x),
+        oasr.bias_activation(x, weight, "silu"),
         oasr.layer_norm(x, weight, weight),
         oasr.rms_norm(x, weight),
         oasr.add_layer_norm(x, residual, weight, alpha=0.5),

@@ -17,7 +17,7 @@ import sys
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import gemm_tolerance, poisoned_like, standing_in
+from conftest import force_backend, gemm_tolerance, poisoned_like, standing_in
 
 import oasr
 from oasr import _checks
@@ -191,9 +191,10 @@ class TorchGemm:
 
 @pytest.fixture
 def torch_gemm(monkeypatch):
-    """CPU tensors pass the device check; oasr.gemm runs TorchGemm."""
+    """CPU tensors pass the device check; oasr.gemm runs oasr's backend, TorchGemm."""
     stub = TorchGemm()
     monkeypatch.setattr(gemm_module, "GEMM", stub)
+    force_backend(monkeypatch, "oasr")
     _checks.ready_devices(GEMM).add(torch.device("cpu"))
     yield stub
     _checks.forget_devices()

@@ -132,7 +132,7 @@ SCALE = Family(
 
 ACTIVATION = Family(
     name="activation",
-    ops=("glu", "swish"),
+    ops=("glu", "swish", "bias_activation"),
 )
 
 NORM = Family(

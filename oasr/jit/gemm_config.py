@@ -147,6 +147,13 @@ DIRECT = GemmConfig(128, 128, 64, 1, 1, "direct")
 against 14.10 for CUTLASS's pick), and ``gemm_glu``'s one launch."""
 FUSED_DIRECT_MIN_WAVES = 3
 FUSED_DIRECT_MAX_K = 512
+# Long K (issue 54: 6000x768x3072 at 0.75x cuBLAS on MANY_WAVES): K tiles of 128, half the k-blocks a tile and twice
+# the bytes in flight a stage. Not measured yet, so no band picks them: the autotuner times them beside the rule's
+# configuration and cuBLAS for bare products of K >= LONG_K_MIN (oasr/jit/gemm_plan.py's candidates).
+LONG_K_MIN = 2048
+LONG_K_PINGPONG = GemmConfig(128, 128, 128, 1, 1, "pingpong")
+LONG_K_COOPERATIVE = GemmConfig(128, 128, 128, 1, 1, "cooperative")
+LONG_K_PICKS = (LONG_K_PINGPONG, LONG_K_COOPERATIVE)
 PICKS = tuple(dict.fromkeys((NARROW, SMALL_GRID, ONE_WAVE, PARTIAL_WAVE, MANY_WAVES)))
 FUSED_PICKS = (FUSED_NARROW, FUSED_WIDE, FUSED_ONE_WAVE, PARTIAL_WAVE, TAIL, DIRECT)
 """What :func:`choose` returns, without and with a bias/activation epilogue."""
@@ -286,11 +293,12 @@ def _unique(variants: Iterable[Variant]) -> list[Variant]:
 
 
 def gemm_variants(tests: bool = False) -> list[Variant]:
-    """Every gemm module :func:`choose` can pick, both dtypes: the bare picks plain, the fused picks with each
-    bias/activation epilogue, GLU on :data:`DIRECT`. ``tests``: also the fused picks' plain modules, which the GPU
-    tests force on each of them."""
+    """Every gemm module :func:`choose` or the autotuner can pick, both dtypes: the bare picks and the long-K
+    candidates plain, the fused picks with each bias/activation epilogue, GLU on :data:`DIRECT`. ``tests``: also the
+    fused picks' plain modules, which the GPU tests force on each of them."""
     fused = [epilogue for epilogue in EPILOGUES if tests or epilogue != "plain"]
-    configs = [("plain", c) for c in PICKS] + [(e, c) for e in fused for c in FUSED_PICKS] + [("glu", DIRECT)]
+    configs = [("plain", c) for c in (*PICKS, *LONG_K_PICKS)] + [(e, c) for e in fused for c in FUSED_PICKS]
+    configs.append(("glu", DIRECT))
     return _unique(gemm_variant(dtype, e, c) for dtype in DTYPES for e, c in configs)
 
 
