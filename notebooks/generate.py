@@ -123,8 +123,8 @@ def build(page: Page) -> nbformat.NotebookNode:
             "## Comparing revisions\n\n"
             "The oasr kernel at the last commit against the working tree (edit a header, rerun this cell), "
             "both built from their own sources and timed in turn: per config both times, the ratio, and a "
-            "verdict (faster / slower / same) drawn from the two distributions of per-replay samples, not "
-            "from two medians (`profiling/compare.py`; `python -m profiling.compare --op OP --base REV` "
+            "verdict (faster / slower / same / insufficient data) drawn from the two distributions of per-replay "
+            "samples, not from two medians (`profiling/compare.py`; `python -m profiling.compare --op OP --base REV` "
             "on the command line). A replay compares the samples recorded for this tree's kernel sources with those "
             "of the revision timed against them (`bash scripts/h200_session.sh compare` on the H200)."
         ),

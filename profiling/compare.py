@@ -18,7 +18,15 @@ as nvbench's ``compare`` does from its noise-aware ones, never from two medians 
 - a threshold: the larger of :data:`MIN_EFFECT` and each side's relative interquartile
   range (a noisier measurement needs a larger difference);
 - ``slower`` when p < :data:`ALPHA`, the whole interval lies above 1 and the ratio exceeds
-  1 + threshold; ``faster`` symmetrically; otherwise ``same``.
+  1 + threshold; ``faster`` symmetrically;
+- ``same`` only when the samples show it: the whole interval lies inside the band
+  [1 / (1 + threshold), 1 + threshold] and the threshold is at most
+  :data:`profiling.harness.timing.NOISY_IQR_REL` (10%: a noisier side would call a 12%
+  change "same");
+- otherwise ``insufficient data`` (:data:`INSUFFICIENT`): the interval reaches past the band
+  without a verdict, or the noise is too wide. Time more rounds or on a quieter GPU
+  (nvbench's false verdicts on identical reruns, nvbench #313/#316, came from calling this
+  case "same" or a change).
 
 Samples are stored per state, keyed by the state's source hash (:func:`state_hash`:
 its kernel sources and headers, not its path), under
@@ -70,6 +78,9 @@ ALPHA = 0.01
 """Significance level of the Mann-Whitney test."""
 LEVEL = 0.99
 """Confidence level of the bootstrap interval of the ratio."""
+VERDICTS = ("faster", "slower", "same", "insufficient data")
+INSUFFICIENT = VERDICTS[3]
+"""The verdict when the samples can separate neither a change nor its absence (see the module docstring)."""
 RESAMPLES = 2000
 BOOTSTRAP_BLOCK = 1 << 20
 """The bootstrap draws this many values at a time (8 MiB), so its memory does not grow with samples x resamples
@@ -148,7 +159,8 @@ def compare_samples(
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> Comparison:
-    """``"slower"``, ``"faster"`` or ``"same"`` for ``head`` against ``base`` (see the module docstring).
+    """``"slower"``, ``"faster"``, ``"same"`` or ``"insufficient data"`` for ``head`` against ``base`` (see the
+    module docstring for the rule).
 
     Raises
     ------
@@ -168,11 +180,14 @@ def compare_samples(
     low, high = ratio_interval(base, head, resamples=resamples, seed=seed)
     p = mann_whitney_p(base, head)
     threshold = max(min_effect, relative_iqr(base), relative_iqr(head))
-    verdict = "same"
     if p < alpha and low > 1 and ratio > 1 + threshold:
         verdict = "slower"
     elif p < alpha and high < 1 and ratio < 1 / (1 + threshold):
         verdict = "faster"
+    elif 1 / (1 + threshold) <= low and high <= 1 + threshold and threshold <= timing.NOISY_IQR_REL:
+        verdict = "same"
+    else:
+        verdict = INSUFFICIENT
     return Comparison(float(np.median(base)), float(np.median(head)), ratio, low, high, p, threshold, verdict)
 
 
