@@ -126,9 +126,11 @@ def build(page: Page) -> nbformat.NotebookNode:
             "verdict (faster / slower / same / insufficient data) drawn from the two distributions of per-replay "
             "samples, not from two medians (`profiling/compare.py`; `python -m profiling.compare --op OP --base REV` "
             "on the command line). A replay compares the samples recorded for this tree's kernel sources with those "
-            "of the revision timed against them (`bash scripts/h200_session.sh compare` on the H200)."
+            "of the revision timed against them (`bash scripts/h200_session.sh compare` on the H200). The plot "
+            "shows the ratio per config with its bootstrap interval over its 1 +- threshold band: a bar inside "
+            "its band is \"same\", one reaching past it without a verdict is \"insufficient data\"."
         ),
-        code("wb.compare()"),
+        code("comparison = wb.compare()\ndisplay(comparison)\nwb.compare_plot(comparison)"),
         md(
             "## Sweep panel\n\n"
             "Pick an op, size, dtype, backends and metric preset, press **Run**. Runs "

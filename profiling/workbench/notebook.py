@@ -306,19 +306,36 @@ class Workbench:
             top = top.drop(columns="file")
         return HTML(page + Table(top)._repr_html_() + annotated)
 
-    def compare(self, base: str | None = None, head: str = compare.WORKTREE, op: str | None = None) -> Any:
+    def compare(
+        self,
+        base: str | None = None,
+        head: str = compare.WORKTREE,
+        op: str | None = None,
+        configs: Sequence[Config] | None = None,
+    ) -> Any:
         """``op``'s kernel at revision ``base`` against ``head`` (default: the working tree, so an edit made in
         this session is compared with the last commit): per config both times, the ratio and the verdict
         (:mod:`profiling.compare`). Replay compares the recorded samples of the two source states; there the
         default ``base`` is the revision recorded against this tree's sources (``scripts/record_compare.sh``),
-        else HEAD."""
+        else HEAD. ``configs`` is the sweep (default: the op's two largest configs, the recorded ones);
+        :meth:`compare_plot` draws the returned table along it."""
         name = op or self.op_names[0]
         try:
             base = base or (self._recorded_base(name) if self.replayed else None) or "HEAD"
-            table = compare.compare_states(name, base, head, live=not self.replayed)
+            table = compare.compare_states(name, base, head, configs, live=not self.replayed)
         except (ValueError, timing.NoGPUError) as exc:
             return Markdown(f"*No comparison of `{name}`: {exc}*")
         return Table(table)
+
+    def compare_plot(self, table: Any) -> Any:
+        """The ratio per config of a :meth:`compare` table with its bootstrap interval and 1 +- threshold band
+        (:func:`profiling.analysis.plots.compare_ratios`); None for a "No comparison" note, which the cell has
+        shown already."""
+        if not isinstance(table, pd.DataFrame):
+            return None
+        op, base, head = (str(table[c].iloc[0]) for c in ("op", "base", "head"))
+        where = f", replayed from {self.gpu_slug} recordings" if self.replayed else ""
+        return plots.compare_ratios(table, title=f"{op}: {head} against {base}{where}")
 
     def _recorded_base(self, op: str) -> str | None:
         """The revision whose samples were recorded with this working tree's (``C~1`` for a compare of C against
