@@ -29,7 +29,7 @@ from ..files import ShownPath, atomic_write_text, shown_path
 from ..harness import correctness, timing
 from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, get_op, ops_of
-from ..nsight import runner, source
+from ..nsight import plausibility, runner, source
 from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
 from ..readable import header
 from . import headline
@@ -225,16 +225,19 @@ class Workbench:
         return roofline.analyze(result)
 
     def launch_table(self, result: Any) -> pd.DataFrame:
-        """One row per profiled launch: time, bytes and FLOP next to the op's own count, roof."""
+        """One row per profiled launch: time, bytes and FLOP next to the op's own count, roof, and the figures
+        flagged as implausible (:mod:`profiling.nsight.plausibility`), their likely causes beneath the table."""
         columns = [
             "op", "backend", "config", "dtype", "kernel", "grid_size", "block_size", "registers_per_thread",
             "duration_s", "dram_bytes", "expected_bytes", "bytes_vs_expected_pct", "flop", "expected_flop",
-            "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof",
+            "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof", "flagged",
         ]  # fmt: skip
         launches = config_in_op_order(self.analyze(result))
         if launches["op"].nunique() == 1:  # the section's heading names it
             columns.remove("op")
-        return Table(launches[[c for c in columns if c in launches]])
+        table = Table(launches[[c for c in columns if c in launches]])
+        table.attrs["notes"] = plausibility.notes(launches)
+        return table
 
     def ceilings(self, result: Any) -> pd.DataFrame:
         """The roofline's ceilings (counters and measured); shown with each value in its unit."""
