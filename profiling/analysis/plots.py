@@ -20,6 +20,8 @@ gid                                artist
 ``key:configs``                    Text beside a roofline: point number -> config
 ``ratio:<verdict>``                ErrorbarContainer's line of :func:`compare_ratios` (one per verdict)
 ``band:<config>``                  Rectangle of a config's 1 +- threshold band in :func:`compare_ratios`
+``kernels:<stream>``               BrokenBarHCollection of one stream's kernels in :func:`timeline_plot`
+``gaps``                           BrokenBarHCollection of the idle gaps (no kernel on any stream)
 =================================  ======================================================
 
 In :func:`rate_vs_size` with several ops, each op has its own axes and the ceiling
@@ -611,4 +613,37 @@ def compare_ratios(table: pd.DataFrame, *, title: str = "", ax: Axes | None = No
               title_fontsize=7)  # fmt: skip
     if title:
         ax.set_title(_title(title, 70), fontsize=9)
+    return fig
+
+
+def timeline_plot(timeline: Any, *, title: str = "", ax: Axes | None = None) -> Figure:
+    """A traced region's kernels, one row per stream, and beneath them its idle gaps, along time (µs).
+
+    Parameters
+    ----------
+    timeline : profiling.analysis.timeline.Timeline
+        From :func:`profiling.analysis.timeline.summarize`.
+    title : str
+        Put before the figures of the axes title (kernels, gap share).
+    ax : Axes, optional
+        Draw into this axes instead of a new figure.
+    """
+    kernels = timeline.kernels
+    streams = list(dict.fromkeys(kernels.sort_values("stream", kind="stable")["stream"]))
+    fig, ax = _axes(ax, (8.0, 1.2 + 0.35 * (len(streams) + 1)))
+    for row, stream in enumerate(streams):
+        mine = kernels[kernels["stream"] == stream]
+        spans = list(zip(mine["start_s"] * 1e6, mine["duration_s"] * 1e6, strict=True))
+        ax.broken_barh(spans, (row + 0.6, 0.8), color=f"C{row % 10}", gid=f"kernels:{stream}")
+    gaps = list(zip(timeline.gaps["start_s"] * 1e6, timeline.gaps["duration_s"] * 1e6, strict=True))
+    ax.broken_barh(gaps, (-0.4, 0.8), color="C3", gid="gaps")
+    ax.set_yticks(range(len(streams) + 1), ["gaps", *(f"stream {s}" for s in streams)], fontsize=7)
+    ax.set_xlabel("time from the first kernel (µs)")
+    ax.set_xlim(0, timeline.span_s * 1e6 * 1.01)
+    ax.grid(True, axis="x", alpha=0.3)
+    figures = (
+        f"{len(kernels)} kernels, busy {timeline.busy_s * 1e6:.1f} µs; gaps {timeline.gap_s * 1e6:.1f} µs = "
+        f"{100 * timeline.gap_share:.0f}% of the region's {timeline.region_s * 1e6:.1f} µs"
+    )
+    ax.set_title(_title(f"{title}: {figures}" if title else figures, 90), fontsize=9)
     return fig

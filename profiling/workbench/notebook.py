@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,8 @@ from oasr.jit.compilation_context import CompilationContext
 from oasr.jit.families import Family
 
 from .. import compare, provenance
-from ..analysis import limiter, plots, roofline
-from ..files import ShownPath, atomic_write_text, shown_path
+from ..analysis import limiter, plots, roofline, timeline
+from ..files import ShownPath, atomic_write_text, reports_root, shown_path
 from ..harness import correctness, timing
 from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, get_op, ops_of
@@ -353,6 +354,39 @@ class Workbench:
             s for s in states if s["commit"] == here["commit"] and s["hash"] != mine and s["state"] != "WORKTREE"
         ]
         return with_it[0]["revision"] if with_it else None
+
+    # ------------------------------------------------------------ timeline
+
+    def trace_path(self, name: str) -> Path:
+        """Where the Chrome trace of region ``name`` lies: beside the notebook's report,
+        ``reports/<gpu>/<notebook>.<name>.trace.json.gz`` (the recordings' folder in replay too)."""
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"name must be letters, digits, '_', '.' or '-' (it names a file), not {name!r}")
+        return reports_root() / self.gpu_slug / f"{self.notebook}.{name}.trace.json.gz"
+
+    def timeline(self, fn: Callable[[], object] | None, name: str) -> Any:
+        """One eager call of the region ``fn`` traced with torch.profiler (live; the trace saved at
+        :meth:`trace_path`), or the saved trace (replay): its kernel count, the sum of their times, the idle
+        gaps between them against the region's time (:mod:`profiling.analysis.timeline`). A note when replay
+        has no saved trace."""
+        path = self.trace_path(name)
+        if not self.replayed:
+            timeline.record(fn, path)
+        elif not path.is_file():
+            return Markdown(f"*No saved trace of `{name}` in `{shown_path(path.parent)}`: trace it on a GPU.*")
+        traced = timeline.summarize(path)
+        table = Table(traced.summary())
+        table.attrs["notes"] = [f"Chrome trace (chrome://tracing, Perfetto): {shown_path(path)}"]
+        return table
+
+    def timeline_plot(self, name: str) -> Any:
+        """The kernels of region ``name``'s saved trace along time, one row per stream, its idle gaps beneath;
+        None when there is no saved trace (:meth:`timeline` has said so)."""
+        path = self.trace_path(name)
+        if not path.is_file():
+            return None
+        where = f", replayed from {self.gpu_slug}" if self.replayed else ""
+        return plots.timeline_plot(timeline.summarize(path), title=f"{name}{where}")
 
     # ------------------------------------------------------------ summary
 
