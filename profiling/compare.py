@@ -68,7 +68,7 @@ from oasr.jit.families import STAND_INS, Family
 from . import provenance
 from .commands import WORKTREE
 from .files import atomic_write_text, reports_root, shown_path
-from .harness import timing
+from .harness import device_state, timing
 from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
 
 MIN_EFFECT = 0.03
@@ -369,14 +369,21 @@ def recording_path(gpu: str, op: str, source: str, root: Path | None = None) -> 
 
 
 def save_samples(
-    gpu: str, op: str, state: State, samples: Mapping[tuple[str, str], Mapping[str, Sequence[float]]]
+    gpu: str,
+    op: str,
+    state: State,
+    samples: Mapping[tuple[str, str], Mapping[str, Sequence[float]]],
+    gpu_state: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Store ``state``'s samples (merged into what its hash already holds)."""
+    """Store ``state``'s samples (merged into what its hash already holds), with the GPU's state around the timing
+    (:func:`profiling.harness.device_state.around`) in the provenance when given."""
     path = recording_path(gpu, op, state.hash)
     stored = load_samples(gpu, op, state.hash)
     stored.update({key: list(by_state[state.name]) for key, by_state in samples.items()})
     cases = [{"config": c, "dtype": d, "samples_s": s} for (c, d), s in stored.items()]
     meta = {"op": op, "source_hash": state.hash, "state": state.name, "provenance": provenance.collect()}
+    if gpu_state is not None:
+        meta["device_state"] = dict(gpu_state)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({**meta, "cases": cases}, indent=1) + "\n")
     return path
@@ -458,9 +465,10 @@ def compare_states(
         states.append(State(head, head_root, state_hash(spec.family, head_root)))
         if live:
             modules = {s.name: state_modules(spec.family, s) for s in states}
-            samples = time_modules(spec, configs, dtypes, modules, **timing_kwargs)
+            with device_state.around() as gpu_state:
+                samples = time_modules(spec, configs, dtypes, modules, **timing_kwargs)
             for state in states:
-                save_samples(gpu, op, state, samples)
+                save_samples(gpu, op, state, samples, gpu_state)
         else:
             samples = _recorded(gpu, op, states, [(spec.config_label(c), d) for c in configs for d in dtypes])
     return compare_tables(op, base, head, samples)

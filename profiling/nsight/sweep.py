@@ -48,6 +48,7 @@ import torch
 
 from .. import commands, readable
 from ..files import REPLAY_GPU, shown_path
+from ..harness import device_state
 from ..harness.ops import OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
 from ..scaleout import gpus as scaleout_gpus
@@ -61,6 +62,11 @@ from .reader import DamagedReportError, read_report
 from .worker import SweepSpec
 
 DEFAULT_TIMEOUT_S = runner.DEFAULT_TIMEOUT_S
+WORKER_L2 = (
+    "not read: the profiled kernels run in ncu's fresh worker process, whose context starts with no persisting-L2 "
+    "carve-out or window (this process's own would say nothing of it)"
+)
+"""Why a profile's GPU state has clocks, power and temperature (device-wide, read here) but no L2 persisting state."""
 
 
 class NoRecordingError(LookupError):
@@ -311,7 +317,8 @@ def _profile_missing(
     tmp = profiles.temp_report_path()
     try:
         try:
-            run = runner.run_sweep(spec, tmp, preset=preset, ncu=ncu_path, **run_kwargs)
+            with device_state.around(l2=WORKER_L2) as info["device_state"]:  # kept by _keep_finished too
+                run = runner.run_sweep(spec, tmp, preset=preset, ncu=ncu_path, **run_kwargs)
         except runner.PartialSweepError as exc:
             _keep_finished(profiles, spec, exc, info, preset=preset, src=src, fields=fields)
             raise

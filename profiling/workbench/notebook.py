@@ -27,7 +27,7 @@ from oasr.jit.families import Family
 from .. import compare, provenance
 from ..analysis import limiter, plots, roofline, timeline
 from ..files import ShownPath, atomic_write_text, reports_root, shown_path
-from ..harness import correctness, timing
+from ..harness import correctness, device_state, timing
 from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, get_op, ops_of
 from ..nsight import plausibility, runner, source
@@ -64,8 +64,14 @@ class Workbench:
     # ------------------------------------------------------------ environment
 
     def environment(self) -> pd.DataFrame:
-        """This machine: GPU, driver, CUDA, nvcc, ncu, target archs (and the mode)."""
+        """This machine: GPU, driver, CUDA, nvcc, ncu, target archs (and the mode), the GPU's state now (live), and
+        its state around the recorded timing (clocks, power, temperature, L2 persisting state before -> after)."""
         info = dict(provenance.collect())
+        if not self.replayed:
+            info["GPU state now"] = device_state.describe({"before": device_state.reading()})
+        recorded = self._recorded_meta()
+        if recorded is not None:
+            info["GPU state, timing"] = device_state.describe(recorded.get("device_state"))
         try:
             info["ncu"] = str(runner.find_ncu())
         except runner.NcuNotFoundError:  # shown, not raised: replay needs no ncu
@@ -161,10 +167,11 @@ class Workbench:
             if self.replayed:
                 df, _ = load_table(self.gpu_slug, op.name, "timing")
             else:
-                df = measure(op, configs or op.default_sweep, dtypes or op.dtypes)
+                with device_state.around() as state:
+                    df = measure(op, configs or op.default_sweep, dtypes or op.dtypes)
                 copy_bytes_per_s = float(df["copy_bytes_per_s"].iloc[0])
                 cublas_flop_per_s = timing.measure_cublas_tflops() * 1e12
-                meta = {**provenance.collect(), "copy_bytes_per_s": copy_bytes_per_s}
+                meta = {**provenance.collect(), "copy_bytes_per_s": copy_bytes_per_s, "device_state": state}
                 save_table(df, self.gpu_slug, op.name, "timing", {**meta, "cublas_flop_per_s": cublas_flop_per_s})
                 roofline.save_measured_ceilings(
                     self.gpu_slug, copy_bytes_per_s, cublas_flop_per_s, provenance.collect()
@@ -237,7 +244,8 @@ class Workbench:
         if launches["op"].nunique() == 1:  # the section's heading names it
             columns.remove("op")
         table = Table(launches[[c for c in columns if c in launches]])
-        table.attrs["notes"] = plausibility.notes(launches)
+        states = dict.fromkeys(device_state.describe(p.get("device_state")) for p in result.provenance)
+        table.attrs["notes"] = [*plausibility.notes(launches), *(f"GPU state, profile: {s}" for s in states)]
         return table
 
     def ceilings(self, result: Any) -> pd.DataFrame:
