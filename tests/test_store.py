@@ -449,3 +449,11 @@ def test_a_launch_count_other_than_the_expected_one_is_an_error() -> None:
 def test_expected_launches_is_checked(expected: object, error: type, text: str) -> None:
     with pytest.raises(error, match=text):
         profile_sweep("layer_norm", live=False, expected_launches=expected)
+
+
+def test_the_cli_says_a_launch_count_error_in_one_line(capsys) -> None:
+    assert sweep.main(["--op", "group_gemm", "--replay", "--expect-launches", "oasr=1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: group_gemm (roofline): expected oasr 1 kernel launch(es) per entry, but 2 entries")
+    assert sweep.main(["--op", "layer_norm", "--replay", "--expect-launches", "oasr=1,torch=1"]) == 0
+    assert "flagged (implausible)" in capsys.readouterr().out

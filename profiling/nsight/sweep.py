@@ -740,12 +740,31 @@ def _finish(
     )
 
 
+def _expected_counts(expected: ExpectedLaunches, backends: Sequence[str]) -> dict[str, int]:
+    """``expected_launches`` as {backend: count} (empty: no check); TypeError or ValueError naming the argument."""
+    if expected is None:
+        return {}
+    if isinstance(expected, Mapping):
+        counts = dict(expected)
+    elif isinstance(expected, int) and not isinstance(expected, bool):
+        counts = dict.fromkeys(backends, expected)
+    else:
+        raise TypeError(f"expected_launches must be an int or a mapping of backend to int, not {type(expected)}")
+    for backend, count in counts.items():
+        if backend not in backends:
+            raise ValueError(f"expected_launches names {backend!r}, which is not profiled ({', '.join(backends)})")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"expected_launches[{backend!r}] must be an int >= 1, not {count!r}")
+    return counts
+
+
 # ---------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------
 
 TABLE_COLUMNS = (
     "backend", "dtype", "kernel", "duration_s", "dram_bytes", "flop", "dram_bw_bytes_per_s", "pct_dram_peak", "profile",
+    "flagged",
 )  # fmt: skip
 
 
@@ -805,6 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gpus=args.gpus,
             engine=args.engine,
             address=args.address,
+            expected_launches=args.expect_launches,
         )
     except (runner.NcuError, NoRecordingError, ValueError, TypeError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -822,21 +842,3 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _expected_counts(expected: ExpectedLaunches, backends: Sequence[str]) -> dict[str, int]:
-    """``expected_launches`` as {backend: count} (empty: no check); TypeError or ValueError naming the argument."""
-    if expected is None:
-        return {}
-    if isinstance(expected, Mapping):
-        counts = dict(expected)
-    elif isinstance(expected, int) and not isinstance(expected, bool):
-        counts = dict.fromkeys(backends, expected)
-    else:
-        raise TypeError(f"expected_launches must be an int or a mapping of backend to int, not {type(expected)}")
-    for backend, count in counts.items():
-        if backend not in backends:
-            raise ValueError(f"expected_launches names {backend!r}, which is not profiled ({', '.join(backends)})")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"expected_launches[{backend!r}] must be an int >= 1, not {count!r}")
-    return counts
