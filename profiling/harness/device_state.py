@@ -133,6 +133,11 @@ def _l2(device: int | None) -> dict[str, Any]:
     }
 
 
+def _whole(value: Any) -> str:
+    """A reading to the unit; a recording's value that is not a number is shown as it is, not raised on."""
+    return f"{value:.0f}" if isinstance(value, (int, float)) else str(value)
+
+
 def describe(state: Mapping[str, Any] | None) -> str:
     """One line for people: before -> after of each reading, the driver, the L2 persisting state (or why not)."""
     if not state or "before" not in state:
@@ -146,8 +151,8 @@ def describe(state: Mapping[str, Any] | None) -> str:
             ("power_w", "power", "W"),
             ("temperature_c", "temperature", "°C"),
         ):
-            parts.append(f"{label} {before[key]:.0f} → {after[key]:.0f} {unit}")
-        parts.append(f"SM max {before['sm_clock_max_mhz']:.0f} MHz, driver {before['driver']}")
+            parts.append(f"{label} {_whole(before[key])} → {_whole(after[key])} {unit}")
+        parts.append(f"SM max {_whole(before['sm_clock_max_mhz'])} MHz, driver {before['driver']}")
     else:
         parts.append(f"clocks {before.get('nvml') if before.get('nvml') != OK else after.get('nvml')}")
     l2 = [r for r in (before, after) if r.get("l2") == OK]

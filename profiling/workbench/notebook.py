@@ -401,7 +401,10 @@ class Workbench:
     def write_summary(self) -> Path:
         """Headline figures for the report index: ``reports/<gpu>/<notebook>.summary.json`` live,
         ``reports/replay/<gpu>/...`` in replay (git-ignored: replay never rewrites the committed ones)."""
-        meta = provenance.collect() if not self.replayed else self._recorded_meta()
+        meta = self._recorded_meta()
+        if not self.replayed:  # this machine's provenance, with the GPU state the timing just recorded ran in
+            state = (meta or {}).get("device_state")
+            meta = {**provenance.collect(), **({"device_state": state} if state else {})}
         if meta is None:
             raise FileNotFoundError(
                 f"no recorded timing table for {', '.join(self.op_names)} in reports/{self.gpu_slug}"
