@@ -55,7 +55,7 @@ _CLOCKS = (
 )
 _NEAR_COPY = (
     "near or past what a device copy reaches: a working set partly resident in the L2 (or a persisting-L2 window), "
-    "or ncu's lone replay of the launch (flushed caches, cool clocks) against a ceiling timed sustained."
+    "or ncu's lone replay of the launch (flushed caches, clocks left free) against a ceiling timed sustained."
 )
 _ALONE = (
     "at or past what the measured ceiling's code reaches: ncu replays this launch alone (caches flushed, clocks left "
@@ -74,6 +74,7 @@ RULES: tuple[Rule, ...] = (
 )
 """The rules, data: a spec ceiling at 100%, a measured one at 95%. ``flop_tensor_16`` is the FP16 and BF16 tensor
 rates together, against cuBLAS's BF16 GEMM (on Hopper the two dense rates are one)."""
+CAUSES = {rule.name: rule.cause for rule in RULES}
 
 
 def figures(launches: pd.DataFrame) -> dict[str, pd.Series]:
@@ -92,8 +93,7 @@ def figures(launches: pd.DataFrame) -> dict[str, pd.Series]:
         found["flop_tensor_16"] = launches[tensor].sum(axis=1, min_count=1) / duration
     if "expected_bytes" in launches:
         keys = [k for k in ENTRY_KEYS if k in launches]
-        groups = launches.groupby(keys, dropna=False, sort=False) if keys else None
-        total = groups["duration_s"].transform("sum") if groups is not None else launches["duration_s"]
+        total = launches.groupby(keys, dropna=False, sort=False)["duration_s"].transform("sum") if keys else duration
         found["effective_bw"] = launches["expected_bytes"] / total.where(total > 0)
     return found
 
@@ -128,10 +128,9 @@ def flag(launches: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         ceiling = values.get(rule.ceiling, np.nan)
         if rule.figure in rates and np.isfinite(ceiling) and ceiling > 0:
             fired[rule.name] = (rates[rule.figure] > rule.limit * ceiling).fillna(False)
-    causes = {rule.name: rule.cause for rule in RULES}
     names = [[name for name in fired.columns if row[name]] for _, row in fired.iterrows()]
     df["flagged"] = [", ".join(n) for n in names]
-    df["flag_cause"] = [" ".join(dict.fromkeys(causes[x] for x in n)) for n in names]
+    df["flag_cause"] = [" ".join(dict.fromkeys(CAUSES[x] for x in n)) for n in names]
     return df
 
 
@@ -140,5 +139,4 @@ def notes(launches: pd.DataFrame) -> list[str]:
     if "flagged" not in launches:
         return []
     counts = pd.Series([name for names in launches["flagged"] for name in names.split(", ") if name]).value_counts()
-    causes = {rule.name: rule.cause for rule in RULES}
-    return [f"flagged, {name} ({count} of {len(launches)}): {causes[name]}" for name, count in counts.items()]
+    return [f"flagged, {name} ({count} of {len(launches)}): {CAUSES[name]}" for name, count in counts.items()]
