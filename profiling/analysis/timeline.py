@@ -11,7 +11,8 @@ once, never as a negative gap), and the time inside the span from the first kern
 the last one's end that no kernel covers is the gap time. Against the region's time (the
 range's wall time, which ends after a synchronize, so it holds the GPU's whole work; the span
 when the trace has no range) it is the launch-bound share that a CUDA graph of the region
-removes.
+removes. Only kernels count as busy: a copy or memset inside the region (``gpu_memcpy``,
+``gpu_memset`` events) counts as gap, as the host time around it does.
 """
 
 from __future__ import annotations
