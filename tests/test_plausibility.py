@@ -10,10 +10,13 @@ import pandas as pd
 import pytest
 from conftest import RECORDINGS
 
+from oasr.jit.families import FAMILIES
 from profiling.analysis import roofline
 from profiling.nsight import packing, plausibility
 from profiling.nsight.reader import ReportTables, read_report
 from profiling.workbench.display import to_html
+from profiling.workbench.notebook import Workbench
+from profiling.workbench.tables import load_table
 
 OPS = ("scale", "layer_norm", "group_gemm")
 """A streaming op at copy speed, a norm, and a GEMM whose torch backend launches 64 cuBLAS kernels."""
@@ -95,3 +98,18 @@ def test_bad_arguments_name_themselves() -> None:
         plausibility.flag(row.to_dict(), pd.DataFrame(columns=["name", "value"]))
     with pytest.raises(ValueError, match="ceilings needs the columns name and value"):
         plausibility.flag(row, pd.DataFrame({"value": [1.0]}))
+
+
+def test_timing_rows_past_95_percent_of_their_copy_are_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The committed H200 timing tables: 16 of scale's 60 rows (its largest sizes, which are copies) and 6 of the
+    activations' 72 pass 95% of the copy timed with them; the flag is exactly ``pct_of_copy > 95``."""
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    for family, count in ((FAMILIES[0], 16), (FAMILIES[1], 6)):
+        table = Workbench(family).timing()
+        assert ((table["flagged"] != "") == (table["pct_of_copy"] > 95)).all()
+        assert (table["flagged"] != "").sum() == count and "flag_cause" not in table
+        assert any(note.startswith("flagged, bandwidth > 95% of copy") for note in table.attrs["notes"])
+    row = load_table("h200", "layer_norm", "timing")[0].head(1)
+    planted = row.assign(seconds=row["seconds"] / 4, bandwidth_bytes_per_s=row["bandwidth_bytes_per_s"] * 4)
+    assert plausibility.flag_timing(planted)["flagged"].iloc[0] == "bandwidth > 95% of copy"
+    assert plausibility.flag_timing(row)["flagged"].iloc[0] == ""

@@ -57,6 +57,10 @@ _NEAR_COPY = (
     "near or past what a device copy reaches: a working set partly resident in the L2 (or a persisting-L2 window), "
     "or ncu's lone replay of the launch (flushed caches, clocks left free) against a ceiling timed sustained."
 )
+_TIMED_NEAR_COPY = (
+    "as fast as the device copy timed with it: an op that streams like a copy has reached its ceiling; past it, part "
+    "of its working set stayed in the L2 (too few rotated input sets, or a persisting-L2 window: llm.c #851)."
+)
 _ALONE = (
     "at or past what the measured ceiling's code reaches: ncu replays this launch alone (caches flushed, clocks left "
     "free), the ceiling was timed sustained over CUDA-graph replays, so its % of that ceiling overstates it."
@@ -71,16 +75,22 @@ RULES: tuple[Rule, ...] = (
     Rule("L1 bandwidth > peak", "l1_bw", "l1", 1.0, _CLOCKS),
     *(Rule(f"{kind} FLOP/s > peak", f"flop_{kind}", kind, 1.0, _CLOCKS) for kind in FLOP_COUNTERS),
     Rule("tensor FLOP/s > 95% of cuBLAS", "flop_tensor_16", "cublas_bf16", 0.95, _ALONE),
+    Rule("bandwidth > 95% of copy", "bandwidth", "copy", 0.95, _TIMED_NEAR_COPY),
 )
 """The rules, data: a spec ceiling at 100%, a measured one at 95%. ``flop_tensor_16`` is the FP16 and BF16 tensor
-rates together, against cuBLAS's BF16 GEMM (on Hopper the two dense rates are one)."""
+rates together, against cuBLAS's BF16 GEMM (on Hopper the two dense rates are one); ``bandwidth`` is a timing
+table's (:mod:`profiling.harness.measure`: the op's bytes over its CUDA-graph time)."""
 CAUSES = {rule.name: rule.cause for rule in RULES}
 
 
 def figures(launches: pd.DataFrame) -> dict[str, pd.Series]:
-    """The rates the rules judge, per launch (bytes/s, FLOP/s); a figure whose columns are missing is absent."""
+    """The rates the rules judge, per launch or timing row (bytes/s, FLOP/s); a figure whose columns are missing is
+    absent."""
+    found = {"bandwidth": launches["bandwidth_bytes_per_s"]} if "bandwidth_bytes_per_s" in launches else {}
+    if "duration_s" not in launches:  # a timing table: its rates are its own columns
+        return found
     duration = launches["duration_s"].where(launches["duration_s"] > 0)
-    found = {
+    found |= {
         f"{level}_bw": launches[f"{level}_bytes"] / duration
         for level in ("dram", "l2", "l1")
         if f"{level}_bytes" in launches
@@ -121,7 +131,7 @@ def flag(launches: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     if not {"name", "value"} <= set(ceilings.columns):
         raise ValueError(f"ceilings needs the columns name and value; it has {', '.join(map(str, ceilings.columns))}")
     df = launches.copy()
-    rates = figures(df) if "duration_s" in df else {}
+    rates = figures(df)
     values = ceilings.drop_duplicates("name").set_index("name")["value"].astype(float)  # first: wgmma before mma
     fired = pd.DataFrame(False, index=df.index, columns=[rule.name for rule in RULES])
     for rule in RULES:
@@ -132,6 +142,14 @@ def flag(launches: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     df["flagged"] = [", ".join(n) for n in names]
     df["flag_cause"] = [" ".join(dict.fromkeys(CAUSES[x] for x in n)) for n in names]
     return df
+
+
+def flag_timing(table: pd.DataFrame) -> pd.DataFrame:
+    """A timing table (:func:`profiling.harness.measure.measure`) flagged against the copy bandwidth timed with it
+    (its ``copy_bytes_per_s``, the figure its ``pct_of_copy`` is of)."""
+    if "copy_bytes_per_s" not in table or table.empty:
+        return flag(table, pd.DataFrame(columns=["name", "value"]))
+    return flag(table, pd.DataFrame({"name": ["copy"], "value": [float(table["copy_bytes_per_s"].iloc[0])]}))
 
 
 def notes(launches: pd.DataFrame) -> list[str]:

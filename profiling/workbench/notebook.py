@@ -161,7 +161,9 @@ class Workbench:
     # ------------------------------------------------------------ timing
 
     def timing(self, dtypes: Sequence[str] | None = None, configs: Sequence[Config] | None = None) -> pd.DataFrame:
-        """oasr against torch over each op's sweep: median time, bandwidth, % of the copy ceiling."""
+        """oasr against torch over each op's sweep: median time, bandwidth, % of the copy ceiling, and the rows whose
+        bandwidth passes 95% of that copy flagged (:func:`profiling.nsight.plausibility.flag_timing`), their likely
+        cause beneath the table."""
         frames = []
         for op in self.ops:
             if self.replayed:
@@ -176,15 +178,17 @@ class Workbench:
                 roofline.save_measured_ceilings(
                     self.gpu_slug, copy_bytes_per_s, cublas_flop_per_s, provenance.collect()
                 )
-            frames.append(df)
+            frames.append(plausibility.flag_timing(df))  # each op against the copy timed with it
         table = pd.concat(frames, ignore_index=True)
         self.headlines += headline.headlines(self.ops, self.gpu_slug)  # from the recordings, live or replayed
         older = [f.loc[0, "op"] for f in frames if f.get("eager_seconds", pd.Series(dtype=float)).isna().all()]
-        shown = Table(table if "eager_seconds" in table else table.assign(eager_seconds=float("nan")))
+        shown = table if "eager_seconds" in table else table.assign(eager_seconds=float("nan"))
+        shown = Table(shown.drop(columns="flag_cause"))  # the causes go beneath the table, once per rule
         if older:  # the timing cell shows the column: its missing values are said, not left as dashes alone
             shown.attrs["notes"] = [
                 f"eager (µs): not in the recordings of {', '.join(older)}, made before the eager latency was timed"
             ]
+        shown.attrs["notes"] = [*shown.attrs.get("notes", []), *plausibility.notes(table)]
         return shown
 
     @staticmethod
