@@ -26,7 +26,8 @@ as nvbench's ``compare`` does from its noise-aware ones, never from two medians 
 - otherwise ``insufficient data`` (:data:`INSUFFICIENT`): the interval reaches past the band
   without a verdict, or the noise is too wide. Time more rounds or on a quieter GPU
   (nvbench's false verdicts on identical reruns, nvbench #313/#316, came from calling this
-  case "same" or a change).
+  case "same" or a change). Fewer than 5 samples a side is an error, not a verdict: no
+  interval can be drawn from them.
 
 Samples are stored per state, keyed by the state's source hash (:func:`state_hash`:
 its kernel sources and headers, not its path), under

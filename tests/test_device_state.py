@@ -134,6 +134,34 @@ def test_on_a_gpu_the_state_is_read() -> None:
     assert state["before"]["sm_clock_mhz"] > 0 and state["after"]["persisting_l2_limit_bytes"] == 0
 
 
+@pytest.mark.gpu
+def test_a_planted_persisting_window_is_read_and_said() -> None:
+    """A persisting-L2 carve-out and an access-policy window on torch's stream, set here and reset after: the
+    reading holds both, and its line says bandwidths may read the L2 (written without a GPU: first run on the H200
+    pending)."""
+    rt = pytest.importorskip("cuda.bindings.runtime")
+    buffer = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+    stream = torch.cuda.current_stream().cuda_stream
+    window = rt.cudaStreamAttrValue()
+    policy = window.accessPolicyWindow
+    policy.base_ptr, policy.num_bytes, policy.hitRatio = buffer.data_ptr(), buffer.numel(), 1.0
+    policy.hitProp = rt.cudaAccessProperty.cudaAccessPropertyPersisting
+    policy.missProp = rt.cudaAccessProperty.cudaAccessPropertyStreaming
+    assert rt.cudaDeviceSetLimit(rt.cudaLimit.cudaLimitPersistingL2CacheSize, buffer.numel())[0] == 0
+    try:
+        assert rt.cudaStreamSetAttribute(stream, rt.cudaStreamAttributeAccessPolicyWindow, window)[0] == 0
+        state = {"before": device_state.reading()}
+    finally:
+        policy.num_bytes = 0  # the window off, the carve-out back to none: later tests see a plain GPU
+        rt.cudaStreamSetAttribute(stream, rt.cudaStreamAttributeAccessPolicyWindow, window)
+        rt.cudaDeviceSetLimit(rt.cudaLimit.cudaLimitPersistingL2CacheSize, 0)
+    reading = state["before"]
+    assert reading["l2"] == "ok" and reading["persisting_l2_limit_bytes"] >= buffer.numel(), reading
+    assert reading["access_policy_window_bytes"] == buffer.numel()
+    assert "(set: bandwidths may read the L2, not HBM)" in device_state.describe(state)
+    assert device_state.reading()["persisting_l2_limit_bytes"] == 0
+
+
 def test_a_timing_recording_keeps_the_state(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path))
     state = {"before": device_state.reading(), "after": device_state.reading()}
