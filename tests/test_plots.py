@@ -338,6 +338,7 @@ def test_compare_plot_along_the_recorded_sweep_of_gemm() -> None:
         assert row.ratio in list(line.get_ydata())
     assert set(table["verdict"]) == {"faster", "same"}  # what the H200 samples say
     assert overlapping_texts(fig) == []
+    assert set(P.VERDICT_COLOR) == set(compare.VERDICTS)  # every verdict has its colour
     with pytest.raises(ValueError, match=r"table: .* it lacks verdict"):
         P.compare_ratios(table.drop(columns="verdict"))
 

@@ -560,7 +560,7 @@ def _rate_legend(
 
 
 VERDICT_COLOR: dict[str, str] = {"faster": "C2", "slower": "C3", "same": "C0", "insufficient data": "0.5"}
-"""Compare plots: one colour per verdict of :func:`profiling.compare.compare_samples`."""
+"""Compare plots: one colour per verdict of :data:`profiling.compare.VERDICTS` (a test keeps the two alike)."""
 
 
 def compare_ratios(table: pd.DataFrame, *, title: str = "", ax: Axes | None = None) -> Figure:

@@ -174,18 +174,9 @@ def load(trace: str | Path | Mapping[str, Any]) -> tuple[Mapping[str, Any], str]
     return data, source
 
 
-def kernel_events(trace: str | Path | Mapping[str, Any]) -> pd.DataFrame:
-    """The trace's kernel events (``"cat": "kernel"``), :data:`KERNEL_COLUMNS`, in start order.
-
-    Raises
-    ------
-    NoKernelsError
-        When the trace holds none (say a CPU-only trace, which never does).
-    """
-    return _kernels(*load(trace))
-
-
 def _kernels(data: Mapping[str, Any], source: str) -> pd.DataFrame:
+    """The trace's kernel events (``"cat": "kernel"``), :data:`KERNEL_COLUMNS`, in start order; NoKernelsError
+    (naming ``source``) when it holds none, as a CPU-only trace never does."""
     rows = [
         {
             "name": str(event.get("name", "?")),
