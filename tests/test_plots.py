@@ -16,9 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
+from IPython.display import Markdown
 from matplotlib.figure import Figure
 
 from oasr.jit.families import FAMILIES
+from profiling import compare
 from profiling.analysis import plots as P
 from profiling.analysis import roofline as RL
 from profiling.nsight import packing
@@ -319,8 +321,6 @@ def test_compare_plot_along_the_recorded_sweep_of_gemm() -> None:
     """The committed H200 samples of gemm at 51be08a (the working tree against its commit, two configs): each
     config's point is its ratio, its bar the bootstrap interval, its band 1 +- its threshold; the slower config and
     the same one get their own colour (the tree's kernel is faster at m=16000,n=256,k=2048)."""
-    from profiling import compare
-
     states = [s for s in compare.recorded_states("h200", "gemm") if s["commit"] == "51be08a"]
     assert len(states) == 2, states
     base, head = (next(s for s in states if (s["state"] == compare.WORKTREE) == tree) for tree in (False, True))
@@ -344,6 +344,4 @@ def test_compare_plot_along_the_recorded_sweep_of_gemm() -> None:
 
 
 def test_the_workbench_compare_plot_passes_a_note_by() -> None:
-    from IPython.display import Markdown
-
     assert Workbench(FAMILIES[0]).compare_plot(Markdown("*No comparison*")) is None
