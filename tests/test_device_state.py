@@ -124,6 +124,19 @@ def test_a_persisting_carve_out_is_said_to_skew_bandwidth(answering) -> None:
     assert "(set: bandwidths may read the L2, not HBM)" in device_state.describe(state)
 
 
+def test_an_nvml_call_that_fails_is_said_not_raised(answering, monkeypatch: pytest.MonkeyPatch) -> None:
+    answering(0, 0)
+    nvml = sys.modules["pynvml"]
+
+    def no_power(handle: str) -> int:
+        raise nvml.NVMLError("Not Supported")
+
+    monkeypatch.setattr(nvml, "nvmlDeviceGetPowerUsage", no_power, raising=False)
+    reading = device_state.reading(0)
+    assert reading["nvml"] == "unavailable: NVML could not read device 0 (NVMLError: Not Supported)"
+    assert reading["sm_clock_mhz"] is None and reading["l2"] == "ok"
+
+
 @pytest.mark.gpu
 def test_on_a_gpu_the_state_is_read() -> None:
     pytest.importorskip("pynvml")

@@ -90,8 +90,8 @@ def _nvml(device: int | None) -> dict[str, Any]:
             "driver": str(pynvml.nvmlSystemGetDriverVersion()),
             "nvml": OK,
         }
-    except pynvml.NVMLError as exc:
-        return _unavailable(NVML_FIELDS, "nvml", f"NVML could not read device {device} ({exc})")
+    except Exception as exc:  # NVML's errors, or a torch without the PCI fields: said, never raised on a measurement
+        return _unavailable(NVML_FIELDS, "nvml", f"NVML could not read device {device} ({type(exc).__name__}: {exc})")
     finally:
         pynvml.nvmlShutdown()
 
