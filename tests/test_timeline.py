@@ -131,3 +131,19 @@ def test_the_workbench_replays_a_saved_trace_and_names_a_missing_one(monkeypatch
     assert wb.timeline_plot("layer") is not None
     with pytest.raises(ValueError, match="name must be letters, digits"):
         wb.trace_path("../x")
+
+
+@pytest.mark.gpu
+def test_a_traced_eager_region_on_a_gpu(tmp_path: Path) -> None:
+    """Three torch kernels with host work between them (written without a GPU: first run on the H200 pending)."""
+    x = torch.randn(1024, 1024, device="cuda")
+
+    def region() -> None:
+        y = x @ x
+        torch.cuda._sleep(1000)  # a kernel that spins: one more, of known length
+        (y + 1).sum()
+
+    path = timeline.record(region, tmp_path / "region.json.gz")
+    traced = timeline.summarize(path)
+    assert len(traced.kernels) >= 3 and traced.gap_s >= 0 and traced.region_s >= traced.span_s > 0
+    assert traced.busy_s <= traced.span_s and 0 <= traced.gap_share < 1
