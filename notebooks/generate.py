@@ -147,12 +147,14 @@ def family_cells(page: Page) -> list:
             "## Comparing revisions\n\n"
             "The oasr kernel at the last commit against the working tree (edit a header, rerun this cell), "
             "both built from their own sources and timed in turn: per config both times, the ratio, and a "
-            "verdict (faster / slower / same) drawn from the two distributions of per-replay samples, not "
-            "from two medians (`profiling/compare.py`; `python -m profiling.compare --op OP --base REV` "
+            "verdict (faster / slower / same / insufficient data) drawn from the two distributions of per-replay "
+            "samples, not from two medians (`profiling/compare.py`; `python -m profiling.compare --op OP --base REV` "
             "on the command line). A replay compares the samples recorded for this tree's kernel sources with those "
-            "of the revision timed against them (`bash scripts/h200_session.sh compare` on the H200)."
+            "of the revision timed against them (`bash scripts/h200_session.sh compare` on the H200). The plot "
+            "shows the ratio per config with its bootstrap interval over its 1 +- threshold band: a bar inside "
+            "its band is \"same\", one reaching past it without a verdict is \"insufficient data\"."
         ),
-        code("wb.compare()"),
+        code("comparison = wb.compare()\ndisplay(comparison)\nwb.compare_plot(comparison)"),
         md(
             "## Sweep panel\n\n"
             "Pick an op, size, dtype, backends and metric preset, press **Run**. Runs "

@@ -97,6 +97,9 @@ def nsight_parser() -> argparse.ArgumentParser:
                         help="one config of the sweep, e.g. n=65536 or b=16,t=1500,c=1024 (the op's fields: "
                         "--list); repeat for more; default: the op's default sweep")  # fmt: skip
     parser.add_argument("--force", action="store_true", help="profile again even where the cache has the entries")
+    parser.add_argument("--expect-launches", type=parse_config, metavar="BACKEND=INT,...",
+                        help="kernel launches each entry of a backend must hold, e.g. oasr=1: another count "
+                        "is an error naming the entries (default: any)")  # fmt: skip
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--live", dest="live", action="store_true", default=None,
                       help="profile now with ncu (needs a CUDA GPU and Nsight Compute)")  # fmt: skip

@@ -18,7 +18,16 @@ as nvbench's ``compare`` does from its noise-aware ones, never from two medians 
 - a threshold: the larger of :data:`MIN_EFFECT` and each side's relative interquartile
   range (a noisier measurement needs a larger difference);
 - ``slower`` when p < :data:`ALPHA`, the whole interval lies above 1 and the ratio exceeds
-  1 + threshold; ``faster`` symmetrically; otherwise ``same``.
+  1 + threshold; ``faster`` symmetrically;
+- ``same`` only when the samples show it: the whole interval lies inside the band
+  [1 / (1 + threshold), 1 + threshold] and the threshold is at most
+  :data:`profiling.harness.timing.NOISY_IQR_REL` (10%: a noisier side would call a 12%
+  change "same");
+- otherwise ``insufficient data`` (:data:`INSUFFICIENT`): the interval reaches past the band
+  without a verdict, or the noise is too wide. Time more rounds or on a quieter GPU
+  (nvbench's false verdicts on identical reruns, nvbench #313/#316, came from calling this
+  case "same" or a change). Fewer than 5 samples a side is an error, not a verdict: no
+  interval can be drawn from them.
 
 Samples are stored per state, keyed by the state's source hash (:func:`state_hash`:
 its kernel sources and headers, not its path), under
@@ -60,7 +69,7 @@ from oasr.jit.families import STAND_INS, Family
 from . import provenance
 from .commands import WORKTREE
 from .files import atomic_write_text, reports_root, shown_path
-from .harness import timing
+from .harness import device_state, timing
 from .harness.ops import OPS, Config, OpSpec, dtype_name, get_op, parse_dtype
 
 MIN_EFFECT = 0.03
@@ -70,6 +79,9 @@ ALPHA = 0.01
 """Significance level of the Mann-Whitney test."""
 LEVEL = 0.99
 """Confidence level of the bootstrap interval of the ratio."""
+VERDICTS = ("faster", "slower", "same", "insufficient data")
+INSUFFICIENT = VERDICTS[3]
+"""The verdict when the samples can separate neither a change nor its absence (see the module docstring)."""
 RESAMPLES = 2000
 BOOTSTRAP_BLOCK = 1 << 20
 """The bootstrap draws this many values at a time (8 MiB), so its memory does not grow with samples x resamples
@@ -148,7 +160,8 @@ def compare_samples(
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> Comparison:
-    """``"slower"``, ``"faster"`` or ``"same"`` for ``head`` against ``base`` (see the module docstring).
+    """``"slower"``, ``"faster"``, ``"same"`` or ``"insufficient data"`` for ``head`` against ``base`` (see the
+    module docstring for the rule).
 
     Raises
     ------
@@ -168,11 +181,14 @@ def compare_samples(
     low, high = ratio_interval(base, head, resamples=resamples, seed=seed)
     p = mann_whitney_p(base, head)
     threshold = max(min_effect, relative_iqr(base), relative_iqr(head))
-    verdict = "same"
     if p < alpha and low > 1 and ratio > 1 + threshold:
         verdict = "slower"
     elif p < alpha and high < 1 and ratio < 1 / (1 + threshold):
         verdict = "faster"
+    elif 1 / (1 + threshold) <= low and high <= 1 + threshold and threshold <= timing.NOISY_IQR_REL:
+        verdict = "same"
+    else:
+        verdict = INSUFFICIENT
     return Comparison(float(np.median(base)), float(np.median(head)), ratio, low, high, p, threshold, verdict)
 
 
@@ -354,14 +370,21 @@ def recording_path(gpu: str, op: str, source: str, root: Path | None = None) -> 
 
 
 def save_samples(
-    gpu: str, op: str, state: State, samples: Mapping[tuple[str, str], Mapping[str, Sequence[float]]]
+    gpu: str,
+    op: str,
+    state: State,
+    samples: Mapping[tuple[str, str], Mapping[str, Sequence[float]]],
+    gpu_state: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Store ``state``'s samples (merged into what its hash already holds)."""
+    """Store ``state``'s samples (merged into what its hash already holds), with the GPU's state around the timing
+    (:func:`profiling.harness.device_state.around`) in the provenance when given."""
     path = recording_path(gpu, op, state.hash)
     stored = load_samples(gpu, op, state.hash)
     stored.update({key: list(by_state[state.name]) for key, by_state in samples.items()})
     cases = [{"config": c, "dtype": d, "samples_s": s} for (c, d), s in stored.items()]
     meta = {"op": op, "source_hash": state.hash, "state": state.name, "provenance": provenance.collect()}
+    if gpu_state is not None:
+        meta["device_state"] = dict(gpu_state)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({**meta, "cases": cases}, indent=1) + "\n")
     return path
@@ -443,9 +466,10 @@ def compare_states(
         states.append(State(head, head_root, state_hash(spec.family, head_root)))
         if live:
             modules = {s.name: state_modules(spec.family, s) for s in states}
-            samples = time_modules(spec, configs, dtypes, modules, **timing_kwargs)
+            with device_state.around() as gpu_state:
+                samples = time_modules(spec, configs, dtypes, modules, **timing_kwargs)
             for state in states:
-                save_samples(gpu, op, state, samples)
+                save_samples(gpu, op, state, samples, gpu_state)
         else:
             samples = _recorded(gpu, op, states, [(spec.config_label(c), d) for c in configs for d in dtypes])
     return compare_tables(op, base, head, samples)

@@ -46,6 +46,7 @@ HEADERS = {
     "pct_of_copy": "% of copy",
     "pct_dram_peak": "% of DRAM peak",
     "pct_of_roof": "% of roof",
+    "flagged": "flagged (implausible)",
     "bytes_vs_expected_pct": "bytes vs expected (%)",
     "flop_vs_expected_pct": "FLOP vs expected (%)",
     "iqr_rel": "IQR / median",

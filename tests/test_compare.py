@@ -51,10 +51,21 @@ def test_faster_and_a_shift_below_the_threshold() -> None:
     assert small.p_value < compare.ALPHA and small.verdict == "same"  # significant, but 1.5% < MIN_EFFECT
 
 
-def test_noisy_samples_need_a_larger_difference() -> None:
-    # an IQR of ~20% of the median: a 10% shift of the medians is within the noise
+def test_noisy_samples_need_a_larger_difference_and_are_never_same() -> None:
+    # an IQR of ~20% of the median: a 10% shift of the medians is within the noise, and so would a 15% one be
     result = compare.compare_samples(_samples(60e-6, 0.15, seed=3), _samples(66e-6, 0.15, seed=4))
-    assert result.threshold > 0.15 and result.verdict == "same"
+    assert result.threshold > 0.15 and result.verdict == compare.INSUFFICIENT
+    alike = compare.compare_samples(_samples(60e-6, 0.15, seed=3), _samples(60e-6, 0.15, seed=4))
+    assert alike.verdict == compare.INSUFFICIENT  # not "same": a band of +-15% hides the changes that matter
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_an_interval_reaching_past_the_band_is_insufficient_data(seed: int) -> None:
+    """Eight samples a side, 2% noise, a 2.5% shift: the interval reaches past 1 + threshold but not wholly beyond
+    it, so the samples separate neither "slower" nor "same"."""
+    result = compare.compare_samples(_samples(60e-6, 0.02, 8, seed), _samples(61.5e-6, 0.02, 8, seed + 50))
+    assert result.ci_high > 1 + result.threshold and result.verdict == compare.INSUFFICIENT
+    assert result.verdict in compare.VERDICTS
 
 
 def test_too_few_or_bad_samples() -> None:

@@ -16,9 +16,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
+from IPython.display import Markdown
 from matplotlib.figure import Figure
 
 from oasr.jit.families import FAMILIES
+from profiling import compare
 from profiling.analysis import plots as P
 from profiling.analysis import roofline as RL
 from profiling.nsight import packing
@@ -313,3 +315,33 @@ def test_figures_read_in_the_families_metric_and_units() -> None:
         assert not [label for label in labels if "e+" in label or "_bytes_per_s" in label or "_per_s)" in label]
     torch = _by_gid(figures["gemm roofline"])["points:torch"]
     assert "kernels each, summed" in torch.get_label() and len(torch.get_offsets()) == 7  # one point per config
+
+
+def test_compare_plot_along_the_recorded_sweep_of_gemm() -> None:
+    """The committed H200 samples of gemm at 51be08a (the working tree against its commit, two configs): each
+    config's point is its ratio, its bar the bootstrap interval, its band 1 +- its threshold; the slower config and
+    the same one get their own colour (the tree's kernel is faster at m=16000,n=256,k=2048)."""
+    states = [s for s in compare.recorded_states("h200", "gemm") if s["commit"] == "51be08a"]
+    assert len(states) == 2, states
+    base, head = (next(s for s in states if (s["state"] == compare.WORKTREE) == tree) for tree in (False, True))
+    loaded = {s["revision"]: compare.load_samples("h200", "gemm", s["hash"]) for s in (base, head)}
+    samples = {key: {name: by_key[key] for name, by_key in loaded.items()} for key in loaded[base["revision"]]}
+    table = compare.compare_tables("gemm", base["revision"], head["revision"], samples)
+    fig = P.compare_ratios(table, title="gemm")
+    fig.canvas.draw()
+    drawn = _by_gid(fig)
+    for row in table.itertuples():
+        band = drawn[f"band:{row.config}"]
+        assert band.get_y() == pytest.approx(1 / (1 + row.threshold))
+        assert band.get_y() + band.get_height() == pytest.approx(1 + row.threshold)
+        line = drawn[f"ratio:{row.verdict}"]
+        assert row.ratio in list(line.get_ydata())
+    assert set(table["verdict"]) == {"faster", "same"}  # what the H200 samples say
+    assert overlapping_texts(fig) == []
+    assert set(P.VERDICT_COLOR) == set(compare.VERDICTS)  # every verdict has its colour
+    with pytest.raises(ValueError, match=r"table: .* it lacks verdict"):
+        P.compare_ratios(table.drop(columns="verdict"))
+
+
+def test_the_workbench_compare_plot_passes_a_note_by() -> None:
+    assert Workbench(FAMILIES[0]).compare_plot(Markdown("*No comparison*")) is None

@@ -18,7 +18,7 @@ import pytest
 from conftest import RECORDINGS as ALL_RECORDINGS
 
 from profiling.harness.ops import OPS
-from profiling.nsight import packing
+from profiling.nsight import packing, plausibility
 from profiling.nsight import reader as R
 from profiling.nsight.presets import PRESETS, ROOFLINE_METRICS, ncu_args
 from profiling.nsight.reader import ReportTables, read_report, tables_from_actions
@@ -122,8 +122,8 @@ def test_one_row_per_launch_with_documented_columns(reports: dict[Path, ReportTa
     for path, tables in reports.items():
         df = tables.launches
         assert len(df) == len(_raw(path)), path
-        fields = [c for c in df.columns if c not in (*R.BASE_COLUMNS, *R.METRIC_COLUMNS)]
-        assert list(df.columns) == [*R.BASE_COLUMNS, *fields, *R.METRIC_COLUMNS]
+        fields = [c for c in df.columns if c not in (*R.BASE_COLUMNS, *R.METRIC_COLUMNS, *plausibility.COLUMNS)]
+        assert list(df.columns) == [*R.BASE_COLUMNS, *fields, *R.METRIC_COLUMNS, *plausibility.COLUMNS]
         assert df["launch"].tolist() == list(range(len(df)))
         for column in set(df.columns) - set(fields):
             documented = re.sub(r"^pct_(\w+)_peak$", r"``\1``", column)  # listed under pct_<ceiling>_peak

@@ -302,6 +302,9 @@ def test_nothing_from_data_reaches_the_index_unescaped(reports_dir):
     folder = reports_dir / "h200"
     folder.mkdir()
     provenance = {"gpu": HOSTILE, "driver": HOSTILE, "cuda_runtime": HOSTILE, "git_commit": HOSTILE, "date": HOSTILE}
+    reading = {"nvml": "ok", "l2": HOSTILE, "driver": HOSTILE, "sm_clock_mhz": HOSTILE, "sm_clock_max_mhz": 1980}
+    reading |= {"memory_clock_mhz": 2619, "power_w": 400.0, "temperature_c": 50}
+    provenance["device_state"] = {"before": reading, "after": reading}  # a recording's GPU state is data too
     summary = _summary(title=HOSTILE, mode=HOSTILE, headline=[HOSTILE], provenance=provenance, failed=HOSTILE)
     (folder / "01_x'><script>y.summary.json").write_text(json.dumps(summary))
     page = publish.write_index(reports_dir).read_text()

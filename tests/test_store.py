@@ -422,3 +422,38 @@ def test_real_report_through_store_and_replay(tmp_path, monkeypatch):
     assert set(result.launches["n"]) == {sizes[1]["n"], sizes[2]["n"]}
     assert set(result.advice["launch"]) <= set(result.launches["launch"])
     assert result.device["gpu"] == "NVIDIA H200"
+
+
+def test_a_launch_count_other_than_the_expected_one_is_an_error() -> None:
+    """The committed group_gemm recording: oasr launches one kernel on its direct path and two (setup + GEMM) on
+    CUTLASS's; torch launches one cuBLAS kernel per group. Expecting one oasr kernel names the entries with two."""
+    with pytest.raises(sweep.LaunchCountError) as error:
+        profile_sweep("group_gemm", live=False, expected_launches={"oasr": 1})
+    message = str(error.value)
+    assert message.startswith("group_gemm (roofline): expected oasr 1 kernel launch(es) per entry, but ")
+    assert "oasr g=64,k=2048,m=16000,n=512,spread=4,dtype=float16: 2" in message
+    assert "torch g=" not in message  # torch was given no count: any number is fine
+    layer_norm = profile_sweep("layer_norm", live=False, expected_launches=1)  # one kernel a backend, as recorded
+    assert layer_norm.launches.groupby(["backend", "config"]).size().eq(1).all()
+
+
+@pytest.mark.parametrize(
+    ("expected", "error", "text"),
+    [
+        ("1", TypeError, "expected_launches must be an int or a mapping"),
+        (True, TypeError, "expected_launches must be an int or a mapping"),
+        ({"oasr": 0}, ValueError, r"expected_launches\['oasr'\] must be an int >= 1, not 0"),
+        ({"cublas": 1}, ValueError, "expected_launches names 'cublas', which is not profiled"),
+    ],
+)
+def test_expected_launches_is_checked(expected: object, error: type, text: str) -> None:
+    with pytest.raises(error, match=text):
+        profile_sweep("layer_norm", live=False, expected_launches=expected)
+
+
+def test_the_cli_says_a_launch_count_error_in_one_line(capsys) -> None:
+    assert sweep.main(["--op", "group_gemm", "--replay", "--expect-launches", "oasr=1"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: group_gemm (roofline): expected oasr 1 kernel launch(es) per entry, but 2 entries")
+    assert sweep.main(["--op", "layer_norm", "--replay", "--expect-launches", "oasr=1,torch=1"]) == 0
+    assert "flagged (implausible)" in capsys.readouterr().out

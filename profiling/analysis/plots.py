@@ -18,6 +18,10 @@ gid                                artist
 ``label:<config>``                 Annotation numbering a config's point on a roofline
 ``knee-label:<memory>:<compute>``  Annotation of a knee's arithmetic intensity
 ``key:configs``                    Text beside a roofline: point number -> config
+``ratio:<verdict>``                ErrorbarContainer's line of :func:`compare_ratios` (one per verdict)
+``band:<config>``                  Rectangle of a config's 1 +- threshold band in :func:`compare_ratios`
+``kernels:<stream>``               BrokenBarHCollection of one stream's kernels in :func:`timeline_plot`
+``gaps``                           BrokenBarHCollection of the idle gaps (no kernel on any stream)
 =================================  ======================================================
 
 In :func:`rate_vs_size` with several ops, each op has its own axes and the ceiling
@@ -47,7 +51,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import EngFormatter
 
 from .. import units
@@ -553,3 +557,93 @@ def _rate_legend(
     if ceilings:
         handles += [heading("ceilings"), *ceilings]
     return handles
+
+
+VERDICT_COLOR: dict[str, str] = {"faster": "C2", "slower": "C3", "same": "C0", "insufficient data": "0.5"}
+"""Compare plots: one colour per verdict of :data:`profiling.compare.VERDICTS` (a test keeps the two alike)."""
+
+
+def compare_ratios(table: pd.DataFrame, *, title: str = "", ax: Axes | None = None) -> Figure:
+    """The ratio head / base per config of a compare table, with its bootstrap interval and noise band.
+
+    Each config is a point at its ``ratio`` with error bars from ``ci_low`` to ``ci_high``, coloured by its
+    verdict, over a grey band from 1 / (1 + threshold) to 1 + threshold (its own threshold: a noisier config
+    has a wider band), as nvbench #90 asks: a point whose bar lies inside its band is "same".
+
+    Parameters
+    ----------
+    table : DataFrame
+        :func:`profiling.compare.compare_tables` output (``config``, ``dtype``, ``ratio``, ``ci_low``,
+        ``ci_high``, ``threshold``, ``verdict``), one row per config and dtype, in axis order.
+    title : str
+        The axes title.
+    ax : Axes, optional
+        Draw into this axes instead of a new figure.
+
+    Raises
+    ------
+    ValueError
+        When ``table`` is empty or lacks one of those columns.
+    """
+    needed = ["config", "dtype", "ratio", "ci_low", "ci_high", "threshold", "verdict"]
+    missing = [c for c in needed if c not in table]
+    if missing or table.empty:
+        lacking = f"it lacks {', '.join(missing)}" if missing else "it has no rows"
+        raise ValueError(f"table: a compare table with rows and the columns {', '.join(needed)} is needed; {lacking}")
+    fig, ax = _axes(ax, (max(5.0, 1.1 * len(table) + 3.0), 3.6))
+    one_dtype = table["dtype"].nunique() == 1  # then the title's, not each label's
+    labels = [c if one_dtype else f"{c} {d}" for c, d in zip(table["config"], table["dtype"], strict=True)]
+    x = np.arange(len(table))
+    for i, (label, threshold) in enumerate(zip(labels, table["threshold"].astype(float), strict=True)):
+        low = 1 / (1 + threshold)
+        ax.add_patch(Rectangle((i - 0.35, low), 0.7, 1 + threshold - low, color="0.88", zorder=0, gid=f"band:{label}"))
+    ax.axhline(1.0, color="0.4", linewidth=0.8)
+    for verdict, rows in table.reset_index(drop=True).groupby("verdict", sort=False):
+        ratio = rows["ratio"].astype(float)
+        bars = ax.errorbar(
+            x[rows.index], ratio, yerr=[ratio - rows["ci_low"].astype(float), rows["ci_high"].astype(float) - ratio],
+            fmt="o", capsize=4, color=VERDICT_COLOR.get(str(verdict), "k"), label=str(verdict),
+        )  # fmt: skip
+        bars.lines[0].set_gid(f"ratio:{verdict}")
+    ax.set_xticks(x, [textwrap.fill(label, 18) for label in labels], fontsize=7)
+    ax.set_xlim(-0.6, len(table) - 0.4)
+    ax.set_ylabel("head / base time")
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, title="verdict",
+              title_fontsize=7)  # fmt: skip
+    if title:
+        ax.set_title(_title(title, 70), fontsize=9)
+    return fig
+
+
+def timeline_plot(timeline: Any, *, title: str = "", ax: Axes | None = None) -> Figure:
+    """A traced region's kernels, one row per stream, and beneath them its idle gaps, along time (µs).
+
+    Parameters
+    ----------
+    timeline : profiling.analysis.timeline.Timeline
+        From :func:`profiling.analysis.timeline.summarize`.
+    title : str
+        Put before the figures of the axes title (kernels, gap share).
+    ax : Axes, optional
+        Draw into this axes instead of a new figure.
+    """
+    kernels = timeline.kernels
+    streams = list(dict.fromkeys(kernels.sort_values("stream", kind="stable")["stream"]))
+    fig, ax = _axes(ax, (8.0, 1.2 + 0.35 * (len(streams) + 1)))
+    for row, stream in enumerate(streams):
+        mine = kernels[kernels["stream"] == stream]
+        spans = list(zip(mine["start_s"] * 1e6, mine["duration_s"] * 1e6, strict=True))
+        ax.broken_barh(spans, (row + 0.6, 0.8), color=f"C{row % 10}", gid=f"kernels:{stream}")
+    gaps = list(zip(timeline.gaps["start_s"] * 1e6, timeline.gaps["duration_s"] * 1e6, strict=True))
+    ax.broken_barh(gaps, (-0.4, 0.8), color="C3", gid="gaps")
+    ax.set_yticks(range(len(streams) + 1), ["gaps", *(f"stream {s}" for s in streams)], fontsize=7)
+    ax.set_xlabel("time from the first kernel (µs)")
+    ax.set_xlim(0, timeline.span_s * 1e6 * 1.01)
+    ax.grid(True, axis="x", alpha=0.3)
+    figures = (
+        f"{len(kernels)} kernels, busy {timeline.busy_s * 1e6:.1f} µs; gaps {timeline.gap_s * 1e6:.1f} µs = "
+        f"{100 * timeline.gap_share:.0f}% of the region's {timeline.region_s * 1e6:.1f} µs"
+    )
+    ax.set_title(_title(f"{title}: {figures}" if title else figures, 90), fontsize=9)
+    return fig

@@ -49,6 +49,7 @@ import pandas as pd
 
 from ..files import atomic_write_text, reports_root
 from ..harness.ops import get_op, parse_dtype
+from ..nsight import plausibility
 from ..nsight.presets import CEILING_COLUMNS, FLOP_COUNTERS, UNITS, counter_ceilings
 
 LEVELS: tuple[str, ...] = ("dram", "l2", "l1")
@@ -278,9 +279,11 @@ def _flop_note(row: pd.Series) -> str:
 
 
 def analyze(tables: Any, root: str | Path | None = None, memory: str = "dram") -> pd.DataFrame:
-    """``tables.launches`` with :func:`expected_work` and :func:`classify` columns added.
+    """``tables.launches`` with :func:`expected_work` and :func:`classify` columns added, and its ``flagged`` figures
+    (:func:`profiling.nsight.plausibility.flag`) drawn again against the measured ceilings and the effective bandwidth.
 
     ``tables`` is a :class:`profiling.nsight.reader.ReportTables`; measured ceilings for its GPU are
     loaded from ``root`` (default :func:`profiling.nsight.recordings.reports_root`) when present.
     """
-    return classify(expected_work(tables.launches), ceilings(tables.device, root), memory=memory)
+    limits = ceilings(tables.device, root)
+    return plausibility.flag(classify(expected_work(tables.launches), limits, memory=memory), limits)

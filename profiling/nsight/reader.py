@@ -63,6 +63,9 @@ achieved_occupancy_pct     ``sm__warps_active.avg.pct_of_peak_sustained_active``
 theoretical_occupancy_pct  ``sm__maximum_warps_per_active_cycle_pct`` (Occupancy)
 issue_active_pct           ``smsp__issue_active.avg.pct_of_peak_sustained_active``: cycles a
                            scheduler issued (``source`` preset; NaN in the others)
+flagged, flag_cause         figures past 100% of a counter ceiling (or 95% of a measured one, after
+                           :func:`profiling.analysis.roofline.analyze`), with the likely cause:
+                           :mod:`profiling.nsight.plausibility` (``""`` when none)
 =========================  ==============================================================
 
 ``advice``: one row per (launch, ncu rule result)
@@ -100,7 +103,7 @@ import numpy as np
 import pandas as pd
 
 from ..provenance import gpu_slug
-from . import packing
+from . import packing, plausibility
 from . import presets as M
 from .naming import DOMAIN, RangeName, parse_range_name
 
@@ -123,7 +126,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "ncu_sol_sm_pct", "ncu_sol_memory_pct", "ncu_sol_dram_pct",
     "achieved_occupancy_pct", "theoretical_occupancy_pct", "issue_active_pct",
 )  # fmt: skip
-"""Columns of ``launches`` after the config fields, in order."""
+"""Columns of ``launches`` after the config fields, in order (then :data:`profiling.nsight.plausibility.COLUMNS`)."""
 
 ADVICE_COLUMNS: tuple[str, ...] = (
     "launch", "op", "backend", "dtype", "config", "kernel", "rule_id", "rule_name", "section",
@@ -496,7 +499,8 @@ def add_rates(launches: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
     launches : DataFrame
         The ``launches`` table (rates are recomputed, other columns kept).
     ceilings : DataFrame
-        :func:`profiling.nsight.presets.counter_ceilings` output (``name`` -> ``value``).
+        :func:`profiling.nsight.presets.counter_ceilings` output (``name`` -> ``value``); the
+        ``flagged`` figures of :func:`profiling.nsight.plausibility.flag` are drawn against it.
     """
     df = launches.copy()
     duration = df["duration_s"].where(df["duration_s"] > 0)
@@ -508,7 +512,7 @@ def add_rates(launches: pd.DataFrame, ceilings: pd.DataFrame) -> pd.DataFrame:
         df[f"pct_{level}_peak"] = 100.0 * df[f"{level}_bw_bytes_per_s"] / peak.get(level, np.nan)
     for kind in M.FLOP_COUNTERS:
         df[f"pct_{kind}_peak"] = 100.0 * df[f"flop_{kind}"] / duration / peak.get(kind, np.nan)
-    return df
+    return plausibility.flag(df, ceilings)
 
 
 _MARKUP = (

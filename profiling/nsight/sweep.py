@@ -29,6 +29,7 @@ CLI, used to make the committed recordings on the H200::
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import datetime as dt
 import functools
@@ -37,7 +38,7 @@ import tempfile
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,7 @@ import torch
 
 from .. import commands, readable
 from ..files import REPLAY_GPU, shown_path
+from ..harness import device_state
 from ..harness.ops import OPS, Config, dtype_name, get_op, parse_dtype
 from ..provenance import collect, gpu_slug
 from ..scaleout import gpus as scaleout_gpus
@@ -60,6 +62,11 @@ from .reader import DamagedReportError, read_report
 from .worker import SweepSpec
 
 DEFAULT_TIMEOUT_S = runner.DEFAULT_TIMEOUT_S
+WORKER_L2 = (
+    "not read: the profiled kernels run in ncu's fresh worker process, whose context starts with no persisting-L2 "
+    "carve-out or window (this process's own would say nothing of it)"
+)
+"""Why a profile's GPU state has clocks, power and temperature (device-wide, read here) but no L2 persisting state."""
 
 
 class NoRecordingError(LookupError):
@@ -68,6 +75,15 @@ class NoRecordingError(LookupError):
 
 class MissingRecordingWarning(UserWarning):
     """Replay found recordings for some requested entries but not all; the rest are left out."""
+
+
+class LaunchCountError(ValueError):
+    """An entry holds a number of kernel launches other than the ``expected_launches`` of
+    :func:`profile_sweep` (nsight-python #83: a region's kernels miscounted are a wrong sum, not a detail)."""
+
+
+ExpectedLaunches = int | Mapping[str, int] | None
+"""Kernel launches each entry must hold: one count for every backend, one per backend name, or None (any)."""
 
 
 @dataclass
@@ -301,7 +317,8 @@ def _profile_missing(
     tmp = profiles.temp_report_path()
     try:
         try:
-            run = runner.run_sweep(spec, tmp, preset=preset, ncu=ncu_path, **run_kwargs)
+            with device_state.around(l2=WORKER_L2) as info["device_state"]:  # kept by _keep_finished too
+                run = runner.run_sweep(spec, tmp, preset=preset, ncu=ncu_path, **run_kwargs)
         except runner.PartialSweepError as exc:
             _keep_finished(profiles, spec, exc, info, preset=preset, src=src, fields=fields)
             raise
@@ -534,6 +551,7 @@ def profile_sweep(
     engine: str = "local",
     address: str | None = None,
     private_tmp: bool = False,
+    expected_launches: ExpectedLaunches = None,
 ) -> ProfileResult:
     """Profile ``op`` over ``configs x dtypes`` for each backend, or return stored profiles.
 
@@ -568,10 +586,18 @@ def profile_sweep(
         Run each ncu in its own mount namespace with an empty /tmp (``unshare -m``; root only).
         Off by default: on the 2xH200 host two ncu runs overlapped as well with a shared /tmp
         (measured: dev/scaleout/RESULTS.md).
+    expected_launches : int or mapping of str to int, optional
+        The kernel launches each entry must hold (e.g. ``{"oasr": 1}``: one fused kernel; a backend left out
+        of the mapping may launch any number). Checked on live, cached and replayed results alike.
 
     Returns
     -------
     ProfileResult
+
+    Raises
+    ------
+    LaunchCountError
+        When an entry holds another number of launches than ``expected_launches`` says (all such entries named).
     """
     start = time.perf_counter()
     spec = get_op(op)
@@ -583,11 +609,12 @@ def profile_sweep(
     wanted = [recordings.make_entry(b, c, d) for c in configs for d in dtypes for b in backends]
     fields = spec.config_fields
     check_engine(engine)
+    expected = _expected_counts(expected_launches, backends)
 
     if live is None:
         live = gpu_available() and runner.ncu_available()
     if not live:
-        result = _replay(op, preset, wanted, fields, reports_dir)
+        result = _replay(op, preset, wanted, fields, reports_dir, expected)
         result.wall_s = time.perf_counter() - start
         return result
 
@@ -623,15 +650,21 @@ def profile_sweep(
         for report in {p.report for p in hits.values()}:
             source.ensure_lines(report)
     result = _finish(
-        op, preset, hits, [], fields, replayed=False, source="live" if missing else "cache", where=profiles
-    )
+        op, preset, hits, [], fields, replayed=False, source="live" if missing else "cache", where=profiles,
+        expected=expected,
+    )  # fmt: skip
     result.placement, result.startup = placement, startup
     result.wall_s = time.perf_counter() - start
     return result
 
 
 def _replay(
-    op: str, preset: str, wanted: list[recordings.Entry], fields: Sequence[str], reports_dir: Path | None
+    op: str,
+    preset: str,
+    wanted: list[recordings.Entry],
+    fields: Sequence[str],
+    reports_dir: Path | None,
+    expected: Mapping[str, int],
 ) -> ProfileResult:
     stored = recordings.ProfileStore(REPLAY_GPU, op, reports_dir)
     hits, missing = stored.lookup(wanted, preset, source_hash=None)
@@ -647,7 +680,10 @@ def _replay(
             "recordings can be shown; make them on a GPU with `python -m profiling.nsight --op "
             f"{op} --preset {preset}` and commit reports/."
         )
-    return _finish(op, preset, hits, missing, fields, replayed=True, source="recording", where=stored, stacklevel=4)
+    return _finish(
+        op, preset, hits, missing, fields, replayed=True, source="recording", where=stored, stacklevel=4,
+        expected=expected,
+    )  # fmt: skip
 
 
 def _finish(
@@ -661,10 +697,25 @@ def _finish(
     source: str,
     where: recordings.ProfileStore,
     stacklevel: int = 3,
+    expected: Mapping[str, int] | None = None,
 ) -> ProfileResult:
-    """Gather the stored launches; warn about every requested entry with no launch row."""
+    """Gather the stored launches; warn about every requested entry with no launch row, and raise
+    :class:`LaunchCountError` for one whose launches are not the ``expected`` count of its backend."""
     launches, advice, device, used = _gather(hits, fields)
-    found = set(_row_entries(launches, fields))
+    counts = collections.Counter(_row_entries(launches, fields))
+    found = set(counts)
+    expected = expected or {}
+    wrong = sorted(
+        f"{recordings.entry_label(e)}: {n}" for e, n in counts.items() if e and n != expected.get(e[0], n)
+    )  # a backend the caller gave no count for may launch any number
+    if wrong:
+        shown = "; ".join(wrong[:6]) + (f"; and {len(wrong) - 6} more" if len(wrong) > 6 else "")
+        raise LaunchCountError(
+            f"{op} ({preset}): expected {', '.join(f'{b} {n}' for b, n in expected.items())} kernel launch(es) per "
+            f"entry, but {len(wrong)} entries hold another count ({shown}). A backend that launches more kernels "
+            "than expected (an unfused path, a library's split) would be summed as if it were one; check the "
+            "backend, or pass the count it really launches."
+        )
     lacking = [*missing, *(e for e in hits if e not in found)]
     labels = [recordings.entry_label(e) for e in lacking]
     if lacking:
@@ -689,12 +740,31 @@ def _finish(
     )
 
 
+def _expected_counts(expected: ExpectedLaunches, backends: Sequence[str]) -> dict[str, int]:
+    """``expected_launches`` as {backend: count} (empty: no check); TypeError or ValueError naming the argument."""
+    if expected is None:
+        return {}
+    if isinstance(expected, Mapping):
+        counts = dict(expected)
+    elif isinstance(expected, int) and not isinstance(expected, bool):
+        counts = dict.fromkeys(backends, expected)
+    else:
+        raise TypeError(f"expected_launches must be an int or a mapping of backend to int, not {type(expected)}")
+    for backend, count in counts.items():
+        if backend not in backends:
+            raise ValueError(f"expected_launches names {backend!r}, which is not profiled ({', '.join(backends)})")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"expected_launches[{backend!r}] must be an int >= 1, not {count!r}")
+    return counts
+
+
 # ---------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------
 
 TABLE_COLUMNS = (
     "backend", "dtype", "kernel", "duration_s", "dram_bytes", "flop", "dram_bw_bytes_per_s", "pct_dram_peak", "profile",
+    "flagged",
 )  # fmt: skip
 
 
@@ -754,6 +824,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             gpus=args.gpus,
             engine=args.engine,
             address=args.address,
+            expected_launches=args.expect_launches,
         )
     except (runner.NcuError, NoRecordingError, ValueError, TypeError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import html
 import json
+import re
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,13 @@ from oasr.jit.compilation_context import CompilationContext
 from oasr.jit.families import Family
 
 from .. import compare, provenance
-from ..analysis import limiter, plots, roofline
+from ..analysis import limiter, plots, roofline, timeline
 from ..analysis import region as region_analysis
-from ..files import ShownPath, atomic_write_text, shown_path
-from ..harness import correctness, regions, timing
+from ..files import ShownPath, atomic_write_text, reports_root, shown_path
+from ..harness import correctness, device_state, regions, timing
 from ..harness.measure import measure
 from ..harness.ops import Config, OpSpec, get_op, ops_of
-from ..nsight import region, runner, source
+from ..nsight import plausibility, region, runner, source
 from ..nsight.sweep import NoRecordingError, ProfileResult, profile_sweep
 from ..readable import header
 from . import headline
@@ -64,8 +65,14 @@ class Workbench:
     # ------------------------------------------------------------ environment
 
     def environment(self) -> pd.DataFrame:
-        """This machine: GPU, driver, CUDA, nvcc, ncu, target archs (and the mode)."""
+        """This machine: GPU, driver, CUDA, nvcc, ncu, target archs (and the mode), the GPU's state now (live), and
+        its state around the recorded timing (clocks, power, temperature, L2 persisting state before -> after)."""
         info = dict(provenance.collect())
+        if not self.replayed:
+            info["GPU state now"] = device_state.describe({"before": device_state.reading()})
+        recorded = self._recorded_meta()
+        if recorded is not None:
+            info["GPU state, timing"] = device_state.describe(recorded.get("device_state"))
         try:
             info["ncu"] = str(runner.find_ncu())
         except runner.NcuNotFoundError:  # shown, not raised: replay needs no ncu
@@ -142,29 +149,34 @@ class Workbench:
     # ------------------------------------------------------------ timing
 
     def timing(self, dtypes: Sequence[str] | None = None, configs: Sequence[Config] | None = None) -> pd.DataFrame:
-        """oasr against torch over each op's sweep: median time, bandwidth, % of the copy ceiling."""
+        """oasr against torch over each op's sweep: median time, bandwidth, % of the copy ceiling, and the rows whose
+        bandwidth passes 95% of that copy flagged (:func:`profiling.nsight.plausibility.flag_timing`), their likely
+        cause beneath the table."""
         frames = []
         for op in self.ops:
             if self.replayed:
                 df, _ = load_table(self.gpu_slug, op.name, "timing")
             else:
-                df = measure(op, configs or op.default_sweep, dtypes or op.dtypes)
+                with device_state.around() as state:
+                    df = measure(op, configs or op.default_sweep, dtypes or op.dtypes)
                 copy_bytes_per_s = float(df["copy_bytes_per_s"].iloc[0])
                 cublas_flop_per_s = timing.measure_cublas_tflops() * 1e12
-                meta = {**provenance.collect(), "copy_bytes_per_s": copy_bytes_per_s}
+                meta = {**provenance.collect(), "copy_bytes_per_s": copy_bytes_per_s, "device_state": state}
                 save_table(df, self.gpu_slug, op.name, "timing", {**meta, "cublas_flop_per_s": cublas_flop_per_s})
                 roofline.save_measured_ceilings(
                     self.gpu_slug, copy_bytes_per_s, cublas_flop_per_s, provenance.collect()
                 )
-            frames.append(df)
+            frames.append(plausibility.flag_timing(df))  # each op against the copy timed with it
         table = pd.concat(frames, ignore_index=True)
         self.headlines += headline.headlines(self.ops, self.gpu_slug)  # from the recordings, live or replayed
         older = [f.loc[0, "op"] for f in frames if f.get("eager_seconds", pd.Series(dtype=float)).isna().all()]
-        shown = Table(table if "eager_seconds" in table else table.assign(eager_seconds=float("nan")))
+        shown = table if "eager_seconds" in table else table.assign(eager_seconds=float("nan"))
+        shown = Table(shown.drop(columns="flag_cause"))  # the causes go beneath the table, once per rule
         if older:  # the timing cell shows the column: its missing values are said, not left as dashes alone
             shown.attrs["notes"] = [
                 f"eager (µs): not in the recordings of {', '.join(older)}, made before the eager latency was timed"
             ]
+        shown.attrs["notes"] = [*shown.attrs.get("notes", []), *plausibility.notes(table)]
         return shown
 
     @staticmethod
@@ -213,16 +225,20 @@ class Workbench:
         return roofline.analyze(result)
 
     def launch_table(self, result: Any) -> pd.DataFrame:
-        """One row per profiled launch: time, bytes and FLOP next to the op's own count, roof."""
+        """One row per profiled launch: time, bytes and FLOP next to the op's own count, roof, and the figures
+        flagged as implausible (:mod:`profiling.nsight.plausibility`), their likely causes beneath the table."""
         columns = [
             "op", "backend", "config", "dtype", "kernel", "grid_size", "block_size", "registers_per_thread",
             "duration_s", "dram_bytes", "expected_bytes", "bytes_vs_expected_pct", "flop", "expected_flop",
-            "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof",
+            "dram_bw_bytes_per_s", "pct_dram_peak", "bound", "pct_of_roof", "flagged",
         ]  # fmt: skip
         launches = config_in_op_order(self.analyze(result))
         if launches["op"].nunique() == 1:  # the section's heading names it
             columns.remove("op")
-        return Table(launches[[c for c in columns if c in launches]])
+        table = Table(launches[[c for c in columns if c in launches]])
+        states = dict.fromkeys(device_state.describe(p.get("device_state")) for p in result.provenance)
+        table.attrs["notes"] = [*plausibility.notes(launches), *(f"GPU state, profile: {s}" for s in states)]
+        return table
 
     def ceilings(self, result: Any) -> pd.DataFrame:
         """The roofline's ceilings (counters and measured); shown with each value in its unit."""
@@ -294,19 +310,36 @@ class Workbench:
             top = top.drop(columns="file")
         return HTML(page + Table(top)._repr_html_() + annotated)
 
-    def compare(self, base: str | None = None, head: str = compare.WORKTREE, op: str | None = None) -> Any:
+    def compare(
+        self,
+        base: str | None = None,
+        head: str = compare.WORKTREE,
+        op: str | None = None,
+        configs: Sequence[Config] | None = None,
+    ) -> Any:
         """``op``'s kernel at revision ``base`` against ``head`` (default: the working tree, so an edit made in
         this session is compared with the last commit): per config both times, the ratio and the verdict
         (:mod:`profiling.compare`). Replay compares the recorded samples of the two source states; there the
         default ``base`` is the revision recorded against this tree's sources (``scripts/record_compare.sh``),
-        else HEAD."""
+        else HEAD. ``configs`` is the sweep (default: the op's two largest configs, the recorded ones);
+        :meth:`compare_plot` draws the returned table along it."""
         name = op or self.op_names[0]
         try:
             base = base or (self._recorded_base(name) if self.replayed else None) or "HEAD"
-            table = compare.compare_states(name, base, head, live=not self.replayed)
+            table = compare.compare_states(name, base, head, configs, live=not self.replayed)
         except (ValueError, timing.NoGPUError) as exc:
             return Markdown(f"*No comparison of `{name}`: {exc}*")
         return Table(table)
+
+    def compare_plot(self, table: Any) -> Any:
+        """The ratio per config of a :meth:`compare` table with its bootstrap interval and 1 +- threshold band
+        (:func:`profiling.analysis.plots.compare_ratios`); None for a "No comparison" note, which the cell has
+        shown already."""
+        if not isinstance(table, pd.DataFrame):
+            return None
+        op, base, head = (str(table[c].iloc[0]) for c in ("op", "base", "head"))
+        where = f", replayed from {self.gpu_slug} recordings" if self.replayed else ""
+        return plots.compare_ratios(table, title=f"{op}: {head} against {base}{where}")
 
     def _recorded_base(self, op: str) -> str | None:
         """The revision whose samples were recorded with this working tree's (``C~1`` for a compare of C against
@@ -403,12 +436,48 @@ class Workbench:
         display(HTML(f"<p><small>{caption}</small></p>" + Table(summary)._repr_html_()))
         return region_analysis.comparison_plot(tables)
 
+    # ------------------------------------------------------------ timeline
+
+    def trace_path(self, name: str) -> Path:
+        """Where the Chrome trace of region ``name`` lies: beside the notebook's report,
+        ``reports/<gpu>/<notebook>.<name>.trace.json.gz`` (the recordings' folder in replay too)."""
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"name must be letters, digits, '_', '.' or '-' (it names a file), not {name!r}")
+        return reports_root() / self.gpu_slug / f"{self.notebook}.{name}.trace.json.gz"
+
+    def timeline(self, fn: Callable[[], object] | None, name: str) -> Any:
+        """One eager call of the region ``fn`` traced with torch.profiler (live; the trace saved at
+        :meth:`trace_path`), or the saved trace (replay): its kernel count, the sum of their times, the idle
+        gaps between them against the region's time (:mod:`profiling.analysis.timeline`). A note when replay
+        has no saved trace."""
+        path = self.trace_path(name)
+        if not self.replayed:
+            timeline.record(fn, path)
+        elif not path.is_file():
+            return Markdown(f"*No saved trace of `{name}` in `{shown_path(path.parent)}`: trace it on a GPU.*")
+        traced = timeline.summarize(path)
+        table = Table(traced.summary())
+        table.attrs["notes"] = [f"Chrome trace (chrome://tracing, Perfetto): {shown_path(path)}"]
+        return table
+
+    def timeline_plot(self, name: str) -> Any:
+        """The kernels of region ``name``'s saved trace along time, one row per stream, its idle gaps beneath;
+        None when there is no saved trace (:meth:`timeline` has said so)."""
+        path = self.trace_path(name)
+        if not path.is_file():
+            return None
+        where = f", replayed from {self.gpu_slug}" if self.replayed else ""
+        return plots.timeline_plot(timeline.summarize(path), title=f"{name}{where}")
+
     # ------------------------------------------------------------ summary
 
     def write_summary(self) -> Path:
         """Headline figures for the report index: ``reports/<gpu>/<notebook>.summary.json`` live,
         ``reports/replay/<gpu>/...`` in replay (git-ignored: replay never rewrites the committed ones)."""
-        meta = provenance.collect() if not self.replayed else self._recorded_meta()
+        meta = self._recorded_meta()
+        if not self.replayed:  # this machine's provenance, with the GPU state the timing just recorded ran in
+            state = (meta or {}).get("device_state")
+            meta = {**provenance.collect(), **({"device_state": state} if state else {})}
         if meta is None:
             raise FileNotFoundError(
                 f"no recorded timing table for {', '.join(self.op_names)} in reports/{self.gpu_slug}"

@@ -58,6 +58,7 @@ from tqdm.auto import tqdm
 
 from .. import provenance
 from ..files import REPLAY_DIR, atomic_write_text, reports_root, shown_path
+from ..harness import device_state
 from ..provenance import REPO_ROOT
 from ..scaleout.gpus import discover, resolve
 from .pages import MODEL_PAGES, PAGES
@@ -480,6 +481,8 @@ def _provenance_text(provenance_: dict) -> str:
         parts.append(f"commit {str(provenance_['git_commit'])[:7]}")  # one length in the index: git's short hash
     if provenance_.get("date"):
         parts.append(str(provenance_["date"]))
+    if provenance_.get("device_state"):
+        parts.append(f"GPU state around the timing: {device_state.describe(provenance_['device_state'])}")
     return html.escape(", ".join(parts) or "-")
 
 
