@@ -152,7 +152,7 @@ def family_cells(page: Page) -> list:
             "on the command line). A replay compares the samples recorded for this tree's kernel sources with those "
             "of the revision timed against them (`bash scripts/h200_session.sh compare` on the H200). The plot "
             "shows the ratio per config with its bootstrap interval over its 1 +- threshold band: a bar inside "
-            "its band is \"same\", one reaching past it without a verdict is \"insufficient data\"."
+            'its band is "same", one reaching past it without a verdict is "insufficient data".'
         ),
         code("comparison = wb.compare()\ndisplay(comparison)\nwb.compare_plot(comparison)"),
         md(
@@ -218,6 +218,13 @@ def model_cells(page: ModelPage) -> list:
             "roofline sized by its share, and the two layers side by side (kernel count, time, top kernels)."
         ),
         code("wb.layer_profile()"),
+        md(
+            "## Timeline and gaps\n\n"
+            "One eager call of each layer traced with torch.profiler (CUPTI): its kernels along time, and the idle "
+            "gaps between them summed against the call's time, the launch-bound share a CUDA graph removes. The "
+            "Chrome trace is saved beside the report (open it in Perfetto or chrome://tracing)."
+        ),
+        code("wb.layer_timeline()"),
         md(
             "## Panel\n\n"
             "Pick a configuration, a batch and a duration, press **Run**: live, every backend is timed on that many "

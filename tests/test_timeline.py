@@ -147,3 +147,26 @@ def test_a_traced_eager_region_on_a_gpu(tmp_path: Path) -> None:
     traced = timeline.summarize(path)
     assert len(traced.kernels) >= 3 and traced.gap_s >= 0 and traced.region_s >= traced.span_s > 0
     assert traced.busy_s <= traced.span_s and 0 <= traced.gap_share < 1
+
+
+def test_the_encoder_notebook_shows_each_layers_saved_trace_or_says_none_is_saved(monkeypatch, tmp_path: Path) -> None:
+    from matplotlib.figure import Figure
+
+    from profiling.workbench import model
+
+    monkeypatch.setenv("OASR_REPORTS_DIR", str(tmp_path))
+    monkeypatch.setenv("OASR_WORKBENCH_MODE", "replay")
+    shown: list[object] = []
+    monkeypatch.setattr(model, "display", lambda *items: shown.extend(items))
+    wb = model.ModelWorkbench("wenet")
+    wb.layer_timeline()
+    notes = [item.data for item in shown if hasattr(item, "data") and "No saved trace" in item.data]
+    assert len(notes) == 2 and not [item for item in shown if isinstance(item, Figure)]
+    path = tmp_path / "h200" / f"{wb.notebook}.conformer_layer_torch.trace.json.gz"
+    path.parent.mkdir(parents=True)
+    path.write_bytes(gzip.compress(json.dumps(_trace()).encode()))
+    shown.clear()
+    wb.layer_timeline()
+    tables = [item for item in shown if hasattr(item, "columns")]
+    assert len(tables) == 1 and tables[0]["kernels"].iloc[0] == 4
+    assert len([item for item in shown if isinstance(item, Figure)]) == 1

@@ -28,7 +28,7 @@ from ..nsight import region
 from ..nsight.sweep import NoRecordingError
 from ..readable import significant
 from .display import Table, to_html
-from .notebook import mode_banner, save_summary
+from .notebook import mode_banner, save_summary, trace_path, trace_plot, trace_table
 from .pages import CONFORMER_PAGE
 from .panel import ERROR_STYLE, NOTE_STYLE
 from .tables import REPLAY, load_table, report_gpu_slug, workbench_mode
@@ -292,12 +292,29 @@ class ModelWorkbench:
         where = f", replayed from {self.gpu_slug} recordings" if self.replayed else ""
         return breakdown_figure(self.breakdown, title=f"One Conformer layer per op{where}")
 
+    def _layer_shape(self) -> dict[str, int]:
+        """The built-in layer regions' shape at this configuration's d and kernel size."""
+        return {**regions.CONFORMER_SHAPE, "d": self.config.d_model, "k": self.config.kernel_size}
+
+    def layer_timeline(self) -> None:
+        """One eager call of each layer (oasr's, torch's; the shape of :meth:`layer_profile`) traced with
+        torch.profiler, or its saved trace in replay: kernel count, kernel time and the idle gaps between kernels
+        against the call's time (the launch-bound share a CUDA graph removes), then the timeline itself."""
+        for impl in regions.IMPLEMENTATIONS:
+            name = f"conformer_layer_{impl}"
+            path = trace_path(self.gpu_slug, self.notebook, name)
+            call = regions.region_call(name, self._layer_shape()) if not self.replayed else None
+            display(Markdown(f"### {impl}"), trace_table(path, call, self.replayed, name))
+            figure = trace_plot(path, name, self.gpu_slug if self.replayed else None)
+            if figure is not None:
+                display(figure)
+
     def layer_profile(self) -> Any:
         """Every kernel of one layer of the chosen configuration's d and kernel size (at the built-in regions' batch
         and length, :data:`profiling.harness.regions.CONFORMER_SHAPE`) under one ncu run each, oasr's layer and
         torch's: where their time goes, their kernels on the roofline, and the two side by side. Replay shows the
         recordings, or the sentence naming the command that makes them on a GPU."""
-        shape = {**regions.CONFORMER_SHAPE, "d": self.config.d_model, "k": self.config.kernel_size}
+        shape = self._layer_shape()
         tables = {}
         for impl in regions.IMPLEMENTATIONS:
             try:

@@ -439,35 +439,16 @@ class Workbench:
     # ------------------------------------------------------------ timeline
 
     def trace_path(self, name: str) -> Path:
-        """Where the Chrome trace of region ``name`` lies: beside the notebook's report,
-        ``reports/<gpu>/<notebook>.<name>.trace.json.gz`` (the recordings' folder in replay too)."""
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-            raise ValueError(f"name must be letters, digits, '_', '.' or '-' (it names a file), not {name!r}")
-        return reports_root() / self.gpu_slug / f"{self.notebook}.{name}.trace.json.gz"
+        """Where the Chrome trace of region ``name`` lies (:func:`trace_path`)."""
+        return trace_path(self.gpu_slug, self.notebook, name)
 
     def timeline(self, fn: Callable[[], object] | None, name: str) -> Any:
-        """One eager call of the region ``fn`` traced with torch.profiler (live; the trace saved at
-        :meth:`trace_path`), or the saved trace (replay): its kernel count, the sum of their times, the idle
-        gaps between them against the region's time (:mod:`profiling.analysis.timeline`). A note when replay
-        has no saved trace."""
-        path = self.trace_path(name)
-        if not self.replayed:
-            timeline.record(fn, path)
-        elif not path.is_file():
-            return Markdown(f"*No saved trace of `{name}` in `{shown_path(path.parent)}`: trace it on a GPU.*")
-        traced = timeline.summarize(path)
-        table = Table(traced.summary())
-        table.attrs["notes"] = [f"Chrome trace (chrome://tracing, Perfetto): {shown_path(path)}"]
-        return table
+        """One eager call of the region ``fn`` traced, or its saved trace in replay (:func:`trace_table`)."""
+        return trace_table(self.trace_path(name), fn, self.replayed, name)
 
     def timeline_plot(self, name: str) -> Any:
-        """The kernels of region ``name``'s saved trace along time, one row per stream, its idle gaps beneath;
-        None when there is no saved trace (:meth:`timeline` has said so)."""
-        path = self.trace_path(name)
-        if not path.is_file():
-            return None
-        where = f", replayed from {self.gpu_slug}" if self.replayed else ""
-        return plots.timeline_plot(timeline.summarize(path), title=f"{name}{where}")
+        """The kernels of region ``name``'s saved trace along time (:func:`trace_plot`)."""
+        return trace_plot(self.trace_path(name), name, self.gpu_slug if self.replayed else None)
 
     # ------------------------------------------------------------ summary
 
@@ -486,6 +467,36 @@ class Workbench:
 
 
 REPLAY_STYLE = "padding:.6em;background:#fff4e5;border-left:4px solid #f0a020"
+
+
+def trace_path(gpu_slug: str, notebook: str, name: str) -> Path:
+    """Where the Chrome trace of region ``name`` lies: beside the notebook's report,
+    ``reports/<gpu>/<notebook>.<name>.trace.json.gz`` (the recordings' folder in replay too)."""
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"name must be letters, digits, '_', '.' or '-' (it names a file), not {name!r}")
+    return reports_root() / gpu_slug / f"{notebook}.{name}.trace.json.gz"
+
+
+def trace_table(path: Path, fn: Callable[[], object] | None, replayed: bool, name: str) -> Any:
+    """One eager call of the region ``fn`` traced with torch.profiler (live; the trace saved at ``path``), or the
+    saved trace (replay): its kernel count, the sum of their times, the idle gaps between them against the region's
+    time (:mod:`profiling.analysis.timeline`). A note when replay has no saved trace."""
+    if not replayed:
+        timeline.record(fn, path)
+    elif not path.is_file():
+        return Markdown(f"*No saved trace of `{name}` in `{shown_path(path.parent)}`: trace it on a GPU.*")
+    table = Table(timeline.summarize(path).summary())
+    table.attrs["notes"] = [f"Chrome trace (chrome://tracing, Perfetto): {shown_path(path)}"]
+    return table
+
+
+def trace_plot(path: Path, name: str, replayed_from: str | None) -> Any:
+    """The kernels of the saved trace at ``path`` along time, one row per stream, its idle gaps beneath; None when
+    there is no saved trace (:func:`trace_table` has said so)."""
+    if not path.is_file():
+        return None
+    where = f", replayed from {replayed_from}" if replayed_from else ""
+    return plots.timeline_plot(timeline.summarize(path), title=f"{name}{where}")
 
 
 def mode_banner(replayed: bool, meta: Mapping[str, Any] | None, recordings: str, note: str = "") -> HTML:
