@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import pickle
 import statistics
 import sys
-import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +24,7 @@ import torch
 
 from .naming import nvtx_range
 from .region import RegionSpec, region_range
-from .worker import EXIT_EXCEPTION, EXIT_NO_GPU, EXIT_NO_NVTX, _fail, emit
+from .worker import EXIT_NO_GPU, EXIT_NO_NVTX, _fail, emit, serve
 
 
 def _timed(call: object, repeats: int) -> float:
@@ -71,18 +69,7 @@ def run(spec: RegionSpec) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if len(args) != 1:
-        print("usage: python -m profiling.nsight.region_worker <spec.json>", file=sys.stderr)
-        return 2
-    spec = RegionSpec.from_json(Path(args[0]).read_text())
-    emit("start", pid=os.getpid(), op=spec.name, total=1)
-    try:
-        return run(spec)
-    except Exception as exc:
-        traceback.print_exc()
-        sys.stderr.flush()
-        return _fail("exception", f"{type(exc).__name__}: {exc}", EXIT_EXCEPTION)
+    return serve(argv, "profiling.nsight.region_worker", RegionSpec.from_json, run, lambda spec: (spec.name, 1))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -153,19 +153,32 @@ def run(spec: SweepSpec) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def serve(
+    argv: Sequence[str] | None,
+    module: str,
+    load: Callable[[str], Any],
+    run: Callable[[Any], int],
+    started: Callable[[Any], tuple[str, int]],
+) -> int:
+    """A worker's command line: read the spec ``load`` parses from the one file argument, emit ``start`` with the
+    ``(op, total)`` that ``started`` names, then ``run`` it; an exception is an ``error`` event and exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
-        print("usage: python -m profiling.nsight.worker <spec.json>", file=sys.stderr)
+        print(f"usage: python -m {module} <spec.json>", file=sys.stderr)
         return 2
-    spec = SweepSpec.from_json(Path(args[0]).read_text())
-    emit("start", pid=os.getpid(), op=spec.op, total=len(spec.cases))
+    spec = load(Path(args[0]).read_text())
+    op, total = started(spec)
+    emit("start", pid=os.getpid(), op=op, total=total)
     try:
         return run(spec)
     except Exception as exc:
         traceback.print_exc()
         sys.stderr.flush()
         return _fail("exception", f"{type(exc).__name__}: {exc}", EXIT_EXCEPTION)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return serve(argv, "profiling.nsight.worker", SweepSpec.from_json, run, lambda spec: (spec.op, len(spec.cases)))
 
 
 if __name__ == "__main__":
