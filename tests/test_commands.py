@@ -47,10 +47,22 @@ def test_a_path_that_is_no_notebook_is_one_sentence(name, text, expected, tmp_pa
     assert expected in error[-1] and "Traceback" not in "\n".join(error)
 
 
+def _default_sigint() -> None:
+    """A terminal's disposition of Ctrl-C: a suite started in the background (``nohup ... &``) hands its children
+    SIGINT ignored, which the command rightly keeps (profiling/commands.py)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _started(args: list[str]) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OASR_WORKBENCH_MODE": "replay"}
     return subprocess.Popen(
-        [sys.executable, *args], cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [sys.executable, *args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_default_sigint,
     )
 
 
