@@ -36,6 +36,7 @@ import pandas as pd
 import torch
 
 from oasr.models import CONFIGS
+from profiling.harness import device_state
 from profiling.harness.encoder import (
     BREAKDOWN,
     BREAKDOWN_COLUMNS,
@@ -121,16 +122,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         models = build(name)
         rows: list[dict[str, Any]] = []
         breakdowns: list[pd.DataFrame] = []
-        for workload_name in args.workloads:
-            workload = WORKLOADS[workload_name]
-            timed = time_workload(name, workload, models, modes, args.iters)
-            print_rows(timed)
-            rows += timed
-            if not args.no_breakdown:
-                breakdowns.append(breakdown(name, workload, models[0]))
-                print_breakdown(workload, breakdowns[-1])
+        with device_state.around() as state:  # the clocks, power and L2 state around this configuration's timing
+            for workload_name in args.workloads:
+                workload = WORKLOADS[workload_name]
+                timed = time_workload(name, workload, models, modes, args.iters)
+                print_rows(timed)
+                rows += timed
+                if not args.no_breakdown:
+                    breakdowns.append(breakdown(name, workload, models[0]))
+                    print_breakdown(workload, breakdowns[-1])
         if not args.no_record:  # each configuration as soon as it is done: a later failure keeps it
-            for path in record(name, rows, breakdowns, provenance):
+            for path in record(name, rows, breakdowns, {**provenance, "device_state": state}):
                 print(f"wrote {path}")
         del models
         torch.cuda.empty_cache()

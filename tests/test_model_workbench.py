@@ -111,6 +111,7 @@ def test_replay_shows_the_recorded_speed_breakdown_and_headlines(reports):
     meta = record("wenet")
     wb = ModelWorkbench("conformer-l")  # replay shows every recorded configuration, whichever is chosen
     assert "Test GPU &lt;b&gt;" in wb.banner().data  # provenance is data: escaped
+    assert "not recorded" in wb.environment()["value"]["GPU state, timing"]  # a recording made without the state
     speed = wb.speed_table()
     assert list(speed.columns) == list(model.SPEED_SHOWN) and len(speed) == len(BACKENDS)
     (line,) = wb.headlines

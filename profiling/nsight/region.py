@@ -50,7 +50,7 @@ from typing import Any
 import pandas as pd
 
 from .. import commands, readable
-from ..files import REPLAY_GPU
+from ..files import REPLAY_GPU, shown_path
 from ..harness import regions
 from ..harness.ops import dtype_name
 from ..provenance import collect, gpu_slug
@@ -462,8 +462,9 @@ def _replay(name: str, fn: object, preset: str, entry: recordings.Entry, reports
         recorded = sorted({recordings.entry_label(e) for p in store.profiles() for e in p.entries})
         have = f"recorded there: {'; '.join(recorded)}" if recorded else "nothing is recorded there"
         raise NoRecordingError(
-            f"no {preset!r} recording of region {name!r} for {recordings.entry_label(entry)} in {store.directory} "
-            f"({have}). Without a GPU and ncu only recordings can be shown; make this one on a GPU with "
+            f"no {preset!r} recording of region {name!r} for {recordings.entry_label(entry)} in "
+            f"{shown_path(store.directory)} ({have}). Without a GPU and ncu only recordings can be shown; make this "
+            "one on a GPU with "
             f"`{record_command(name, fn, preset, dict(entry[1]))}` and commit reports/."
         )
     return _result(hits[entry], replayed=True, source="recording")

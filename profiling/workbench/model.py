@@ -22,8 +22,8 @@ from oasr.models import CONFIGS, ConformerEncoder, ReferenceConformerEncoder, ra
 
 from .. import provenance
 from ..analysis import region as region_analysis
+from ..harness import device_state, regions
 from ..harness import encoder as harness
-from ..harness import regions
 from ..nsight import region
 from ..nsight.sweep import NoRecordingError
 from ..readable import significant
@@ -183,6 +183,11 @@ class ModelWorkbench:
     def environment(self) -> Table:
         """This machine (GPU, driver, CUDA, torch, commit), the mode and the configuration."""
         info = {k: str(v) for k, v in provenance.collect().items()}
+        if not self.replayed:
+            info["GPU state now"] = device_state.describe({"before": device_state.reading()})
+        recorded = self._meta()
+        if recorded is not None:
+            info["GPU state, timing"] = device_state.describe(recorded.get("device_state"))
         return Table({"value": {**info, "mode": self.mode, "config": self.config_name}})
 
     def models(self, name: str) -> tuple[ConformerEncoder, ReferenceConformerEncoder]:
