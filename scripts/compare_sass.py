@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 _INSTRUCTION = re.compile(r"\s*/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
@@ -86,7 +87,10 @@ def main() -> int:
             a, b = kernels(args.cuobjdump, library), kernels(args.cuobjdump, theirs[name])
             same = a == b
             differ += not same
-            print(f"{name}: {len(a)} kernels, {'identical' if same else 'DIFFERENT'} SASS")
+            # A kernel added beside unchanged ones (a new op of the family) is told apart from a changed one.
+            kept = sum((Counter(a) & Counter(b)).values())
+            detail = "" if same else f" ({kept} of the other's {len(b)} unchanged, {len(a) - kept} new or changed)"
+            print(f"{name}: {len(a)} kernels, {'identical' if same else 'DIFFERENT'} SASS{detail}")
     return 1 if differ else 0
 
 
