@@ -4,7 +4,7 @@ The rule is data: :data:`BANDS`, a table read top to bottom, the first band a pr
 names its backend and a two-line why that cites a measured figure (H200, bf16, CUDA-graph device time) and where it
 is recorded; where nothing was measured the why says so and the band picks cuBLAS, the safe default (a user who swaps
 ``F.linear`` for ``oasr.gemm`` must never be slower). Sources cited: issue 54's table (measured at 47462e1, its
-shapes and figures also in the wave-3 notes), ``dev/gemm/RESULTS.md``, ``reports/h200/tables/``.
+shapes and figures also in the wave-3 notes), an H200 run at a named commit, ``reports/h200/tables/``.
 
 The cuBLAS candidate of an epilogue is cuBLASLt's own epilogue through torch where it has one (a bias: ``torch.addmm``;
 a bias and ReLU or tanh-GELU: ``torch._addmm_activation``), else cuBLAS then ``oasr.bias_activation`` (one pass);
@@ -107,7 +107,7 @@ BANDS: tuple[Band, ...] = (
         k_min=2048,
         why=(
             "K >= 2048 loses: 6000x768x3072 0.75x cuBLAS (52.1 us against 39.3, issue 54);\n"
-            "1500x512x2048 x1.004 (dev/gemm/RESULTS.md) is a tie, so cuBLAS."
+            "1500x512x2048 x1.004 (H200 at 7d8b06f) is a tie, so cuBLAS."
         ),
     ),
     Band(
@@ -134,7 +134,7 @@ BANDS: tuple[Band, ...] = (
         "cublas",
         picks=(gemm_config.ONE_WAVE, gemm_config.SMALL_GRID),
         why=(
-            "at most one wave: 8000x256x256 x0.942 at 7d8b06f, x1.079 at abcec41 (dev/gemm/RESULTS.md):\n"
+            "at most one wave: 8000x256x256 x0.942 (H200 at 7d8b06f), x1.079 (H200 at abcec41):\n"
             "a tie within cuBLAS's own spread, so cuBLAS."
         ),
     ),
@@ -144,7 +144,7 @@ BANDS: tuple[Band, ...] = (
         "cublas",
         picks=(gemm_config.PARTIAL_WAVE,),
         why=(
-            "one wave of 128x192 tiles: 1500x2048x512 x0.973-1.046 (dev/gemm/RESULTS.md),\n"
+            "one wave of 128x192 tiles: 1500x2048x512 x0.973-1.046 (H200 at a93ff7a, abcec41),\n"
             "4000x768x768 0.98x (9.31 us against 9.17, issue 54): a tie at best, so cuBLAS."
         ),
     ),
@@ -154,7 +154,7 @@ BANDS: tuple[Band, ...] = (
         "cublas",
         why=(
             "many waves, N < 3072: 6000x512x512 0.84x (8.96 us against 7.51, issue 54), 8000x1024x256 x0.999\n"
-            "(dev/gemm/RESULTS.md); unmeasured shapes (N <= 64 among them) also take cuBLAS."
+            "(H200 at 7d8b06f); unmeasured shapes (N <= 64 among them) also take cuBLAS."
         ),
     ),
     Band(
@@ -183,7 +183,7 @@ BANDS: tuple[Band, ...] = (
         "cublas",
         why=(
             "cuBLASLt has this epilogue, so about cuBLAS's time: oasr's fused bias + SiLU beat bare cuBLAS on\n"
-            "issue 17's (x1.047-1.170, dev/gemm/RESULTS.md), lost on issue 54's (6000x512x512 10.6 us, bare 7.51)."
+            "issue 17's (x1.047-1.170, H200 at eda59e9), lost on issue 54's (6000x512x512 10.6 us, bare 7.51)."
         ),
     ),
     Band(
@@ -203,7 +203,7 @@ BANDS: tuple[Band, ...] = (
         min_waves=3,
         why=(
             "the direct kernel's one launch: 16000x256x256 2.10-2.17x torch's F.glu(F.linear), 8000x512x512\n"
-            "1.78-1.94x (reports/h200/tables/gemm_glu.timing.csv); x0.98-1.01 of cuBLAS over 2N (dev/gemm/RESULTS.md)."
+            "1.78-1.94x (reports/h200/tables/gemm_glu.timing.csv); x0.98-1.01 of cuBLAS over 2N (H200 at af93c77)."
         ),
     ),
     Band(
